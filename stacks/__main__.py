@@ -1,0 +1,7 @@
+"""`python -m stacks`: the offline companion of the Pulumi CLI."""
+
+import sys
+
+from stacks.cli import main
+
+sys.exit(main())

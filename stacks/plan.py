@@ -1,0 +1,197 @@
+"""`python -m stacks plan`: what a stack would register, without the Pulumi CLI or vCenter.
+
+Runs the project's real `__main__.py` under the SDK's mock runtime and writes:
+- `resources.json`: every resource with type, parent, dependencies and inputs, secrets redacted;
+- `manifests/`: every Kubernetes object the stack would apply, as YAML;
+- optionally a DOT/SVG picture of the components and their dependencies.
+It never replaces `pulumi preview`, which diffs against real state.
+"""
+
+from __future__ import annotations
+
+import json
+import shutil
+import subprocess
+from collections import Counter
+from collections.abc import Iterable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from stacks.loader import PROJECT, ConfigView, config_for_runtime, load_environment
+from stacks.mock_runtime import (
+    ProgramRun,
+    RecordedResource,
+    redact,
+    run_program,
+    run_project_main,
+)
+
+PROJECT_DIR = Path(__file__).resolve().parent.parent
+SECRET_PLACEHOLDER = "plan-placeholder-for-an-unreadable-secret"
+"""The value secret config keys take in a plan: `secure:` values cannot be decrypted offline."""
+
+# Resources whose inputs carry Kubernetes objects, and where they keep them.
+_CONFIG_GROUP = "kubernetes:yaml/v2:ConfigGroup"
+
+
+@dataclass(frozen=True)
+class PlanResult:
+    run: ProgramRun
+    manifest_files: list[Path]
+
+
+def plan_stack(
+    view: ConfigView,
+    *,
+    stack: str,
+    out_dir: Path,
+    graph_file: Path | None = None,
+    secret_placeholder: str = SECRET_PLACEHOLDER,
+) -> PlanResult:
+    """Validate, run under mocks and write the plan. Raises `InvalidEnvironment` on bad input."""
+    load_environment(view)  # every problem reported before anything runs
+    config, secret_keys = config_for_runtime(view, secret_placeholder)
+    run = run_program(
+        run_project_main(PROJECT_DIR),
+        project=PROJECT,
+        stack=stack,
+        config=config,
+        secret_keys=secret_keys,
+    )
+    out_dir.mkdir(parents=True, exist_ok=True)
+    (out_dir / "resources.json").write_text(json.dumps(resources_document(run), indent=2, sort_keys=False) + "\n")
+    manifests = write_manifests(run.resources, out_dir / "manifests")
+    if graph_file is not None:
+        write_graph(run.resources, graph_file)
+    return PlanResult(run=run, manifest_files=manifests)
+
+
+def resources_document(run: ProgramRun) -> dict[str, Any]:
+    return {
+        "resources": [
+            {
+                "urn": r.urn,
+                "type": r.type,
+                "name": r.name,
+                "parent": r.parent,
+                "custom": r.custom,
+                "protect": r.protect,
+                "dependencies": r.dependencies,
+                "inputs": _tidy_numbers(r.redacted_inputs()),
+            }
+            for r in run.resources
+        ],
+        "outputs": _tidy_numbers(redact(run.stack_outputs)),
+    }
+
+
+def _tidy_numbers(value: Any) -> Any:
+    """Pulumi's wire format has only floats; print 9000, not 9000.0."""
+    if isinstance(value, float) and value.is_integer():
+        return int(value)
+    if isinstance(value, dict):
+        return {k: _tidy_numbers(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [_tidy_numbers(v) for v in value]
+    return value
+
+
+def kubernetes_objects(resources: Iterable[RecordedResource]) -> list[tuple[RecordedResource, list[Any]]]:
+    """Each ConfigGroup with the objects it applies, secrets redacted.
+
+    The SDK marks a whole list secret when any element is, so a group holding a Secret object is
+    written as one redacted entry; components keep Secrets in groups of their own for that reason.
+    """
+    found = []
+    for resource in resources:
+        if resource.type == _CONFIG_GROUP:
+            objs = _tidy_numbers(redact(resource.inputs.get("objs", [])))
+            found.append((resource, objs if isinstance(objs, list) else [objs]))
+    return found
+
+
+def write_manifests(resources: Iterable[RecordedResource], manifest_dir: Path) -> list[Path]:
+    if manifest_dir.exists():
+        shutil.rmtree(manifest_dir)
+    manifest_dir.mkdir(parents=True)
+    written = []
+    for resource, objs in kubernetes_objects(resources):
+        path = manifest_dir / f"{resource.name}.yaml"
+        path.write_text(yaml.safe_dump_all(objs, sort_keys=False))
+        written.append(path)
+    return written
+
+
+def summary_tree(run: ProgramRun) -> str:
+    """Components as a tree with the count of each resource type under them."""
+    children: dict[str | None, list[RecordedResource]] = {}
+    for r in run.resources:
+        children.setdefault(r.parent, []).append(r)
+    known = {r.urn for r in run.resources}
+    roots = [r for r in run.resources if r.parent not in known]
+    lines: list[str] = []
+
+    def walk(resource: RecordedResource, depth: int) -> None:
+        kids = children.get(resource.urn, [])
+        components = [k for k in kids if not k.custom]
+        custom_counts = Counter(k.type for k in kids if k.custom)
+        lines.append(f"{'  ' * depth}{resource.name} ({resource.type})")
+        for type_token, count in sorted(custom_counts.items()):
+            lines.append(f"{'  ' * (depth + 1)}{count} x {type_token}")
+        for component in components:
+            walk(component, depth + 1)
+
+    loose = Counter(r.type for r in roots if r.custom)
+    for root in roots:
+        if not root.custom:
+            walk(root, 0)
+    for type_token, count in sorted(loose.items()):
+        lines.append(f"{count} x {type_token}")
+    totals = Counter(r.type for r in run.resources if r.custom)
+    lines.append(f"total: {sum(totals.values())} resources in {len(run.resources) - sum(totals.values())} components")
+    return "\n".join(lines)
+
+
+def write_graph(resources: list[RecordedResource], path: Path) -> None:
+    """Components and the dependencies between them, as DOT (or SVG when the name says so).
+
+    Individual resources are folded into their nearest component so the picture stays readable
+    at 500 workers; an edge means some resource in one component waits on one in the other.
+    """
+    by_urn = {r.urn: r for r in resources}
+
+    def component_of(resource: RecordedResource) -> RecordedResource:
+        current = resource
+        while current.custom and current.parent in by_urn:
+            current = by_urn[current.parent]
+        return current
+
+    nodes: dict[str, RecordedResource] = {}
+    edges: set[tuple[str, str]] = set()
+    for resource in resources:
+        owner = component_of(resource)
+        nodes[owner.urn] = owner
+        for dependency in resource.dependencies:
+            if dependency in by_urn:
+                target = component_of(by_urn[dependency])
+                if target.urn != owner.urn:
+                    edges.add((owner.urn, target.urn))
+    ids = {urn: f"n{i}" for i, urn in enumerate(nodes)}
+    lines = ["digraph plan {", "  rankdir=LR;", '  node [shape=box, style=rounded, fontname="Helvetica"];']
+    for urn, node in nodes.items():
+        label = f"{node.name}\\n{node.type.split(':')[-1]}"
+        lines.append(f'  {ids[urn]} [label="{label}"];')
+    for source, target in sorted(edges):
+        lines.append(f"  {ids[source]} -> {ids[target]};")
+    lines.append("}")
+    dot = "\n".join(lines) + "\n"
+    if path.suffix == ".svg":
+        if shutil.which("dot") is None:
+            raise RuntimeError("writing SVG needs Graphviz's `dot` (apt-get install graphviz); or ask for a .dot file")
+        svg = subprocess.run(["dot", "-Tsvg"], input=dot.encode(), capture_output=True, check=True).stdout
+        path.write_bytes(svg)
+    else:
+        path.write_text(dot)
