@@ -42,7 +42,9 @@ def cmd_plan(args: argparse.Namespace) -> int:
     graph = Path(args.graph) if args.graph else None
     result = plan_stack(read_stack_file(path), stack=args.stack, out_dir=out_dir, graph_file=graph)
     print(summary_tree(result.run))
-    print(f"wrote {out_dir / 'resources.json'} and {len(result.manifest_files)} manifest file(s) under {out_dir / 'manifests'}")
+    print(
+        f"wrote {out_dir / 'resources.json'} and {len(result.manifest_files)} manifest file(s) under {out_dir / 'manifests'}"
+    )
     if graph is not None:
         print(f"wrote {graph}")
     return 0

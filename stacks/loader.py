@@ -52,7 +52,9 @@ def read_stack_file(path: Path) -> ConfigView:
     try:
         text = path.read_text(encoding="utf-8")
     except FileNotFoundError:
-        raise InvalidEnvironment([f"{path}: no such stack file; create it with `pulumi stack init` or pass --file"]) from None
+        raise InvalidEnvironment(
+            [f"{path}: no such stack file; create it with `pulumi stack init` or pass --file"]
+        ) from None
     except OSError as error:
         raise InvalidEnvironment([f"{path}: cannot be read ({error.strerror})"]) from None
     try:
@@ -91,7 +93,9 @@ def load_environment(view: ConfigView) -> Environment:
             problems.append(f"{ENVIRONMENT_KEY}: must be a structured object (YAML mapping), not a string")
             raise InvalidEnvironment(problems) from None
     if raw is None:
-        problems.append(f"{ENVIRONMENT_KEY}: missing; every stack describes its environment under this key (see Pulumi.dev.yaml)")
+        problems.append(
+            f"{ENVIRONMENT_KEY}: missing; every stack describes its environment under this key (see Pulumi.dev.yaml)"
+        )
         raise InvalidEnvironment(problems)
     try:
         env = Environment.model_validate(raw)
@@ -112,7 +116,9 @@ def _config_key_problems(view: ConfigView) -> list[str]:
             known = ", ".join(sorted(OUR_KEYS))
             problems.append(f"{key}: unknown key; this project reads only {known}")
         if key in MUST_BE_SECRET and key in view.values:
-            problems.append(f"{key}: stored in plain text; remove it and run `pulumi config set --secret {key} <value>`")
+            problems.append(
+                f"{key}: stored in plain text; remove it and run `pulumi config set --secret {key} <value>`"
+            )
     return problems
 
 

@@ -49,11 +49,7 @@ class RecordedResource:
 
     def redacted_inputs(self) -> dict[str, Any]:
         """Inputs with every secret replaced by `SECRET_MARK` and internal keys dropped."""
-        return {
-            key: redact(value)
-            for key, value in self.inputs.items()
-            if key not in _INTERNAL_INPUT_KEYS
-        }
+        return {key: redact(value) for key, value in self.inputs.items() if key not in _INTERNAL_INPUT_KEYS}
 
     def plain_inputs(self) -> dict[str, Any]:
         """Inputs with secrets unwrapped: for in-process assertions only, never for output."""
@@ -104,7 +100,7 @@ class _PlanMocks(mocks.Mocks):
         return resource_id, state
 
     def call(self, args: mocks.MockCallArgs) -> tuple[dict, list[tuple[str, str]] | None]:
-        return fake_invoke_result(args.token, args.args), None
+        return fake_invoke_result(args.token, args.args), []
 
 
 class RecordingMonitor(mocks.MockMonitor):
@@ -114,7 +110,7 @@ class RecordingMonitor(mocks.MockMonitor):
         super().__init__(mocks_impl)
         self.recorded: list[RecordedResource] = []
 
-    def RegisterResource(self, request: Any) -> Any:  # noqa: N802 - gRPC method name
+    def RegisterResource(self, request: Any) -> Any:
         response = super().RegisterResource(request)
         if request.type == "pulumi:pulumi:Stack":
             return response
@@ -171,9 +167,7 @@ def run_program(
     Each run happens in a fresh `contextvars` context: the SDK keeps its settings, config and
     root stack in context variables, so runs never leak into each other (tests run many).
     """
-    return contextvars.copy_context().run(
-        _run_in_context, program, project, stack, dict(config), secret_keys
-    )
+    return contextvars.copy_context().run(_run_in_context, program, project, stack, dict(config), secret_keys)
 
 
 def _run_in_context(

@@ -87,8 +87,13 @@ def fake_invoke_result(token: str, args: dict[str, Any]) -> dict[str, Any]:
             "id": args.get("hostId", ""),
             "hostId": args.get("hostId", ""),
             "vgpuProfiles": [
-                {"vgpu": profile, "diskSnapshotSupported": False, "memorySnapshotSupported": False,
-                 "migrateSupported": True, "suspendSupported": False}
+                {
+                    "vgpu": profile,
+                    "diskSnapshotSupported": False,
+                    "memorySnapshotSupported": False,
+                    "migrateSupported": True,
+                    "suspendSupported": False,
+                }
                 for profile in MOCK_VGPU_PROFILES
             ],
         }

@@ -184,8 +184,8 @@ def write_graph(resources: list[RecordedResource], path: Path) -> None:
     for urn, node in nodes.items():
         label = f"{node.name}\\n{node.type.split(':')[-1]}"
         lines.append(f'  {ids[urn]} [label="{label}"];')
-    for source, target in sorted(edges):
-        lines.append(f"  {ids[source]} -> {ids[target]};")
+    for source_urn, target_urn in sorted(edges):
+        lines.append(f"  {ids[source_urn]} -> {ids[target_urn]};")
     lines.append("}")
     dot = "\n".join(lines) + "\n"
     if path.suffix == ".svg":

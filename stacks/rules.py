@@ -58,19 +58,31 @@ def _in_subnet(address: IPv4Address, subnet: IPv4Network) -> bool:
 def addresses_inside_their_subnets(env: Environment) -> Iterator[Problem]:
     mgmt, rdma = env.management_network.subnet, env.rdma_network.subnet
     if not _in_subnet(env.management_network.gateway, mgmt):
-        yield Problem(("managementNetwork", "gateway"), f"{env.management_network.gateway} is not a host address of managementNetwork.subnet {mgmt}")
+        yield Problem(
+            ("managementNetwork", "gateway"),
+            f"{env.management_network.gateway} is not a host address of managementNetwork.subnet {mgmt}",
+        )
     gateway = env.rdma_network.gateway
     if gateway is not None and not _in_subnet(gateway, rdma):
         yield Problem(("rdmaNetwork", "gateway"), f"{gateway} is not a host address of rdmaNetwork.subnet {rdma}")
     for i, host in enumerate(env.hosts):
         if not _in_subnet(host.vmknic_ip, rdma):
-            yield Problem(("hosts", i, "vmknicIp"), f"{host.vmknic_ip} is not a host address of rdmaNetwork.subnet {rdma}; pick one inside it")
+            yield Problem(
+                ("hosts", i, "vmknicIp"),
+                f"{host.vmknic_ip} is not a host address of rdmaNetwork.subnet {rdma}; pick one inside it",
+            )
     for pool_key, pool in _pools(env):
         for j, node in enumerate(pool.nodes):
             if not _in_subnet(node.management_ip, mgmt):
-                yield Problem((pool_key, "nodes", j, "managementIp"), f"{node.management_ip} is not a host address of managementNetwork.subnet {mgmt}; pick one inside it")
+                yield Problem(
+                    (pool_key, "nodes", j, "managementIp"),
+                    f"{node.management_ip} is not a host address of managementNetwork.subnet {mgmt}; pick one inside it",
+                )
             if node.rdma_ip is not None and not _in_subnet(node.rdma_ip, rdma):
-                yield Problem((pool_key, "nodes", j, "rdmaIp"), f"{node.rdma_ip} is not a host address of rdmaNetwork.subnet {rdma}; pick one inside it")
+                yield Problem(
+                    (pool_key, "nodes", j, "rdmaIp"),
+                    f"{node.rdma_ip} is not a host address of rdmaNetwork.subnet {rdma}; pick one inside it",
+                )
 
 
 @rule
@@ -89,7 +101,9 @@ def addresses_unique(env: Environment) -> Iterator[Problem]:
         if address in reserved:
             yield Problem(path, f"{address} is the {reserved[address]}; give this one its own address")
         elif address in seen:
-            yield Problem(path, f"{address} is already used by {format_path('', seen[address])}; addresses must be unique")
+            yield Problem(
+                path, f"{address} is already used by {format_path('', seen[address])}; addresses must be unique"
+            )
         else:
             seen[address] = path
 
@@ -105,21 +119,30 @@ def ranges_do_not_overlap(env: Environment) -> Iterator[Problem]:
     for i, (path_a, net_a) in enumerate(ranges):
         for path_b, net_b in ranges[i + 1 :]:
             if net_a.overlaps(net_b):
-                yield Problem(path_b, f"{net_b} overlaps {format_path('', path_a)} {net_a}; the RDMA, management, pod and service ranges must be disjoint")
+                yield Problem(
+                    path_b,
+                    f"{net_b} overlaps {format_path('', path_a)} {net_a}; the RDMA, management, pod and service ranges must be disjoint",
+                )
 
 
 @rule
 def mtu_fits_switch(env: Environment) -> Iterator[Problem]:
     net = env.rdma_network
     if net.vmknic_mtu > net.mtu:
-        yield Problem(("rdmaNetwork", "vmknicMtu"), f"{net.vmknic_mtu} is above the switch MTU rdmaNetwork.mtu {net.mtu}; lower it or raise the switch MTU")
+        yield Problem(
+            ("rdmaNetwork", "vmknicMtu"),
+            f"{net.vmknic_mtu} is above the switch MTU rdmaNetwork.mtu {net.mtu}; lower it or raise the switch MTU",
+        )
 
 
 @rule
 def one_rdma_uplink_per_host(env: Environment) -> Iterator[Problem]:
     for i, host in enumerate(env.hosts):
         if len(host.rdma_vmnics) != 1:
-            yield Problem(("hosts", i, "rdmaVmnics"), f"lists {len(host.rdma_vmnics)} vmnics; PVRDMA does not support NIC teaming, so give exactly one (the ConnectX port)")
+            yield Problem(
+                ("hosts", i, "rdmaVmnics"),
+                f"lists {len(host.rdma_vmnics)} vmnics; PVRDMA does not support NIC teaming, so give exactly one (the ConnectX port)",
+            )
 
 
 @rule
@@ -133,7 +156,10 @@ def names_unique(env: Environment) -> Iterator[Problem]:
     for pool_key, pool in _pools(env):
         for j, node in enumerate(pool.nodes):
             if node.name in nodes:
-                yield Problem((pool_key, "nodes", j, "name"), f"node name {node.name!r} is used twice; node names must be unique across pools")
+                yield Problem(
+                    (pool_key, "nodes", j, "name"),
+                    f"node name {node.name!r} is used twice; node names must be unique across pools",
+                )
             nodes.add(node.name)
 
 
@@ -146,56 +172,88 @@ def workers_placed_on_known_hosts(env: Environment) -> Iterator[Problem]:
         path: Path = ("gpuWorkers", "nodes", j, "host")
         if node.host is None:
             if workers.placement == "vm-host-rules":
-                yield Problem(path, "missing; with gpuWorkers.placement 'vm-host-rules' every worker names the ESXi host it runs on")
+                yield Problem(
+                    path,
+                    "missing; with gpuWorkers.placement 'vm-host-rules' every worker names the ESXi host it runs on",
+                )
             continue
         if node.host not in known:
-            yield Problem(path, f"{node.host!r} is not one of the hosts listed under hosts; add it there or fix the name")
+            yield Problem(
+                path, f"{node.host!r} is not one of the hosts listed under hosts; add it there or fix the name"
+            )
         per_host[node.host].append(j)
     if workers.placement == "vm-host-rules":
         for host, indexes in per_host.items():
             for j in indexes[1:]:
-                yield Problem(("gpuWorkers", "nodes", j, "host"), f"{host!r} already runs gpuWorkers.nodes[{indexes[0]}]; strict placement allows one GPU worker per ESXi host")
+                yield Problem(
+                    ("gpuWorkers", "nodes", j, "host"),
+                    f"{host!r} already runs gpuWorkers.nodes[{indexes[0]}]; strict placement allows one GPU worker per ESXi host",
+                )
     if workers.placement != "none" and len(workers.nodes) > len(env.hosts):
-        yield Problem(("gpuWorkers", "nodes"), f"{len(workers.nodes)} workers but only {len(env.hosts)} GPU hosts; with placement {workers.placement!r} each worker needs its own host (add hosts or set placement: none)")
+        yield Problem(
+            ("gpuWorkers", "nodes"),
+            f"{len(workers.nodes)} workers but only {len(env.hosts)} GPU hosts; with placement {workers.placement!r} each worker needs its own host (add hosts or set placement: none)",
+        )
 
 
 @rule
 def workers_have_rdma_addresses(env: Environment) -> Iterator[Problem]:
     for j, node in enumerate(env.gpu_workers.nodes):
         if node.rdma_ip is None:
-            yield Problem(("gpuWorkers", "nodes", j, "rdmaIp"), "missing; every GPU worker gets a PVRDMA NIC and needs its address on rdmaNetwork.subnet")
+            yield Problem(
+                ("gpuWorkers", "nodes", j, "rdmaIp"),
+                "missing; every GPU worker gets a PVRDMA NIC and needs its address on rdmaNetwork.subnet",
+            )
     for j, node in enumerate(env.control_plane.nodes):
         if node.rdma_ip is not None or node.host is not None:
             key = "rdmaIp" if node.rdma_ip is not None else "host"
-            yield Problem(("controlPlane", "nodes", j, key), "control-plane nodes have no PVRDMA NIC and are not pinned; remove this key")
+            yield Problem(
+                ("controlPlane", "nodes", j, key),
+                "control-plane nodes have no PVRDMA NIC and are not pinned; remove this key",
+            )
 
 
 @rule
 def full_memory_reservation(env: Environment) -> Iterator[Problem]:
     workers = env.gpu_workers
     if workers.memory_reservation_mb is not None and workers.memory_reservation_mb != workers.memory_mb:
-        yield Problem(("gpuWorkers", "memoryReservationMb"), f"{workers.memory_reservation_mb} differs from gpuWorkers.memoryMb {workers.memory_mb}; vGPU VMs need all memory reserved, so remove this key")
+        yield Problem(
+            ("gpuWorkers", "memoryReservationMb"),
+            f"{workers.memory_reservation_mb} differs from gpuWorkers.memoryMb {workers.memory_mb}; vGPU VMs need all memory reserved, so remove this key",
+        )
 
 
 @rule
 def linked_clone_needs_snapshot(env: Environment) -> Iterator[Problem]:
     if env.vm.linked_clone and not env.vcenter.template_snapshot:
-        yield Problem(("vcenter", "templateSnapshot"), "missing; vm.linkedClone clones from a snapshot of the template: name it here, or set vm.linkedClone: false")
+        yield Problem(
+            ("vcenter", "templateSnapshot"),
+            "missing; vm.linkedClone clones from a snapshot of the template: name it here, or set vm.linkedClone: false",
+        )
 
 
 @rule
 def control_plane_quorum(env: Environment) -> Iterator[Problem]:
     count = len(env.control_plane.nodes)
     if count % 2 == 0:
-        yield Problem(("controlPlane", "nodes"), f"{count} control-plane nodes; etcd needs an odd number (1, 3 or 5) to keep quorum")
+        yield Problem(
+            ("controlPlane", "nodes"),
+            f"{count} control-plane nodes; etcd needs an odd number (1, 3 or 5) to keep quorum",
+        )
     if count > 1 and not env.kubernetes.control_plane_endpoint:
-        yield Problem(("kubernetes", "controlPlaneEndpoint"), f"missing; with {count} control-plane nodes the API needs a load-balanced DNS name or VIP")
+        yield Problem(
+            ("kubernetes", "controlPlaneEndpoint"),
+            f"missing; with {count} control-plane nodes the API needs a load-balanced DNS name or VIP",
+        )
 
 
 @rule
 def secrets_for_modes(env: Environment) -> Iterator[Problem]:
     if env.gpu.mode == "gpu-operator" and env.gpu.gpu_operator is None:
-        yield Problem(("gpu", "gpuOperator"), "missing; gpu.mode 'gpu-operator' needs driverRepository and driverVersion for the vGPU guest driver")
+        yield Problem(
+            ("gpu", "gpuOperator"),
+            "missing; gpu.mode 'gpu-operator' needs driverRepository and driverVersion for the vGPU guest driver",
+        )
 
 
 @rule
@@ -203,4 +261,7 @@ def slots_fit_gpus(env: Environment) -> Iterator[Problem]:
     gpus = len(env.gpu_workers.vgpu_profiles)
     slots = env.jobs.sample.slots_per_worker
     if slots > gpus:
-        yield Problem(("jobs", "sample", "slotsPerWorker"), f"{slots} ranks per worker but each worker has {gpus} vGPU(s); use at most {gpus}")
+        yield Problem(
+            ("jobs", "sample", "slotsPerWorker"),
+            f"{slots} ranks per worker but each worker has {gpus} vGPU(s); use at most {gpus}",
+        )
