@@ -1,0 +1,31 @@
+#!/usr/bin/env bash
+# Set up a fresh clone: Debian packages for the vCenter simulator, the Python virtualenv that
+# Pulumi.yaml names (.venv), and the simulator harness binary. Idempotent; safe to re-run.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+apt_packages=(golang-go golang-github-vmware-govmomi-dev)
+if command -v apt-get >/dev/null 2>&1; then
+  missing=()
+  for pkg in "${apt_packages[@]}"; do
+    dpkg -s "$pkg" >/dev/null 2>&1 || missing+=("$pkg")
+  done
+  if ((${#missing[@]})); then
+    sudo_cmd=()
+    [ "$(id -u)" -eq 0 ] || sudo_cmd=(sudo)
+    echo "setup: installing ${missing[*]} (for the vCenter simulator)"
+    "${sudo_cmd[@]}" apt-get update -qq
+    DEBIAN_FRONTEND=noninteractive "${sudo_cmd[@]}" apt-get install -y -qq "${missing[@]}" >/dev/null
+  fi
+else
+  echo "setup: no apt-get here; the simulator tests will use a 'vcsim' binary from PATH (see README)"
+fi
+
+python3 -m venv .venv
+.venv/bin/python -m pip install -q --upgrade pip
+.venv/bin/python -m pip install -q -r requirements-dev.txt
+
+if command -v go >/dev/null 2>&1 && [ -d /usr/share/gocode/src/github.com/vmware/govmomi ]; then
+  bash scripts/build-vcsim.sh
+fi
+echo "setup: done (.venv ready)"
