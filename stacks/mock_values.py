@@ -7,6 +7,7 @@ as inputs. Values are derived from the resource name so that plans are determini
 
 from __future__ import annotations
 
+import base64
 import hashlib
 import uuid
 from typing import Any
@@ -21,6 +22,21 @@ def _stable_uuid(seed: str) -> str:
 
 def _moref(prefix: str, seed: str) -> str:
     return f"{prefix}-{int(hashlib.sha256(seed.encode()).hexdigest()[:6], 16)}"
+
+
+def _fake_pem(label: str, seed: str) -> str:
+    """A well-formed PEM block whose body is deterministic filler, not a real key or certificate."""
+    body = base64.b64encode(hashlib.sha256(f"{label}:{seed}".encode()).digest() * 4).decode()
+    return f"-----BEGIN {label}-----\n{body}\n-----END {label}-----\n"
+
+
+def _fake_random_chars(seed: str, length: int) -> str:
+    """Lowercase hex: fits any charset with lower+numeric (kubeadm's token alphabet)."""
+    chars = ""
+    while len(chars) < length:
+        seed = hashlib.sha256(seed.encode()).hexdigest()
+        chars += seed
+    return chars[:length]
 
 
 def fake_outputs(type_token: str, name: str, inputs: dict[str, Any]) -> dict[str, Any]:
@@ -38,6 +54,25 @@ def fake_outputs(type_token: str, name: str, inputs: dict[str, Any]) -> dict[str
         }
     if type_token == "vsphere:index/distributedVirtualSwitch:DistributedVirtualSwitch":
         return {"configVersion": "1"}
+    # pulumi-tls / pulumi-random: the Kubernetes bootstrap renders these into kubeconfig and
+    # user-data, so they must be present and PEM-shaped.
+    if type_token == "tls:index/privateKey:PrivateKey":
+        return {
+            "privateKeyPem": _fake_pem("RSA PRIVATE KEY", name),
+            "publicKeyPem": _fake_pem("PUBLIC KEY", name),
+        }
+    if type_token in (
+        "tls:index/selfSignedCert:SelfSignedCert",
+        "tls:index/locallySignedCert:LocallySignedCert",
+    ):
+        return {"certPem": _fake_pem("CERTIFICATE", name)}
+    if type_token == "tls:index/certRequest:CertRequest":
+        return {"certRequestPem": _fake_pem("CERTIFICATE REQUEST", name)}
+    if type_token in (
+        "random:index/randomString:RandomString",
+        "random:index/randomPassword:RandomPassword",
+    ):
+        return {"result": _fake_random_chars(name, int(inputs.get("length", 16)))}
     return {}
 
 

@@ -1,0 +1,1 @@
+"""The Kubernetes layer: cluster bootstrap, access to the cluster, and the add-ons on top of it."""

@@ -1,0 +1,263 @@
+"""ClusterBootstrap: everything a kubeadm cluster needs before its VMs exist.
+
+Pulumi generates the trust material itself, then renders each node's cloud-init user-data:
+
+- the cluster CA, front-proxy CA and etcd CA (pulumi-tls `PrivateKey` + `SelfSignedCert`,
+  RSA-2048 like kubeadm's own, 10 years) and the service-account signing key; the control-plane
+  nodes receive them in user-data and `kubeadm init`/`join` use them instead of making their own
+  (kubeadm's "external CA files present" path; see `cloud_init.py` for why every control-plane
+  node gets them rather than `--upload-certs`);
+- an admin client certificate (`CN=kubernetes-admin`, `O=kubeadm:cluster-admins`, 1 year,
+  renewed by `pulumi up` within 30 days of expiry) signed by that CA, so Pulumi holds a working
+  admin kubeconfig with no copy step;
+- a kubeadm bootstrap token (`[a-z0-9]{6}.[a-z0-9]{16}`: a `RandomString` id, which is public
+  anyway as the name of its Secret, and a `RandomPassword` secret, which pulumi-random keeps
+  encrypted in state); workers join with it and authenticate the API server by
+  `discovery.bootstrapToken.caCertHashes`.
+
+The discovery hash is kubeadm's RFC 7469 pin, SHA-256 over the CA certificate's DER
+SubjectPublicKeyInfo. pulumi-tls's `public_key_pem` of the CA key is exactly that DER in PEM armour
+(Go's `MarshalPKIXPublicKey`, the same encoding `x509.CreateCertificate` embeds), so hashing its
+base64 body gives the pin without an X.509 library; the tests check it against openssl's
+`x509 -pubkey | sha256` pipeline that kubeadm's documentation gives.
+
+Needs only plain config (names, addresses), never VM outputs: the node pools take `user_data`
+from here. Every secret (keys, token, user-data, kubeconfig) is a secret Output end to end.
+Changing the CA's inputs replaces the CA and breaks a running cluster's trust: the CA settings are
+fixed once the cluster exists.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import pulumi
+import pulumi_random as random
+import pulumi_tls as tls
+
+from components.k8s.cloud_init import (
+    ClusterPki,
+    ClusterSpec,
+    bootstrap_token,
+    render_user_data,
+    spki_sha256,
+)
+from components.k8s.kubeconfig import ADMIN_GROUP, ADMIN_USER, api_server_url, render_kubeconfig
+
+CA_USES = ["cert_signing", "crl_signing", "digital_signature", "key_encipherment"]
+
+
+@dataclass(frozen=True, kw_only=True)
+class ClusterBootstrapArgs(ClusterSpec):
+    """The cluster (see `ClusterSpec` for every field and its default) plus certificate lifetimes."""
+
+    ca_validity_hours: int = 87600
+    """Lifetime of the three CAs. Default 87600 (10 years, kubeadm's CA default). Never renewed
+    automatically: a new CA means re-keying every node."""
+    admin_cert_validity_hours: int = 8760
+    """Lifetime of the admin client certificate in the kubeconfig. Default 8760 (1 year)."""
+    admin_cert_early_renewal_hours: int = 720
+    """`pulumi up` re-issues the admin certificate (and so the kubeconfig) this long before it
+    expires. Default 720 (30 days)."""
+
+    def validation_errors(self) -> list[str]:
+        errors = super().validation_errors()
+        if self.ca_validity_hours <= self.admin_cert_validity_hours:
+            errors.append(
+                f"ca_validity_hours ({self.ca_validity_hours}) must exceed "
+                f"admin_cert_validity_hours ({self.admin_cert_validity_hours})"
+            )
+        if not 0 <= self.admin_cert_early_renewal_hours < self.admin_cert_validity_hours:
+            errors.append("admin_cert_early_renewal_hours must be between 0 and admin_cert_validity_hours")
+        return errors
+
+
+def _secret(value: pulumi.Input[str]) -> pulumi.Output[str]:
+    return pulumi.Output.secret(value)
+
+
+class _CertificateAuthority:
+    """A CA key and its self-signed certificate, children of the bootstrap component."""
+
+    def __init__(self, parent: pulumi.Resource, name: str, common_name: str, validity_hours: int) -> None:
+        opts = pulumi.ResourceOptions(parent=parent)
+        key = tls.PrivateKey(f"{name}-key", algorithm="RSA", rsa_bits=2048, opts=opts)
+        cert = tls.SelfSignedCert(
+            name,
+            private_key_pem=_secret(key.private_key_pem),
+            subject=tls.SelfSignedCertSubjectArgs(common_name=common_name),
+            is_ca_certificate=True,
+            set_subject_key_id=True,
+            allowed_uses=CA_USES,
+            validity_period_hours=validity_hours,
+            opts=opts,
+        )
+        self.key = key
+        self.cert = cert
+        self.key_pem: pulumi.Output[str] = _secret(key.private_key_pem)
+        self.cert_pem: pulumi.Output[str] = cert.cert_pem
+
+
+class ClusterBootstrap(pulumi.ComponentResource):
+    """Cluster PKI, join token, per-node cloud-init user-data and the admin kubeconfig."""
+
+    kubeconfig: pulumi.Output[str]
+    """Admin kubeconfig (client certificate, inline CA), secret."""
+    ca_certificate_pem: pulumi.Output[str]
+    """The cluster CA certificate (public): what clients trust for the API server."""
+    discovery_token_ca_cert_hash: pulumi.Output[str]
+    """`sha256:<hex>` pin of the cluster CA, for `kubeadm join --discovery-token-ca-cert-hash`."""
+    user_data: dict[str, pulumi.Output[str]]
+    """`#cloud-config` user-data keyed by node name, secret (holds the token, and on control-plane
+    nodes the CA keys). Feed it to `guestinfo.userdata` of that node's VM."""
+    api_server_url: pulumi.Output[str]
+    """`https://<control_plane_endpoint>:<api_server_port>`."""
+    api_server_host: str
+    """The control-plane endpoint's host, for readiness checks."""
+    api_server_port: int
+    """The control-plane endpoint's port."""
+
+    def __init__(
+        self,
+        name: str,
+        args: ClusterBootstrapArgs,
+        opts: pulumi.ResourceOptions | None = None,
+    ) -> None:
+        super().__init__("gpucluster:kubernetes:ClusterBootstrap", name, None, opts)
+        child = pulumi.ResourceOptions(parent=self)
+        spec: ClusterSpec = args
+
+        cluster_ca = _CertificateAuthority(self, f"{name}-ca", "kubernetes", args.ca_validity_hours)
+        front_proxy_ca = _CertificateAuthority(self, f"{name}-front-proxy-ca", "front-proxy-ca", args.ca_validity_hours)
+        etcd_ca = _CertificateAuthority(self, f"{name}-etcd-ca", "etcd-ca", args.ca_validity_hours)
+        service_account_key = tls.PrivateKey(f"{name}-sa-key", algorithm="RSA", rsa_bits=2048, opts=child)
+
+        admin_key = tls.PrivateKey(f"{name}-admin-key", algorithm="RSA", rsa_bits=2048, opts=child)
+        admin_csr = tls.CertRequest(
+            f"{name}-admin-csr",
+            private_key_pem=_secret(admin_key.private_key_pem),
+            subject=tls.CertRequestSubjectArgs(common_name=ADMIN_USER, organization=ADMIN_GROUP),
+            opts=child,
+        )
+        admin_cert = tls.LocallySignedCert(
+            f"{name}-admin-cert",
+            cert_request_pem=admin_csr.cert_request_pem,
+            ca_private_key_pem=cluster_ca.key_pem,
+            ca_cert_pem=cluster_ca.cert_pem,
+            allowed_uses=["digital_signature", "key_encipherment", "client_auth"],
+            validity_period_hours=args.admin_cert_validity_hours,
+            early_renewal_hours=args.admin_cert_early_renewal_hours,
+            opts=child,
+        )
+
+        token_id = random.RandomString(
+            f"{name}-token-id",
+            length=6,
+            upper=False,
+            lower=True,
+            numeric=True,
+            special=False,
+            opts=child,
+        )
+        token_secret = random.RandomPassword(
+            f"{name}-token-secret",
+            length=16,
+            upper=False,
+            lower=True,
+            numeric=True,
+            special=False,
+            opts=child,
+        )
+        token = _secret(
+            pulumi.Output.all(token_id.result, token_secret.result).apply(
+                lambda parts: bootstrap_token(parts[0], parts[1])
+            )
+        )
+
+        ca_hash = cluster_ca.key.public_key_pem.apply(spki_sha256)
+        pki: pulumi.Output[ClusterPki] = pulumi.Output.secret(
+            pulumi.Output.all(
+                cluster_ca.cert_pem,
+                cluster_ca.key_pem,
+                front_proxy_ca.cert_pem,
+                front_proxy_ca.key_pem,
+                etcd_ca.cert_pem,
+                etcd_ca.key_pem,
+                service_account_key.private_key_pem,
+                service_account_key.public_key_pem,
+            ).apply(_pki_from_pems)
+        )
+
+        user_data: dict[str, pulumi.Output[str]] = {}
+        for node in spec.control_plane_nodes:
+            user_data[node.name] = _node_user_data(spec, node.name, token, ca_hash, pki)
+        for node in spec.worker_nodes:
+            # Workers get no key material: their documents depend on the token and the pin only.
+            user_data[node.name] = _node_user_data(spec, node.name, token, ca_hash, None)
+
+        self.api_server_host = spec.control_plane_endpoint
+        self.api_server_port = spec.api_server_port
+        url = api_server_url(spec.control_plane_endpoint, spec.api_server_port)
+        self.api_server_url = pulumi.Output.from_input(url)
+        self.ca_certificate_pem = cluster_ca.cert_pem
+        self.discovery_token_ca_cert_hash = ca_hash
+        self.user_data = user_data
+        self.kubeconfig = _secret(
+            pulumi.Output.all(cluster_ca.cert_pem, admin_cert.cert_pem, admin_key.private_key_pem).apply(
+                lambda v: render_kubeconfig(
+                    cluster_name=spec.cluster_name,
+                    server=url,
+                    ca_cert_pem=v[0],
+                    client_cert_pem=v[1],
+                    client_key_pem=v[2],
+                )
+            )
+        )
+
+        self.register_outputs(
+            {
+                "kubeconfig": self.kubeconfig,
+                "caCertificatePem": self.ca_certificate_pem,
+                "discoveryTokenCaCertHash": self.discovery_token_ca_cert_hash,
+                "apiServerUrl": self.api_server_url,
+                "userData": self.user_data,
+            }
+        )
+
+
+def _node_user_data(
+    spec: ClusterSpec,
+    node_name: str,
+    token: pulumi.Output[str],
+    ca_hash: pulumi.Output[str],
+    pki: pulumi.Output[ClusterPki] | None,
+) -> pulumi.Output[str]:
+    """One node's user-data, rendered once its inputs are known; secret."""
+
+    def render(values: list) -> str:
+        return render_user_data(
+            spec,
+            node_name,
+            token=values[0],
+            ca_cert_hash=values[1],
+            pki=values[2] if pki is not None else None,
+        )
+
+    inputs: list[pulumi.Output] = [token, ca_hash] if pki is None else [token, ca_hash, pki]
+    return _secret(pulumi.Output.all(*inputs).apply(render))
+
+
+def _pki_from_pems(pems: list[str]) -> ClusterPki:
+    return ClusterPki(**dict(zip(_PKI_FIELDS, pems, strict=True)))
+
+
+_PKI_FIELDS = (
+    "ca_cert_pem",
+    "ca_key_pem",
+    "front_proxy_ca_cert_pem",
+    "front_proxy_ca_key_pem",
+    "etcd_ca_cert_pem",
+    "etcd_ca_key_pem",
+    "service_account_key_pem",
+    "service_account_pub_pem",
+)
