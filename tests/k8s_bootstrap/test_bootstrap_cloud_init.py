@@ -1,0 +1,405 @@
+"""The first-boot documents, parsed back: who inits, who joins, labels, taints, files, script."""
+
+from __future__ import annotations
+
+import dataclasses
+import re
+import shutil
+import subprocess
+from typing import Any
+
+import pytest
+import yaml
+
+from components.k8s.cloud_init import (
+    BOOTSTRAP_DONE_MARKER,
+    BOOTSTRAP_SCRIPT_PATH,
+    BOOTSTRAP_UNIT_NAME,
+    BOOTSTRAP_UNIT_PATH,
+    KUBEADM_API_VERSION,
+    KUBEADM_CONFIG_PATH,
+    CalicoSettings,
+    ClusterNode,
+    ClusterPki,
+    ClusterSpec,
+    Taint,
+    bootstrap_token,
+    node_role,
+    render_bootstrap_script,
+    render_user_data,
+)
+
+TOKEN = "abc123.0123456789abcdef"
+CA_HASH = "sha256:" + "ab" * 32
+PKI = ClusterPki(
+    **{
+        name: f"-----BEGIN TEST-----\n{name}\n-----END TEST-----\n"
+        for name in (f.name for f in dataclasses.fields(ClusterPki))
+    }
+)
+
+
+def make_spec(**overrides: Any) -> ClusterSpec:
+    settings: dict[str, Any] = {
+        "cluster_name": "gpu",
+        "kubernetes_version": "1.34.2",
+        "pod_cidr": "10.244.0.0/16",
+        "service_cidr": "10.96.0.0/12",
+        "control_plane_endpoint": "10.0.0.10",
+        "control_plane_nodes": [
+            ClusterNode(name="cp-1", management_ip="10.0.0.11"),
+            ClusterNode(name="cp-2", management_ip="10.0.0.12"),
+        ],
+        "worker_nodes": [
+            ClusterNode(name="gpu-1", management_ip="10.0.0.21", rdma_ip="192.168.0.51", gpu=True),
+            ClusterNode(name="cpu-1", management_ip="10.0.0.31"),
+        ],
+        "search_domain": "lab.example",
+        "ssh_authorized_keys": ["ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIExample ops@example"],
+    }
+    settings.update(overrides)
+    return ClusterSpec(**settings)
+
+
+def user_data(spec: ClusterSpec, node: str) -> dict[str, Any]:
+    text = render_user_data(spec, node, token=TOKEN, ca_cert_hash=CA_HASH, pki=PKI)
+    assert text.startswith("#cloud-config\n")
+    document = yaml.safe_load(text)
+    assert isinstance(document, dict)
+    return document
+
+
+def files(document: dict[str, Any]) -> dict[str, dict[str, str]]:
+    return {entry["path"]: entry for entry in document["write_files"]}
+
+
+def kubeadm_docs(document: dict[str, Any]) -> dict[str, dict[str, Any]]:
+    content = files(document)[KUBEADM_CONFIG_PATH]["content"]
+    return {doc["kind"]: doc for doc in yaml.safe_load_all(content) if doc}
+
+
+def kubelet_args(registration: dict[str, Any]) -> dict[str, str]:
+    return {arg["name"]: arg["value"] for arg in registration["kubeletExtraArgs"]}
+
+
+# ------------------------------------------------------------------------------------------
+# Roles
+# ------------------------------------------------------------------------------------------
+
+
+def test_only_the_first_control_plane_node_runs_kubeadm_init() -> None:
+    spec = make_spec()
+    assert [node_role(spec, n.name) for n in spec.all_nodes] == [
+        "init",
+        "control-plane",
+        "worker",
+        "worker",
+    ]
+    for node in spec.all_nodes:
+        document = user_data(spec, node.name)
+        kinds = set(kubeadm_docs(document))
+        script = files(document)[BOOTSTRAP_SCRIPT_PATH]["content"]
+        if node.name == "cp-1":
+            assert kinds == {"InitConfiguration", "ClusterConfiguration", "KubeletConfiguration"}
+            assert "kubeadm init --config" in script
+            assert "kubeadm join" not in script
+        else:
+            assert kinds == {"JoinConfiguration"}
+            assert "kubeadm join --config" in script
+            assert "kubeadm init" not in script
+        # runcmd only starts the bootstrap unit, which re-runs the script on every boot until it
+        # has succeeded (a GPU worker is power-cycled by the vGPU attachment mid-first-boot).
+        assert ["systemctl", "start", "--no-block", BOOTSTRAP_UNIT_NAME] in document["runcmd"]
+        unit = files(document)[BOOTSTRAP_UNIT_PATH]["content"]
+        assert f"ExecStart={BOOTSTRAP_SCRIPT_PATH}" in unit
+        assert f"ConditionPathExists=!{BOOTSTRAP_DONE_MARKER}" in unit
+
+
+def test_all_kubeadm_documents_use_v1beta4() -> None:
+    spec = make_spec()
+    for node in spec.all_nodes:
+        for kind, doc in kubeadm_docs(user_data(spec, node.name)).items():
+            if kind != "KubeletConfiguration":
+                assert doc["apiVersion"] == KUBEADM_API_VERSION
+
+
+def test_cluster_configuration_carries_version_cidrs_and_endpoint() -> None:
+    cluster = kubeadm_docs(user_data(make_spec(), "cp-1"))["ClusterConfiguration"]
+    assert cluster["kubernetesVersion"] == "v1.34.2"
+    assert cluster["clusterName"] == "gpu"
+    assert cluster["controlPlaneEndpoint"] == "10.0.0.10:6443"
+    assert cluster["networking"]["podSubnet"] == "10.244.0.0/16"
+    assert cluster["networking"]["serviceSubnet"] == "10.96.0.0/12"
+    sans = cluster["apiServer"]["certSANs"]
+    assert {"10.0.0.10", "cp-1", "cp-2", "10.0.0.11", "10.0.0.12", "cp-1.lab.example"} <= set(sans)
+
+
+def test_init_configuration_creates_the_join_token_and_advertises_the_management_ip() -> None:
+    init = kubeadm_docs(user_data(make_spec(), "cp-1"))["InitConfiguration"]
+    (token,) = init["bootstrapTokens"]
+    assert token["token"] == TOKEN
+    assert token["ttl"] == "24h0m0s"
+    assert set(token["usages"]) == {"signing", "authentication"}
+    assert init["localAPIEndpoint"] == {"advertiseAddress": "10.0.0.11", "bindPort": 6443}
+    assert init["nodeRegistration"]["name"] == "cp-1"
+    assert kubelet_args(init["nodeRegistration"])["node-ip"] == "10.0.0.11"
+
+
+def test_workers_join_by_token_and_ca_pin_without_a_control_plane_section() -> None:
+    join = kubeadm_docs(user_data(make_spec(), "gpu-1"))["JoinConfiguration"]
+    discovery = join["discovery"]["bootstrapToken"]
+    assert discovery == {
+        "apiServerEndpoint": "10.0.0.10:6443",
+        "token": TOKEN,
+        "caCertHashes": [CA_HASH],
+    }
+    assert "controlPlane" not in join
+    assert "unsafeSkipCAVerification" not in discovery
+
+
+def test_other_control_plane_nodes_join_as_control_plane_on_their_own_address() -> None:
+    join = kubeadm_docs(user_data(make_spec(), "cp-2"))["JoinConfiguration"]
+    assert join["controlPlane"]["localAPIEndpoint"] == {
+        "advertiseAddress": "10.0.0.12",
+        "bindPort": 6443,
+    }
+    assert "certificateKey" not in join["controlPlane"]
+
+
+# ------------------------------------------------------------------------------------------
+# Labels and taints
+# ------------------------------------------------------------------------------------------
+
+
+def test_gpu_worker_gets_gpu_and_rdma_labels_and_taint_when_configured() -> None:
+    spec = make_spec(taint_gpu_nodes=True)
+    registration = kubeadm_docs(user_data(spec, "gpu-1"))["JoinConfiguration"]["nodeRegistration"]
+    args = kubelet_args(registration)
+    assert args["node-ip"] == "10.0.0.21"
+    labels = dict(item.split("=") for item in args["node-labels"].split(","))
+    assert labels == {
+        "nvidia.com/gpu.present": "true",
+        "feature.node.kubernetes.io/rdma.capable": "true",
+    }
+    assert registration["taints"] == [{"key": "nvidia.com/gpu", "value": "present", "effect": "NoSchedule"}]
+
+
+def test_gpu_worker_is_not_tainted_by_default_and_cpu_worker_gets_no_gpu_label() -> None:
+    spec = make_spec()
+    gpu = kubeadm_docs(user_data(spec, "gpu-1"))["JoinConfiguration"]["nodeRegistration"]
+    assert gpu["taints"] == []
+    cpu = kubeadm_docs(user_data(spec, "cpu-1"))["JoinConfiguration"]["nodeRegistration"]
+    assert "node-labels" not in kubelet_args(cpu)
+    assert cpu["taints"] == []
+
+
+def test_node_labels_and_taints_are_added_and_win_over_defaults() -> None:
+    node = ClusterNode(
+        name="gpu-1",
+        management_ip="10.0.0.21",
+        gpu=True,
+        labels={"nvidia.com/gpu.present": "false", "example.com/rack": "r1"},
+        taints=[Taint(key="example.com/maintenance", effect="NoExecute")],
+    )
+    spec = make_spec(worker_nodes=[node])
+    registration = kubeadm_docs(user_data(spec, "gpu-1"))["JoinConfiguration"]["nodeRegistration"]
+    labels = dict(i.split("=") for i in kubelet_args(registration)["node-labels"].split(","))
+    assert labels == {"nvidia.com/gpu.present": "false", "example.com/rack": "r1"}
+    assert registration["taints"] == [{"key": "example.com/maintenance", "effect": "NoExecute"}]
+
+
+def test_control_plane_taint_is_kept_unless_scheduling_there_is_allowed() -> None:
+    default = kubeadm_docs(user_data(make_spec(), "cp-1"))["InitConfiguration"]
+    assert default["nodeRegistration"]["taints"] == [
+        {"key": "node-role.kubernetes.io/control-plane", "effect": "NoSchedule"}
+    ]
+    open_spec = make_spec(schedule_on_control_plane=True)
+    allowed = kubeadm_docs(user_data(open_spec, "cp-2"))["JoinConfiguration"]
+    assert allowed["nodeRegistration"]["taints"] == []
+
+
+# ------------------------------------------------------------------------------------------
+# Files, secrets and the script
+# ------------------------------------------------------------------------------------------
+
+
+def test_file_modes_keep_keys_and_token_root_only() -> None:
+    cp = files(user_data(make_spec(), "cp-1"))
+    for path, entry in cp.items():
+        if path.endswith(".key") or path == KUBEADM_CONFIG_PATH:
+            assert entry["permissions"] == "0600", path
+        assert entry["owner"] == "root:root"
+    assert cp[BOOTSTRAP_SCRIPT_PATH]["permissions"] == "0700"
+    key_names = {p.rsplit("/pki/", 1)[1] for p in cp if "/pki/" in p}
+    assert key_names == {
+        "ca.crt",
+        "ca.key",
+        "front-proxy-ca.crt",
+        "front-proxy-ca.key",
+        "etcd/ca.crt",
+        "etcd/ca.key",
+        "sa.key",
+        "sa.pub",
+    }
+    assert cp[next(p for p in cp if p.endswith("/pki/ca.key"))]["content"] == PKI.ca_key_pem
+
+
+def test_workers_receive_no_key_material() -> None:
+    text = render_user_data(make_spec(), "gpu-1", token=TOKEN, ca_cert_hash=CA_HASH, pki=PKI)
+    assert "/pki/" not in text
+    for value in dataclasses.asdict(PKI).values():
+        assert value.strip() not in text
+
+
+def test_control_plane_nodes_require_the_pki() -> None:
+    with pytest.raises(ValueError, match="needs the shared PKI"):
+        render_user_data(make_spec(), "cp-2", token=TOKEN, ca_cert_hash=CA_HASH, pki=None)
+
+
+def test_hostname_fqdn_and_ssh_keys() -> None:
+    document = user_data(make_spec(), "cpu-1")
+    assert document["hostname"] == "cpu-1"
+    assert document["fqdn"] == "cpu-1.lab.example"
+    assert document["ssh_authorized_keys"][0].startswith("ssh-ed25519 ")
+
+
+def test_calico_installation_uses_the_pod_cidr_and_the_kubelet_node_ip() -> None:
+    spec = make_spec(calico=CalicoSettings(encapsulation="IPIP"))
+    cp = files(user_data(spec, "cp-1"))
+    (installation,) = [
+        doc for doc in yaml.safe_load_all(cp["/etc/kubernetes/calico-installation.yaml"]["content"]) if doc
+    ]
+    network = installation["spec"]["calicoNetwork"]
+    assert network["ipPools"][0]["cidr"] == "10.244.0.0/16"
+    assert network["ipPools"][0]["encapsulation"] == "IPIP"
+    assert network["nodeAddressAutodetectionV4"] == {"kubernetes": "NodeInternalIP"}
+    script = cp[BOOTSTRAP_SCRIPT_PATH]["content"]
+    assert (
+        "kubectl apply --server-side --force-conflicts -f "
+        "https://raw.githubusercontent.com/projectcalico/calico/v3.31.3/manifests/"
+        "tigera-operator.yaml"
+    ) in script
+
+
+def test_calico_manifest_mirror_is_used_when_given() -> None:
+    mirror = "https://mirror.example/calico/tigera-operator.yaml"
+    spec = make_spec(calico=CalicoSettings(operator_manifest_url=mirror))
+    assert mirror in render_bootstrap_script(spec, "init", "cp-1")
+    assert "raw.githubusercontent.com" not in render_bootstrap_script(spec, "init", "cp-1")
+
+
+def test_joining_nodes_wait_for_the_api_and_retry_with_reset() -> None:
+    spec = make_spec()
+    worker = render_bootstrap_script(spec, "worker", "cpu-1")
+    assert "https://10.0.0.10:6443/readyz" in worker
+    assert "kubeadm reset --force" in worker
+    assert "install_pki" not in worker
+    control_plane = render_bootstrap_script(spec, "control-plane", "cp-2")
+    assert "install_pki; kubeadm join" in control_plane
+
+
+def test_only_gpu_workers_wait_for_the_vgpu_before_joining() -> None:
+    spec = make_spec()
+    assert "0x10de" in render_bootstrap_script(spec, "worker", "gpu-1")
+    assert "0x10de" not in render_bootstrap_script(spec, "worker", "cpu-1")
+    assert "0x10de" not in render_bootstrap_script(spec, "control-plane", "cp-2")
+
+
+@pytest.mark.skipif(shutil.which("bash") is None, reason="bash is needed to syntax-check")
+@pytest.mark.parametrize("role", ["init", "control-plane", "worker"])
+def test_bootstrap_script_is_valid_bash(role: str) -> None:
+    node = {"init": "cp-1", "control-plane": "cp-2", "worker": "gpu-1"}[role]
+    script = render_bootstrap_script(make_spec(), role, node)  # type: ignore[arg-type]
+    result = subprocess.run(["bash", "-n"], input=script, text=True, capture_output=True)
+    assert result.returncode == 0, result.stderr
+
+
+def test_ipv6_endpoint_is_bracketed() -> None:
+    spec = make_spec(control_plane_endpoint="fd00::10")
+    join = kubeadm_docs(user_data(spec, "gpu-1"))["JoinConfiguration"]
+    assert join["discovery"]["bootstrapToken"]["apiServerEndpoint"] == "[fd00::10]:6443"
+
+
+# ------------------------------------------------------------------------------------------
+# Token and validation
+# ------------------------------------------------------------------------------------------
+
+
+def test_bootstrap_token_format() -> None:
+    assert bootstrap_token("abc123", "0123456789abcdef") == TOKEN
+    assert re.fullmatch(r"[a-z0-9]{6}\.[a-z0-9]{16}", TOKEN)
+    for bad in (("ABC123", "0123456789abcdef"), ("abc12", "0123456789abcdef"), ("abc123", "x")):
+        with pytest.raises(ValueError) as info:
+            bootstrap_token(*bad)
+        assert bad[1] not in str(info.value)  # never echo the secret part
+
+
+def test_render_rejects_a_malformed_token() -> None:
+    with pytest.raises(ValueError, match="bootstrap token"):
+        render_user_data(make_spec(), "gpu-1", token="nope", ca_cert_hash=CA_HASH, pki=None)
+
+
+@pytest.mark.parametrize(
+    ("overrides", "message"),
+    [
+        ({"kubernetes_version": "1.30.5"}, "kubernetes_version: '1.30.5' is older than 1.31"),
+        ({"kubernetes_version": "latest"}, "kubernetes_version: 'latest' is not a release"),
+        ({"pod_cidr": "10.244.0.1/16"}, "pod_cidr: '10.244.0.1/16' is not a network"),
+        ({"service_cidr": "10.244.128.0/20"}, "service_cidr: 10.244.128.0/20 overlaps pod_cidr"),
+        (
+            {
+                "service_cidr": "10.0.0.0/8",
+                "control_plane_nodes": [ClusterNode(name="cp-1", management_ip="192.168.1.1")],
+                "worker_nodes": [],
+            },
+            "larger than /12",
+        ),
+        ({"control_plane_endpoint": "https://api.example:6443"}, "control_plane_endpoint"),
+        ({"control_plane_nodes": []}, "control_plane_nodes: at least one"),
+        ({"worker_nodes": [ClusterNode(name="cp-1", management_ip="10.0.0.40")]}, "node name 'cp-1' is used twice"),
+        ({"worker_nodes": [ClusterNode(name="Bad_Name", management_ip="10.0.0.40")]}, "is not a lowercase DNS label"),
+        (
+            {"worker_nodes": [ClusterNode(name="w", management_ip="10.244.0.5")]},
+            "management_ip 10.244.0.5 lies inside pod_cidr",
+        ),
+        (
+            {
+                "worker_nodes": [
+                    ClusterNode(name="w", management_ip="10.0.0.40", labels={"node-role.kubernetes.io/gpu": ""})
+                ]
+            },
+            "may not set label 'node-role.kubernetes.io/gpu'",
+        ),
+        (
+            {
+                "worker_nodes": [
+                    ClusterNode(name="w", management_ip="10.0.0.40", taints=[Taint(key="a", effect="Sometimes")])
+                ]
+            },  # type: ignore[arg-type]
+            "unknown effect 'Sometimes'",
+        ),
+        ({"ssh_authorized_keys": ["-----BEGIN OPENSSH PRIVATE KEY-----"]}, "this is a private key"),
+        ({"calico": CalicoSettings(version="3.31")}, "calico.version"),
+        ({"bootstrap_token_ttl": "1 day"}, "bootstrap_token_ttl"),
+    ],
+)
+def test_invalid_settings_are_rejected_with_the_field_named(overrides: dict[str, Any], message: str) -> None:
+    with pytest.raises(ValueError) as info:
+        make_spec(**overrides)
+    assert message in str(info.value)
+
+
+def test_all_problems_are_reported_at_once() -> None:
+    with pytest.raises(ValueError) as info:
+        make_spec(kubernetes_version="1.29.0", pod_cidr="nope", cluster_name="Bad")
+    text = str(info.value)
+    assert "kubernetes_version" in text and "pod_cidr" in text and "cluster_name" in text
+
+
+def test_allowed_kubelet_labels_pass() -> None:
+    node = ClusterNode(
+        name="w",
+        management_ip="10.0.0.40",
+        labels={"topology.kubernetes.io/zone": "rack-a", "node.kubernetes.io/pool": "gpu"},
+    )
+    make_spec(worker_nodes=[node])
