@@ -7,17 +7,25 @@ import pulumi
 from components.vsphere.node_pool import NodePool
 from components.vsphere.rdma_fabric import RdmaFabric
 from stacks import wiring
+from stacks import wiring_kubernetes as k8s_wiring
 from stacks.runtime_config import environment_from_stack_config
 
 env = environment_from_stack_config()
 inventory = wiring.lookup_inventory(env)
 
+# vSphere: the RDMA fabric and the node VMs. Bootstrap data is computed before the VMs exist
+# (it needs only addresses), so nothing here waits on the fabric except the workers' PVRDMA NIC.
 fabric = RdmaFabric("rdma", wiring.rdma_fabric_args(env, inventory))
 folder = wiring.vm_folder(env, inventory)
-user_data: dict[str, pulumi.Output[str]] = {}
+bootstrap = k8s_wiring.bootstrap_if_asked(env)
+user_data = bootstrap.user_data if bootstrap else {}
 control_plane = NodePool("control-plane", wiring.control_plane_args(env, inventory, folder, user_data))
 gpu_workers = NodePool("gpu-workers", wiring.gpu_worker_args(env, inventory, folder, fabric.port_group_id, user_data))
 
+# Kubernetes: one explicit provider, usable once the API server answers.
+cluster = k8s_wiring.cluster_access(env, bootstrap, control_plane)
+
+pulumi.export("kubeconfig", cluster.kubeconfig)
 pulumi.export("rdmaSwitchId", fabric.switch_id)
 pulumi.export("rdmaPortGroup", fabric.port_group_name)
 pulumi.export("pvrdmaVmknics", fabric.vmknic_devices)

@@ -25,8 +25,8 @@ _K8S_VERSION = re.compile(r"^1\.(\d+)\.(\d+)$")
 _IMAGE_TAG = re.compile(r"^[^:@\s]+(:[A-Za-z0-9_][A-Za-z0-9_.-]{0,127}|@sha256:[a-f0-9]{64})$")
 _QUANTITY = re.compile(r"^[0-9]+(\.[0-9]+)?(Ki|Mi|Gi|Ti|K|M|G|T)?$")
 
-SUPPORTED_KUBERNETES_MINORS = range(31, 35)
-"""kubeadm v1beta4 config (1.31+) up to the newest minor we have tested the bootstrap with."""
+SUPPORTED_KUBERNETES_MINORS = range(32, 36)
+"""kubeadm v1beta4 config needs 1.31+, the pinned Calico (v3.31) supports 1.32 to 1.35."""
 
 
 def _dns_label(value: str) -> str:
@@ -198,7 +198,8 @@ class VmSettings(Model):
 
 class Cni(Model):
     name: Literal["calico"] = "calico"
-    version: Annotated[str, Field(pattern=r"^v\d+\.\d+\.\d+$")] = "v3.29.3"
+    version: Annotated[str, Field(pattern=r"^v\d+\.\d+\.\d+$")] = "v3.31.3"
+    """Calico release; v3.31 supports Kubernetes 1.32-1.35 (see docs/bootstrap.md)."""
 
 
 class KubernetesSettings(Model):
