@@ -1,0 +1,172 @@
+"""The reference design's sample job: tf_cnn_benchmarks ResNet-50 with Horovod over MPI.
+
+As in the reference (RDG, NVIDIA/Mellanox): ResNet-50, batch 32 per GPU, `--use_fp16`,
+`--xla=True`, `--variable_update=horovod`, one rank per GPU, NCCL over RoCE (PVRDMA) with
+`NCCL_IB_DISABLE=0`, `NCCL_IB_GDR_LEVEL=0`, `HOROVOD_MPI_THREADS_DISABLE=1`, or over TCP with
+`NCCL_IB_DISABLE=1`, `HOROVOD_MPI_THREADS_DISABLE=0`. Unlike the reference, workers get the RDMA
+device from the RDMA device plugin instead of a privileged container with /dev/infiniband mounted.
+
+The Horovod image (`horovod/horovod:0.28.1`: TensorFlow, Open MPI, NCCL, sshd) does not contain
+tf_cnn_benchmarks. By default an init container clones it (branch `cnn_tf_v2.1_compatible` of the
+archived, read-only tensorflow/benchmarks repository, the line that runs on TensorFlow 2) into an
+emptyDir on each worker; that needs egress to github.com. Where workers have none, bake the
+scripts into an image and set `fetch_benchmarks=False` and `script_path`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from components.k8s.jobs.mpijob import (
+    MpiJobSpec,
+    ReplicaSpec,
+    RunPolicy,
+    mpirun_command,
+    mpirun_np,
+    nccl_transport_env,
+    render_mpijob,
+)
+from components.k8s.jobs.pods import WorkerShape, launcher_template, worker_template
+from components.k8s.objects import app_labels, check_dns_label, check_image
+
+HOROVOD_IMAGE = "horovod/horovod:0.28.1"
+BENCHMARKS_REPO = "https://github.com/tensorflow/benchmarks"
+BENCHMARKS_REF = "cnn_tf_v2.1_compatible"
+BENCHMARKS_DIR = "/benchmarks"
+SCRIPT = f"{BENCHMARKS_DIR}/scripts/tf_cnn_benchmarks/tf_cnn_benchmarks.py"
+MPI_MCA: tuple[tuple[str, str], ...] = (("pml", "ob1"), ("btl", "^openib"))
+"""MPI's own traffic (Horovod coordination) over TCP; NCCL carries the gradients."""
+
+
+@dataclass(frozen=True, kw_only=True)
+class BenchmarkJob:
+    """tf_cnn_benchmarks across all GPU workers."""
+
+    workers: int
+    """Number of GPU worker pods (one per GPU VM in the reference design). Required."""
+    name: str | None = None
+    """MPIJob name; default `tf-cnn-benchmarks-<transport>`, so switching the transport replaces the finished
+    job with a new one that runs (the operator never re-runs a finished MPIJob in place)."""
+    namespace: str = "training"
+    """Namespace of the job. Default `training`."""
+    shape: WorkerShape = field(default_factory=WorkerShape)
+    """Worker pods: GPUs (= slots) per worker, /dev/shm, transport; see `WorkerShape`."""
+    image: str = HOROVOD_IMAGE
+    """Image of launcher and workers; needs Open MPI, Horovod with TensorFlow, NCCL, sshd, git
+    (for the fetch). Default `horovod/horovod:0.28.1`."""
+    model: str = "resnet50"
+    """tf_cnn_benchmarks `--model`. Default resnet50."""
+    batch_size: int = 32
+    """Batch size per GPU. Default 32."""
+    num_batches: int = 100
+    """Timed steps (`--num_batches`). Default 100."""
+    use_fp16: bool = True
+    """Mixed precision (`--use_fp16`). Default True."""
+    xla: bool = True
+    """XLA JIT (`--xla=True`). Default True."""
+    fetch_benchmarks: bool = True
+    """Clone tf_cnn_benchmarks in an init container; default True. False when the image has it."""
+    benchmarks_repo: str = BENCHMARKS_REPO
+    """Where to clone from. Default the upstream repository."""
+    benchmarks_ref: str = BENCHMARKS_REF
+    """Branch or tag to clone. Default `cnn_tf_v2.1_compatible` (frozen: the repo is archived)."""
+    script_path: str = SCRIPT
+    """Path of tf_cnn_benchmarks.py inside the workers. Default where the init container puts it."""
+    extra_env: Mapping[str, str] = field(default_factory=dict)
+    """More variables for every rank (e.g. `NCCL_IB_HCA`, `NCCL_SOCKET_IFNAME`,
+    `NCCL_IB_GID_INDEX`); they override the transport's defaults. Default none."""
+    run_policy: RunPolicy = field(default_factory=RunPolicy)
+    """Default: delete the workers when done, keep the launcher for its log."""
+
+    @property
+    def job_name(self) -> str:
+        return self.name or f"tf-cnn-benchmarks-{self.shape.transport}"
+
+    def __post_init__(self) -> None:
+        check_dns_label(self.job_name, "benchmark job name")
+        check_image(self.image, "benchmark image")
+        if self.workers < 1:
+            raise ValueError(f"benchmark needs at least one worker, got {self.workers}")
+        if self.batch_size < 1 or self.num_batches < 1:
+            raise ValueError("batch_size and num_batches must be positive")
+
+    @property
+    def np(self) -> int:
+        return mpirun_np(self.workers, self.shape.gpus)
+
+    def env(self) -> dict[str, str]:
+        """Variables every rank gets (exported by `mpirun -x` from the launcher)."""
+        return {**nccl_transport_env(self.shape.transport), **self.extra_env}
+
+    def benchmark_args(self) -> list[str]:
+        args = [
+            "python",
+            self.script_path,
+            f"--model={self.model}",
+            f"--batch_size={self.batch_size}",
+            f"--num_batches={self.num_batches}",
+            "--num_gpus=1",
+            "--variable_update=horovod",
+        ]
+        if self.use_fp16:
+            args.append("--use_fp16")
+        if self.xla:
+            args.append("--xla=True")
+        return args
+
+
+def render_benchmark(job: BenchmarkJob) -> dict[str, Any]:
+    """The benchmark's MPIJob."""
+    labels = app_labels(job.job_name, "training-benchmark")
+    env = job.env()
+    command = mpirun_command(
+        np=job.np,
+        exported_env=[*env, "LD_LIBRARY_PATH", "PATH"],
+        mca=MPI_MCA,
+        program=job.benchmark_args(),
+    )
+    init: list[dict[str, Any]] = []
+    volumes: list[dict[str, Any]] = []
+    mounts: list[dict[str, Any]] = []
+    if job.fetch_benchmarks:
+        volumes.append({"name": "benchmarks", "emptyDir": {}})
+        mounts.append({"name": "benchmarks", "mountPath": BENCHMARKS_DIR})
+        init.append(
+            {
+                "name": "fetch-benchmarks",
+                "image": job.image,
+                "command": [
+                    "git",
+                    "clone",
+                    "--depth=1",
+                    f"--branch={job.benchmarks_ref}",
+                    job.benchmarks_repo,
+                    BENCHMARKS_DIR,
+                ],
+                "volumeMounts": [{"name": "benchmarks", "mountPath": BENCHMARKS_DIR}],
+                "securityContext": {"privileged": False, "allowPrivilegeEscalation": False},
+            }
+        )
+    spec = MpiJobSpec(
+        name=job.job_name,
+        namespace=job.namespace,
+        slots_per_worker=job.shape.gpus,
+        run_policy=job.run_policy,
+        labels=labels,
+        launcher=ReplicaSpec(template=launcher_template(image=job.image, command=command, env=env, labels=labels)),
+        worker=ReplicaSpec(
+            replicas=job.workers,
+            template=worker_template(
+                image=job.image,
+                shape=job.shape,
+                labels=labels,
+                env={},
+                init_containers=init,
+                extra_volumes=volumes,
+                extra_mounts=mounts,
+            ),
+        ),
+    )
+    return render_mpijob(spec)

@@ -1,0 +1,129 @@
+"""Pod templates shared by the sample MPIJobs: a small launcher and GPU workers.
+
+Workers get one `nvidia.com/gpu` per MPI slot, a memory-backed `/dev/shm` (Docker's 64 MB default
+is far too small for NCCL and TensorFlow), and, over RoCE, the RDMA device through the RDMA
+device plugin's extended resource plus `IPC_LOCK` to pin memory. No container is privileged and
+none mounts host paths.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from components.k8s.jobs.mpijob import SSHD_COMMAND, Transport
+from components.k8s.objects import GPU_NODE_LABEL, gpu_toleration
+
+SHM_VOLUME = "dshm"
+
+
+@dataclass(frozen=True, kw_only=True)
+class WorkerShape:
+    """How each GPU worker pod looks, whatever it runs."""
+
+    gpus: int = 1
+    """GPUs per worker (`nvidia.com/gpu` limit); also the MPI slots per worker. Default 1 (one
+    vGPU per VM, as in the reference design)."""
+    cpu: str = "2"
+    """CPU request per worker; default 2 (the reference workers have 4 vCPU)."""
+    memory: str = "8Gi"
+    """Memory request per worker; default 8Gi (the reference workers have 24 GB)."""
+    shm_size: str = "8Gi"
+    """Size limit of the memory-backed /dev/shm; counts against the pod's memory. Default 8Gi."""
+    transport: Transport = "roce"
+    """roce (default): NCCL over the PVRDMA device; tcp: NCCL over sockets, no RDMA request."""
+    rdma_resource: str = "rdma/pvrdma"
+    """Extended resource of the RDMA device plugin (roce only); default `rdma/pvrdma`."""
+    node_selector: Mapping[str, str] = field(default_factory=lambda: dict(GPU_NODE_LABEL))
+    """Nodes workers may run on; default GPU workers (`nvidia.com/gpu.present=true`)."""
+
+    def __post_init__(self) -> None:
+        if self.gpus < 1:
+            raise ValueError(f"workers need at least one GPU, got {self.gpus}")
+        if self.transport not in ("roce", "tcp"):
+            raise ValueError(f"transport must be 'roce' or 'tcp', got {self.transport!r}")
+        if "/" not in self.rdma_resource:
+            raise ValueError(f"rdma_resource {self.rdma_resource!r} must be '<prefix>/<name>', e.g. rdma/pvrdma")
+
+
+def env_list(env: Mapping[str, str]) -> list[dict[str, str]]:
+    return [{"name": name, "value": value} for name, value in env.items()]
+
+
+def launcher_template(
+    *,
+    image: str,
+    command: Sequence[str],
+    env: Mapping[str, str],
+    labels: Mapping[str, str],
+) -> dict[str, Any]:
+    """The launcher: runs `mpirun`, needs no GPU, may land on any node (GPU taint tolerated,
+    since in small clusters the GPU workers are the only schedulable nodes)."""
+    return {
+        "metadata": {"labels": {**labels, "gpucluster.io/mpi-role": "launcher"}},
+        "spec": {
+            "restartPolicy": "OnFailure",
+            "automountServiceAccountToken": False,
+            "enableServiceLinks": False,
+            "tolerations": [gpu_toleration()],
+            "containers": [
+                {
+                    "name": "launcher",
+                    "image": image,
+                    "command": list(command),
+                    "env": env_list(env),
+                    "resources": {"requests": {"cpu": "500m", "memory": "512Mi"}},
+                    "securityContext": {"privileged": False, "allowPrivilegeEscalation": False},
+                }
+            ],
+        },
+    }
+
+
+def worker_template(
+    *,
+    image: str,
+    shape: WorkerShape,
+    labels: Mapping[str, str],
+    env: Mapping[str, str],
+    init_containers: Sequence[Mapping[str, Any]] = (),
+    extra_volumes: Sequence[Mapping[str, Any]] = (),
+    extra_mounts: Sequence[Mapping[str, Any]] = (),
+) -> dict[str, Any]:
+    """A GPU worker running sshd for the launcher's `mpirun`."""
+    limits: dict[str, Any] = {"nvidia.com/gpu": shape.gpus}
+    security: dict[str, Any] = {"privileged": False}
+    if shape.transport == "roce":
+        # The device plugin injects /dev/infiniband/*; IPC_LOCK lets verbs pin (register) memory.
+        limits[shape.rdma_resource] = 1
+        security["capabilities"] = {"add": ["IPC_LOCK"]}
+    container: dict[str, Any] = {
+        "name": "worker",
+        "image": image,
+        "command": list(SSHD_COMMAND),
+        "resources": {
+            "requests": {"cpu": shape.cpu, "memory": shape.memory},
+            "limits": limits,
+        },
+        "securityContext": security,
+        "volumeMounts": [{"name": SHM_VOLUME, "mountPath": "/dev/shm"}, *map(dict, extra_mounts)],
+        "readinessProbe": {"tcpSocket": {"port": 22}, "periodSeconds": 5},
+    }
+    if env:
+        # Only for the sshd process; ranks get their variables from the launcher (`mpirun -x`).
+        container["env"] = env_list(env)
+    spec: dict[str, Any] = {
+        "automountServiceAccountToken": False,
+        "enableServiceLinks": False,
+        "nodeSelector": dict(shape.node_selector),
+        "tolerations": [gpu_toleration()],
+        "containers": [container],
+        "volumes": [
+            {"name": SHM_VOLUME, "emptyDir": {"medium": "Memory", "sizeLimit": shape.shm_size}},
+            *map(dict, extra_volumes),
+        ],
+    }
+    if init_containers:
+        spec["initContainers"] = [dict(c) for c in init_containers]
+    return {"metadata": {"labels": {**labels, "gpucluster.io/mpi-role": "worker"}}, "spec": spec}
