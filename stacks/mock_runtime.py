@@ -117,6 +117,11 @@ class RecordingMonitor(mocks.MockMonitor):
         dependencies = set(request.dependencies)
         for property_deps in request.propertyDependencies.values():
             dependencies.update(property_deps.urns)
+        # The engine also waits for a resource's provider (a reference is "<urn>::<id>");
+        # components carry theirs in the `providers` map.
+        for reference in [request.provider, *request.providers.values()]:
+            if reference:
+                dependencies.add(reference.rsplit("::", 1)[0])
         self.recorded.append(
             RecordedResource(
                 urn=response.urn,
