@@ -24,6 +24,11 @@ gpu_workers = NodePool("gpu-workers", wiring.gpu_worker_args(env, inventory, fol
 
 # Kubernetes: one explicit provider, usable once the API server answers.
 cluster = k8s_wiring.cluster_access(env, bootstrap, control_plane)
+# Add-ons are independent of each other; the jobs need the MPIJob CRD from the operator.
+k8s_wiring.gpu_support(env, cluster)
+k8s_wiring.rdma_support(env, cluster)
+mpi_operator = k8s_wiring.mpi_operator(env, cluster)
+k8s_wiring.training_jobs(env, cluster, mpi_operator)
 
 pulumi.export("kubeconfig", cluster.kubeconfig)
 pulumi.export("rdmaSwitchId", fabric.switch_id)

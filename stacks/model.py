@@ -22,7 +22,8 @@ _DNS_LABEL = re.compile(r"^[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?$")
 # B (virtual PC), C (compute: what training needs), Q (workstation).
 _VGPU_PROFILE = re.compile(r"^grid_[a-z0-9]+(-[0-9]+)?-[0-9]+[abcq]$")
 _K8S_VERSION = re.compile(r"^1\.(\d+)\.(\d+)$")
-_IMAGE_TAG = re.compile(r"^[^:@\s]+(:[A-Za-z0-9_][A-Za-z0-9_.-]{0,127}|@sha256:[a-f0-9]{64})$")
+_TAG = re.compile(r"^[A-Za-z0-9_][A-Za-z0-9_.-]{0,127}$")
+_DIGEST = re.compile(r"^sha256:[a-f0-9]{64}$")
 _QUANTITY = re.compile(r"^[0-9]+(\.[0-9]+)?(Ki|Mi|Gi|Ti|K|M|G|T)?$")
 
 SUPPORTED_KUBERNETES_MINORS = range(32, 36)
@@ -61,7 +62,13 @@ def _kubernetes_version(value: str) -> str:
 
 
 def _pinned_image(value: str) -> str:
-    if not _IMAGE_TAG.match(value) or value.endswith(":latest"):
+    """`[registry[:port]/]path[:tag][@sha256:digest]` with a tag other than latest, or a digest."""
+    name, _, digest = value.partition("@")
+    last_segment = name.rsplit("/", 1)[-1]
+    tag = last_segment.partition(":")[2] if ":" in last_segment else ""
+    well_formed = bool(name) and not any(c.isspace() for c in value) and (not digest or _DIGEST.match(digest))
+    pinned = bool(digest) or (bool(_TAG.match(tag)) and tag != "latest")
+    if not (well_formed and pinned and (not tag or _TAG.match(tag))):
         raise ValueError(f"{value!r} must be pinned to a tag or digest other than 'latest', e.g. repo/image:1.2.3")
     return value
 
@@ -220,12 +227,13 @@ class KubernetesSettings(Model):
 
 
 class GpuOperatorSettings(Model):
-    chart_version: Annotated[str, Field(pattern=r"^v\d+\.\d+\.\d+$")] = "v25.3.4"
+    chart_version: Annotated[str, Field(pattern=r"^v\d+\.\d+\.\d+$")] = "v26.3.1"
     driver_repository: NonEmpty
     """Private registry holding the vGPU guest driver image (NVIDIA does not publish it)."""
     driver_version: NonEmpty
-    license_server_address: str | None = None
-    """Only for legacy license servers; NLS (the default) is configured by the client token."""
+    gridd_conf: str = "FeatureType=1"
+    """Contents of gridd.conf; licensing itself comes from the NLS client configuration token,
+    the secret `vsphere-gpu-cluster:nvidiaLicenseToken`."""
 
 
 class GpuSoftware(Model):
@@ -247,13 +255,15 @@ class RdmaSoftware(Model):
 
 
 class MpiOperatorSettings(Model):
-    version: Literal["v0.8.0"] = "v0.8.0"
-    """The release whose kubeflow.org/v2beta1 manifest is installed (only v0.8.0 is verified)."""
+    version: Literal["0.8.0"] = "0.8.0"
+    """The release whose kubeflow.org/v2beta1 manifest is installed (only 0.8.0 is verified)."""
+    crd_url: str | None = None
+    """Where the provider fetches the MPIJob CRD from; default the release's file on GitHub
+    (set a mirror when the deploying machine cannot reach GitHub)."""
 
 
 class SampleJob(Model):
     enabled: bool = True
-    transport: Literal["roce", "tcp"] = "roce"
     image: PinnedImage = "horovod/horovod:0.28.1"
     model: NonEmpty = "resnet50"
     batch_size: int = Field(default=32, ge=1)
@@ -261,6 +271,7 @@ class SampleJob(Model):
     slots_per_worker: int = Field(default=1, ge=1)
     """MPI ranks per worker; one per vGPU (cannot exceed `gpuWorkers.vgpuProfiles`)."""
     shm_size: Quantity = "8Gi"
+    """Size of the memory-backed /dev/shm of each worker (Docker's 64 MB default is too small for NCCL)."""
 
 
 class FabricCheck(Model):
@@ -270,6 +281,9 @@ class FabricCheck(Model):
 
 
 class Jobs(Model):
+    transport: Literal["roce", "tcp"] = "roce"
+    """How NCCL talks between workers in both jobs: roce over the PVRDMA device, tcp over sockets."""
+    namespace: DnsLabel = "training"
     sample: SampleJob = SampleJob()
     fabric_check: FabricCheck = FabricCheck()
 

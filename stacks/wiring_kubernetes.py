@@ -4,11 +4,19 @@ from __future__ import annotations
 
 import pulumi
 
+from components.k8s.addons.device_plugin import DevicePluginSettings, GpuDevicePlugin, GpuDevicePluginArgs
+from components.k8s.addons.gpu_operator import GpuOperatorArgs
+from components.k8s.addons.mpi_operator import MpiOperator, MpiOperatorArgs, MpiOperatorSettings
+from components.k8s.addons.rdma_plugin import RdmaDevicePlugin, RdmaDevicePluginArgs, RdmaPluginSettings, RdmaResource
 from components.k8s.api_ready import ApiServerReady, ApiServerReadyArgs
 from components.k8s.bootstrap import ClusterBootstrap, ClusterBootstrapArgs
 from components.k8s.cloud_init import CalicoSettings, ClusterNode
 from components.k8s.cluster_access import ClusterAccess, ClusterAccessArgs
-from stacks.loader import KUBECONFIG_KEY
+from components.k8s.jobs.benchmark import BenchmarkJob
+from components.k8s.jobs.fabric_check import FabricCheckJob
+from components.k8s.jobs.pods import WorkerShape
+from components.k8s.jobs.training_jobs import TrainingJobs, TrainingJobsArgs
+from stacks.loader import KUBECONFIG_KEY, LICENSE_TOKEN_KEY
 from stacks.model import Environment
 
 
@@ -88,3 +96,95 @@ def cluster_access(env: Environment, bootstrap: ClusterBootstrap | None, control
     if bootstrap is None:
         return cluster_access_existing(env)
     return cluster_access_when_bootstrapped(env, bootstrap, control_plane)
+
+
+def _secret_config(key: str) -> pulumi.Output[str]:
+    namespace, name = key.split(":", 1)
+    return pulumi.Config(namespace).require_secret(name)
+
+
+def gpu_support(env: Environment, cluster: ClusterAccess) -> GpuDevicePlugin:
+    """GPUs for pods: NVIDIA's device plugin, or the GPU Operator with the vGPU guest driver."""
+    gpu = env.gpu
+    operator = None
+    if gpu.mode == "gpu-operator" and gpu.gpu_operator is not None:
+        settings = gpu.gpu_operator
+        operator = GpuOperatorArgs(
+            provider=cluster.provider,
+            driver_repository=settings.driver_repository,
+            driver_version=settings.driver_version,
+            licensing_token=_secret_config(LICENSE_TOKEN_KEY),
+            gridd_conf=settings.gridd_conf,
+            chart_version=settings.chart_version,
+        )
+    return GpuDevicePlugin(
+        "gpu",
+        GpuDevicePluginArgs(
+            provider=cluster.provider,
+            mode=gpu.mode,
+            device_plugin=DevicePluginSettings(image=gpu.device_plugin_image) if operator is None else DevicePluginSettings(),
+            gpu_operator=operator,
+        ),
+    )
+
+
+def rdma_support(env: Environment, cluster: ClusterAccess) -> RdmaDevicePlugin:
+    """The PVRDMA device advertised to pods as `<resourcePrefix>/<resourceName>`."""
+    rdma = env.rdma
+    resource = RdmaResource(
+        resource_name=rdma.resource_name,
+        resource_prefix=rdma.resource_prefix,
+        rdma_hca_max=rdma.hca_max,
+        vendors=tuple(rdma.vendors),
+        device_ids=tuple(rdma.device_ids),
+        drivers=tuple(rdma.drivers),
+    )
+    return RdmaDevicePlugin(
+        "rdma-pods", RdmaDevicePluginArgs(provider=cluster.provider, settings=RdmaPluginSettings(resources=(resource,)))
+    )
+
+
+def mpi_operator(env: Environment, cluster: ClusterAccess) -> MpiOperator:
+    settings = MpiOperatorSettings(version=env.mpi_operator.version, crd_url=env.mpi_operator.crd_url)
+    return MpiOperator("mpi-operator", MpiOperatorArgs(provider=cluster.provider, settings=settings))
+
+
+def training_jobs(env: Environment, cluster: ClusterAccess, operator: MpiOperator) -> TrainingJobs | None:
+    """The sample benchmark and the fabric check, over the one transport switch."""
+    jobs = env.jobs
+    if not (jobs.sample.enabled or jobs.fabric_check.enabled):
+        return None
+    workers = len(env.gpu_workers.nodes)
+    shape = WorkerShape(
+        gpus=jobs.sample.slots_per_worker,
+        shm_size=jobs.sample.shm_size,
+        transport=jobs.transport,
+        rdma_resource=f"{env.rdma.resource_prefix}/{env.rdma.resource_name}",
+    )
+    benchmark = None
+    if jobs.sample.enabled:
+        sample = jobs.sample
+        benchmark = BenchmarkJob(
+            workers=workers,
+            namespace=jobs.namespace,
+            shape=shape,
+            image=sample.image,
+            model=sample.model,
+            batch_size=sample.batch_size,
+            num_batches=sample.num_batches,
+        )
+    fabric = None
+    if jobs.fabric_check.enabled:
+        image = {"image": jobs.fabric_check.image} if jobs.fabric_check.image else {}
+        fabric = FabricCheckJob(workers=workers, namespace=jobs.namespace, shape=shape, **image)
+    return TrainingJobs(
+        "training",
+        TrainingJobsArgs(
+            provider=cluster.provider,
+            namespace=jobs.namespace,
+            benchmark=benchmark,
+            fabric_check=fabric,
+            # MPIJob is a custom resource: it exists only once the operator's CRD is installed.
+            depends_on=[operator],
+        ),
+    )
