@@ -13,6 +13,7 @@ from pathlib import Path
 
 from stacks.loader import ENVIRONMENT_KEY, InvalidEnvironment, load_environment, read_stack_file
 from stacks.model import Environment
+from stacks.plan_errors import GraphvizMissing
 
 PROJECT_DIR = Path(__file__).resolve().parent.parent
 EXIT_INVALID = 2
@@ -80,6 +81,10 @@ def build_parser() -> argparse.ArgumentParser:
     schema = commands.add_parser("schema", help="JSON Schema of the environment, for editors")
     schema.add_argument("--out", help="write to this file instead of stdout")
     schema.set_defaults(func=cmd_schema)
+
+    from stacks.clone import register as register_clone  # here, not at the top: clone imports the loader too
+
+    register_clone(commands)
     return parser
 
 
@@ -92,6 +97,6 @@ def main(argv: Sequence[str] | None = None) -> int:
             print(line, file=sys.stderr)
         print(f"{len(invalid.problems)} problem(s) found", file=sys.stderr)
         return EXIT_INVALID
-    except OSError as error:
+    except (OSError, GraphvizMissing) as error:
         print(f"error: {error}", file=sys.stderr)
         return EXIT_INVALID

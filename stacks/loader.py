@@ -58,7 +58,7 @@ def read_stack_file(path: Path) -> ConfigView:
     except OSError as error:
         raise InvalidEnvironment([f"{path}: cannot be read ({error.strerror})"]) from None
     try:
-        document = yaml.safe_load(text)
+        document = yaml.load(text, Loader=_StrictLoader)  # noqa: S506 - a SafeLoader subclass
     except yaml.YAMLError as error:
         where = getattr(error, "problem_mark", None)
         line = f" at line {where.line + 1}, column {where.column + 1}" if where else ""
@@ -79,6 +79,25 @@ def read_stack_file(path: Path) -> ConfigView:
         else:
             values[str(key)] = value
     return ConfigView(values=values, secret_keys=frozenset(secret_keys))
+
+
+class _StrictLoader(yaml.SafeLoader):
+    """Safe YAML, except that a key written twice is an error instead of the last one winning."""
+
+
+def _construct_mapping_without_duplicates(loader: _StrictLoader, node: yaml.MappingNode) -> dict[Any, Any]:
+    seen: set[Any] = set()
+    for key_node, _ in node.value:
+        key = loader.construct_object(key_node, deep=True)
+        if key in seen:
+            raise yaml.constructor.ConstructorError(
+                None, None, f"key {key!r} is written twice in the same mapping; keep one", key_node.start_mark
+            )
+        seen.add(key)
+    return loader.construct_mapping(node, deep=True)
+
+
+_StrictLoader.add_constructor(yaml.resolver.BaseResolver.DEFAULT_MAPPING_TAG, _construct_mapping_without_duplicates)
 
 
 def load_environment(view: ConfigView) -> Environment:

@@ -20,6 +20,8 @@ from typing import Any
 
 import yaml
 
+from stacks.plan_errors import GraphvizMissing
+
 from stacks.loader import PROJECT, ConfigView, config_for_runtime, load_environment
 from stacks.mock_runtime import (
     ProgramRun,
@@ -190,7 +192,7 @@ def write_graph(resources: list[RecordedResource], path: Path) -> None:
     dot = "\n".join(lines) + "\n"
     if path.suffix == ".svg":
         if shutil.which("dot") is None:
-            raise RuntimeError("writing SVG needs Graphviz's `dot` (apt-get install graphviz); or ask for a .dot file")
+            raise GraphvizMissing("writing SVG needs Graphviz's `dot` (apt-get install graphviz); or ask for a .dot file")
         svg = subprocess.run(["dot", "-Tsvg"], input=dot.encode(), capture_output=True, check=True).stdout
         path.write_bytes(svg)
     else:
