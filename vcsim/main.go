@@ -1,0 +1,315 @@
+// Command vcsim-harness starts govmomi's vCenter simulator (the VPX model) on a
+// loopback port for the vsphere-gpu-cluster tests, extended with what our
+// pyvmomi code uses and govmomi 0.24's simulator lacks:
+//
+//   - a HostGraphicsManager per host (graphicsConfig, UpdateGraphicsConfig,
+//     IsSharedGraphicsActive, RefreshGraphicsManager),
+//   - vGPU profiles offered by every host (HostConfigInfo.sharedPassthruGpuTypes),
+//   - extra physical NICs (default vmnic4, vmnic5: ConnectX-style RDMA uplinks),
+//   - the ESXi firewall ruleset "pvrdma" (TCP/UDP 28250), disabled by default,
+//   - the host advanced option Net.PVRDMAVmknic (empty by default),
+//   - per-host copies of the firewall and advanced option state: 0.24's
+//     simulator shares one esx template between all hosts, so enabling a ruleset
+//     on one host would flip it on every host.
+//
+// It prints one line "VCSIM_URL=http://user:pass@127.0.0.1:PORT/sdk" on stdout
+// once it serves, then serves until it gets SIGINT/SIGTERM or stdin closes
+// (with -exit-on-stdin-eof), so a test runner that dies does not leave it behind.
+//
+// Build (GOPATH mode, Debian's golang-github-vmware-govmomi-dev):
+//
+//	scripts/build-vcsim.sh   # writes build/vcsim-harness
+package main
+
+import (
+	"flag"
+	"fmt"
+	"io"
+	"io/ioutil"
+	"log"
+	"net"
+	"net/url"
+	"os"
+	"os/signal"
+	"sort"
+	"strconv"
+	"strings"
+	"syscall"
+
+	"github.com/vmware/govmomi/simulator"
+	"github.com/vmware/govmomi/vim25/methods"
+	"github.com/vmware/govmomi/vim25/mo"
+	"github.com/vmware/govmomi/vim25/soap"
+	"github.com/vmware/govmomi/vim25/types"
+)
+
+// Graphics types and shared passthru assignment policies of the vim API
+// (HostGraphicsConfigGraphicsType, HostGraphicsConfigSharedPassthruAssignmentPolicy).
+var (
+	graphicsTypes     = map[string]bool{"shared": true, "sharedDirect": true}
+	assignmentPolices = map[string]bool{"performance": true, "consolidation": true}
+)
+
+// HostGraphicsManager implements the vim HostGraphicsManager managed object.
+type HostGraphicsManager struct {
+	mo.HostGraphicsManager
+
+	host *simulator.HostSystem
+}
+
+func newHostGraphicsManager(host *simulator.HostSystem, defaultType string, profiles []string) *HostGraphicsManager {
+	m := &HostGraphicsManager{host: host}
+	m.Self = types.ManagedObjectReference{
+		Type:  "HostGraphicsManager",
+		Value: "graphicsManager-" + host.Self.Value,
+	}
+	m.GraphicsConfig = &types.HostGraphicsConfig{
+		HostDefaultGraphicsType:        defaultType,
+		SharedPassthruAssignmentPolicy: "performance",
+	}
+	m.SharedPassthruGpuTypes = append([]string(nil), profiles...)
+	m.GraphicsInfo = []types.HostGraphicsInfo{{
+		DeviceName:     "NVIDIA Tesla T4",
+		VendorName:     "NVIDIA Corporation",
+		PciId:          "0000:3b:00.0",
+		GraphicsType:   graphicsTypeForDevice(defaultType),
+		MemorySizeInKB: 16 * 1024 * 1024,
+	}}
+	m.syncHost()
+	return m
+}
+
+// graphicsTypeForDevice maps a host default graphics type to the per-device
+// type vCenter reports (HostGraphicsInfoGraphicsType).
+func graphicsTypeForDevice(hostDefault string) string {
+	if hostDefault == "sharedDirect" {
+		return "sharedDirect"
+	}
+	return "shared"
+}
+
+// syncHost mirrors the manager's config into HostSystem.config.graphicsConfig,
+// as ESXi does.
+func (m *HostGraphicsManager) syncHost() {
+	cfg := *m.GraphicsConfig
+	m.host.Config.GraphicsConfig = &cfg
+	m.host.Config.GraphicsInfo = append([]types.HostGraphicsInfo(nil), m.GraphicsInfo...)
+}
+
+// UpdateGraphicsConfig validates and applies a HostGraphicsConfig.
+func (m *HostGraphicsManager) UpdateGraphicsConfig(req *types.UpdateGraphicsConfig) soap.HasFault {
+	body := &methods.UpdateGraphicsConfigBody{}
+	cfg := *m.GraphicsConfig
+
+	if t := req.Config.HostDefaultGraphicsType; t != "" {
+		if !graphicsTypes[t] {
+			body.Fault_ = simulator.Fault(
+				fmt.Sprintf("invalid hostDefaultGraphicsType %q", t),
+				&types.InvalidArgument{InvalidProperty: "hostDefaultGraphicsType"})
+			return body
+		}
+		cfg.HostDefaultGraphicsType = t
+	}
+	if p := req.Config.SharedPassthruAssignmentPolicy; p != "" {
+		if !assignmentPolices[p] {
+			body.Fault_ = simulator.Fault(
+				fmt.Sprintf("invalid sharedPassthruAssignmentPolicy %q", p),
+				&types.InvalidArgument{InvalidProperty: "sharedPassthruAssignmentPolicy"})
+			return body
+		}
+		cfg.SharedPassthruAssignmentPolicy = p
+	}
+	if req.Config.DeviceType != nil {
+		cfg.DeviceType = append([]types.HostGraphicsConfigDeviceType(nil), req.Config.DeviceType...)
+	}
+
+	m.GraphicsConfig = &cfg
+	for i := range m.GraphicsInfo {
+		m.GraphicsInfo[i].GraphicsType = graphicsTypeForDevice(cfg.HostDefaultGraphicsType)
+	}
+	m.syncHost()
+
+	body.Res = &types.UpdateGraphicsConfigResponse{}
+	return body
+}
+
+// RefreshGraphicsManager is a no-op in the simulator.
+func (m *HostGraphicsManager) RefreshGraphicsManager(req *types.RefreshGraphicsManager) soap.HasFault {
+	return &methods.RefreshGraphicsManagerBody{Res: &types.RefreshGraphicsManagerResponse{}}
+}
+
+// IsSharedGraphicsActive reports whether the host's graphics run in a shared mode.
+func (m *HostGraphicsManager) IsSharedGraphicsActive(req *types.IsSharedGraphicsActive) soap.HasFault {
+	return &methods.IsSharedGraphicsActiveBody{
+		Res: &types.IsSharedGraphicsActiveResponse{Returnval: true},
+	}
+}
+
+// pvrdmaRuleset is the ESXi 6.5+ firewall ruleset for PVRDMA (TCP/UDP 28250).
+func pvrdmaRuleset() types.HostFirewallRuleset {
+	var rules []types.HostFirewallRule
+	for _, proto := range []string{"tcp", "udp"} {
+		for _, dir := range []types.HostFirewallRuleDirection{
+			types.HostFirewallRuleDirectionInbound, types.HostFirewallRuleDirectionOutbound,
+		} {
+			rules = append(rules, types.HostFirewallRule{
+				Port:      28250,
+				Direction: dir,
+				PortType:  types.HostFirewallRulePortTypeDst,
+				Protocol:  proto,
+			})
+		}
+	}
+	return types.HostFirewallRuleset{
+		Key:          "pvrdma",
+		Label:        "pvrdma",
+		Required:     false,
+		Rule:         rules,
+		Enabled:      false,
+		AllowedHosts: &types.HostFirewallRulesetIpList{AllIp: true},
+	}
+}
+
+func splitList(s string) []string {
+	var out []string
+	for _, item := range strings.Split(s, ",") {
+		if item = strings.TrimSpace(item); item != "" {
+			out = append(out, item)
+		}
+	}
+	return out
+}
+
+// extendHost adds what the tests need to one simulated host.
+func extendHost(host *simulator.HostSystem, profiles, pnics []string, graphicsDefault string) {
+	// vGPU profiles the host offers.
+	host.Config.SharedPassthruGpuTypes = append([]string(nil), profiles...)
+
+	// Physical NICs (RDMA uplinks) if missing.
+	have := map[string]bool{}
+	for _, p := range host.Config.Network.Pnic {
+		have[p.Device] = true
+	}
+	for i, name := range pnics {
+		if have[name] {
+			continue
+		}
+		host.Config.Network.Pnic = append(host.Config.Network.Pnic, types.PhysicalNic{
+			Key:    "key-vim.host.PhysicalNic-" + name,
+			Device: name,
+			Pci:    fmt.Sprintf("0000:5e:00.%d", i),
+			Driver: "nmlx5_core",
+			LinkSpeed: &types.PhysicalNicLinkInfo{
+				SpeedMb: 100000,
+				Duplex:  true,
+			},
+			Mac: fmt.Sprintf("0c:42:a1:00:%02x:%02x", len(host.Config.Network.Pnic)%256, i),
+		})
+	}
+
+	// A private firewall: 0.24 copies esx.HostFirewallInfo by value, which
+	// shares the Ruleset slice between all hosts.
+	fw := simulator.Map.Get(*host.ConfigManager.FirewallSystem).(*simulator.HostFirewallSystem)
+	info := *fw.FirewallInfo
+	info.Ruleset = append([]types.HostFirewallRuleset(nil), fw.FirewallInfo.Ruleset...)
+	found := false
+	for _, rs := range info.Ruleset {
+		if rs.Key == "pvrdma" {
+			found = true
+		}
+	}
+	if !found {
+		info.Ruleset = append(info.Ruleset, pvrdmaRuleset())
+	}
+	sort.Slice(info.Ruleset, func(i, j int) bool { return info.Ruleset[i].Key < info.Ruleset[j].Key })
+	fw.FirewallInfo = &info
+
+	// Private advanced options, plus Net.PVRDMAVmknic (ESXi ships it empty).
+	opts := simulator.Map.Get(*host.ConfigManager.AdvancedOption).(*simulator.OptionManager)
+	var settings []types.BaseOptionValue
+	hasPvrdma := false
+	for _, o := range opts.Setting {
+		v := *o.GetOptionValue()
+		if v.Key == "Net.PVRDMAVmknic" {
+			hasPvrdma = true
+		}
+		settings = append(settings, &v)
+	}
+	if !hasPvrdma {
+		settings = append(settings, &types.OptionValue{Key: "Net.PVRDMAVmknic", Value: ""})
+	}
+	opts.Setting = settings
+
+	// The graphics manager.
+	gm := newHostGraphicsManager(host, graphicsDefault, profiles)
+	simulator.Map.Put(gm)
+	ref := gm.Reference()
+	host.ConfigManager.GraphicsManager = &ref
+}
+
+func main() {
+	port := flag.Int("port", 0, "TCP port on 127.0.0.1 (0: a free port)")
+	clusters := flag.Int("cluster", 1, "clusters per datacenter")
+	clusterHosts := flag.Int("host", 4, "hosts per cluster")
+	standalone := flag.Int("standalone-host", 1, "standalone hosts per datacenter")
+	machines := flag.Int("vm", 2, "VMs per resource pool")
+	profilesFlag := flag.String("vgpu-profiles",
+		"grid_t4-1c,grid_t4-2c,grid_t4-4c,grid_t4-8c,grid_t4-16c",
+		"comma-separated vGPU profiles every host offers")
+	pnicsFlag := flag.String("pnics", "vmnic4,vmnic5", "comma-separated physical NICs to add to every host")
+	graphicsDefault := flag.String("graphics-default", "shared",
+		"initial host default graphics type: shared or sharedDirect")
+	exitOnEOF := flag.Bool("exit-on-stdin-eof", false, "exit when stdin is closed (parent died)")
+	quiet := flag.Bool("quiet", true, "discard the simulator's own log")
+	username := flag.String("username", "user", "the only user name the simulator accepts")
+	password := flag.String("password", "pass", "the only password the simulator accepts")
+	flag.Parse()
+
+	if !graphicsTypes[*graphicsDefault] {
+		log.Fatalf("-graphics-default must be shared or sharedDirect, not %q", *graphicsDefault)
+	}
+	if *quiet {
+		log.SetOutput(ioutil.Discard)
+	}
+
+	model := simulator.VPX()
+	model.Cluster = *clusters
+	model.ClusterHost = *clusterHosts
+	model.Host = *standalone
+	model.Machine = *machines
+
+	if err := model.Create(); err != nil {
+		fmt.Fprintln(os.Stderr, "vcsim-harness: create model:", err)
+		os.Exit(1)
+	}
+	defer model.Remove()
+
+	profiles := splitList(*profilesFlag)
+	pnics := splitList(*pnicsFlag)
+	for _, obj := range simulator.Map.All("HostSystem") {
+		extendHost(obj.(*simulator.HostSystem), profiles, pnics, *graphicsDefault)
+	}
+
+	// Loopback only, plain HTTP (TLS stays nil): tests never leave the machine.
+	// Explicit credentials: the simulator then refuses other logins, as vCenter does (with its
+	// default it accepts any non-empty user and password).
+	model.Service.Listen = &url.URL{
+		Host: net.JoinHostPort("127.0.0.1", strconv.Itoa(*port)),
+		User: url.UserPassword(*username, *password),
+	}
+	server := model.Service.NewServer()
+	defer server.Close()
+
+	fmt.Printf("VCSIM_URL=%s\n", server.URL.String())
+	_ = os.Stdout.Sync()
+
+	done := make(chan os.Signal, 1)
+	signal.Notify(done, syscall.SIGINT, syscall.SIGTERM)
+	if *exitOnEOF {
+		go func() {
+			_, _ = io.Copy(ioutil.Discard, os.Stdin)
+			done <- syscall.SIGTERM
+		}()
+	}
+	<-done
+}
