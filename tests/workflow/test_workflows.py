@@ -1,0 +1,293 @@
+"""The GitHub Actions workflows: valid against the workflow schema, and doing what docs/environments.md says."""
+
+from __future__ import annotations
+
+import json
+import re
+import shutil
+import subprocess
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+
+PROJECT = Path(__file__).resolve().parents[2]
+WORKFLOWS = PROJECT / ".github" / "workflows"
+PREVIEW, DEPLOY = WORKFLOWS / "preview.yml", WORKFLOWS / "deploy.yml"
+CHECK_JSONSCHEMA = Path(sys.executable).parent / "check-jsonschema"
+SECRETS = ("PULUMI_ACCESS_TOKEN", "VSPHERE_SERVER", "VSPHERE_USER", "VSPHERE_PASSWORD")
+# owner/repo[/path]@vMAJOR[.MINOR[.PATCH]] or a full commit sha; never a branch.
+PINNED = re.compile(r"^[A-Za-z0-9_.-]+/[A-Za-z0-9_./-]+@(v\d+(\.\d+){0,2}|[0-9a-f]{40})$")
+
+
+def _load(path: Path) -> dict[str, Any]:
+    document = yaml.safe_load(path.read_text())
+    # YAML 1.1 (PyYAML) reads the key `on` as the boolean True.
+    if True in document:
+        document["on"] = document.pop(True)
+    return document
+
+
+def _steps(workflow: dict[str, Any]) -> Iterator[tuple[str, dict[str, Any]]]:
+    for job_id, job in workflow["jobs"].items():
+        for step in job.get("steps", []):
+            yield job_id, step
+
+
+def _pulumi_steps(workflow: dict[str, Any]) -> dict[str, dict[str, Any]]:
+    found = {job_id: step for job_id, step in _steps(workflow) if step.get("uses", "").startswith("pulumi/actions@")}
+    assert found, "no pulumi/actions step"
+    return found
+
+
+def _effective_env(workflow: dict[str, Any], job_id: str, step: dict[str, Any]) -> dict[str, str]:
+    return {**workflow.get("env", {}), **workflow["jobs"][job_id].get("env", {}), **step.get("env", {})}
+
+
+def _needs(job: dict[str, Any]) -> list[str]:
+    needs = job.get("needs", [])
+    return [needs] if isinstance(needs, str) else list(needs)
+
+
+def _ancestors(workflow: dict[str, Any], job_id: str) -> set[str]:
+    seen: set[str] = set()
+    todo = _needs(workflow["jobs"][job_id])
+    while todo:
+        current = todo.pop()
+        if current not in seen:
+            seen.add(current)
+            todo += _needs(workflow["jobs"][current])
+    return seen
+
+
+# ---------------------------------------------------------------------------------------------
+# Schema
+
+
+@pytest.fixture(scope="module")
+def check_jsonschema() -> Path:
+    if not CHECK_JSONSCHEMA.exists():
+        pytest.fail(f"{CHECK_JSONSCHEMA} is missing: `pip install -r requirements-dev.txt` (check-jsonschema)")
+    return CHECK_JSONSCHEMA
+
+
+@pytest.mark.parametrize("path", [PREVIEW, DEPLOY], ids=lambda p: p.name)
+def test_workflow_matches_the_github_workflow_schema(check_jsonschema: Path, path: Path) -> None:
+    # The schema ships inside check-jsonschema: no network needed.
+    result = subprocess.run(
+        [str(check_jsonschema), "--builtin-schema", "vendor.github-workflows", str(path)],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert result.returncode == 0, result.stdout + result.stderr
+
+
+def test_the_schema_check_does_reject_a_broken_workflow(check_jsonschema: Path, tmp_path: Path) -> None:
+    broken = _load(DEPLOY)
+    broken["jobs"]["prod"]["needs"] = {"staging": True}  # needs is a string or a list
+    broken["jobs"]["dev"]["runs-on-typo"] = "ubuntu-latest"
+    path = tmp_path / "broken.yml"
+    path.write_text(yaml.safe_dump(broken))
+    result = subprocess.run(
+        [str(check_jsonschema), "--builtin-schema", "vendor.github-workflows", str(path)],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert result.returncode == 1
+    assert "Schema validation errors" in result.stdout + result.stderr
+
+
+# ---------------------------------------------------------------------------------------------
+# Preview on pull requests
+
+
+def test_preview_runs_on_pull_requests_after_the_tests() -> None:
+    workflow = _load(PREVIEW)
+    assert "pull_request" in workflow["on"]
+    tests = workflow["jobs"]["tests"]
+    assert any("bash scripts/setup.sh && bash scripts/test.sh" in step.get("run", "") for step in tests["steps"])
+    for job_id in _pulumi_steps(workflow):
+        assert "tests" in _ancestors(workflow, job_id), f"{job_id} must wait for the tests"
+
+
+def test_preview_comments_once_per_stack_and_edits_it() -> None:
+    workflow = _load(PREVIEW)
+    ((job_id, step),) = _pulumi_steps(workflow).items()
+    job = workflow["jobs"][job_id]
+    assert step["uses"] == "pulumi/actions@v6"
+    inputs = step["with"]
+    assert inputs["command"] == "preview"
+    assert inputs["stack-name"] == "${{ matrix.stack }}"
+    assert inputs["comment-on-pr"] is True
+    assert inputs["edit-pr-comment"] is True
+    assert inputs["diff"] is True
+    assert inputs["comment-on-pr-number"] == "${{ github.event.pull_request.number }}"
+    assert inputs["work-dir"] == "."
+    assert inputs["policyPacks"] == "${{ steps.policy.outputs.packs }}"
+    assert job["permissions"]["pull-requests"] == "write"
+    assert job["strategy"]["matrix"]["stack"] == "${{ fromJSON(needs.changes.outputs.stacks) }}"
+    assert job["strategy"]["fail-fast"] is False
+    assert "changes" in _needs(job)
+    assert workflow["concurrency"]["group"] == "preview-${{ github.event.pull_request.number }}"
+    assert workflow["concurrency"]["cancel-in-progress"] is True
+    assert workflow["permissions"] == {"contents": "read"}  # write only where the comment is made
+
+
+def _pick_script() -> str:
+    steps = [step for _, step in _steps(_load(PREVIEW)) if step.get("id") == "pick"]
+    assert len(steps) == 1
+    return str(steps[0]["run"])
+
+
+def _git(repo: Path, *args: str) -> str:
+    return subprocess.run(
+        ["git", "-c", "user.name=t", "-c", "user.email=t@example.com", *args],
+        cwd=repo,
+        check=True,
+        capture_output=True,
+        text=True,
+    ).stdout.strip()
+
+
+@pytest.fixture
+def repo(tmp_path: Path) -> Path:
+    if shutil.which("git") is None:
+        pytest.skip("git is not installed")
+    _git(tmp_path, "init", "-q", "-b", "main")
+    for name in ("Pulumi.yaml", "Pulumi.dev.yaml", "Pulumi.staging.yaml", "Pulumi.prod.yaml", "README.md"):
+        (tmp_path / name).write_text(f"{name}\n")
+    for folder in ("stacks", "components/vsphere", "docs", "policy"):
+        (tmp_path / folder).mkdir(parents=True)
+        (tmp_path / folder / "x.py").write_text("x = 1\n")
+    _git(tmp_path, "add", "-A")
+    _git(tmp_path, "commit", "-q", "-m", "base")
+    return tmp_path
+
+
+def _stacks_for(repo: Path, change: dict[str, str | None]) -> list[str]:
+    base = _git(repo, "rev-parse", "HEAD")
+    for name, text in change.items():
+        path = repo / name
+        if text is None:
+            path.unlink()
+        else:
+            path.parent.mkdir(parents=True, exist_ok=True)
+            path.write_text(text)
+    _git(repo, "add", "-A")
+    _git(repo, "commit", "-q", "-m", "change", "--allow-empty")
+    output = repo / "github-output"
+    output.write_text("")
+    env = {
+        "PATH": "/usr/bin:/bin",
+        "BASE_SHA": base,
+        "HEAD_SHA": _git(repo, "rev-parse", "HEAD"),
+        "GITHUB_OUTPUT": str(output),
+    }
+    subprocess.run(["bash", "-c", _pick_script()], cwd=repo, env=env, check=True, capture_output=True, text=True)
+    (line,) = output.read_text().splitlines()
+    key, _, value = line.partition("=")
+    assert key == "stacks"
+    return list(json.loads(value))
+
+
+@pytest.mark.parametrize(
+    ("change", "expected"),
+    [
+        ({"Pulumi.staging.yaml": "changed\n"}, ["staging"]),
+        ({"Pulumi.staging.yaml": "changed\n", "Pulumi.prod.yaml": "changed\n"}, ["prod", "staging"]),
+        ({"README.md": "docs only\n", "docs/x.py": "y = 2\n"}, []),
+        ({"stacks/x.py": "x = 2\n"}, ["dev", "prod", "staging"]),
+        ({"components/vsphere/x.py": "x = 2\n"}, ["dev", "prod", "staging"]),
+        ({"__main__.py": "pass\n"}, ["dev", "prod", "staging"]),
+        ({"requirements.txt": "pulumi==3\n"}, ["dev", "prod", "staging"]),
+        ({"Pulumi.yaml": "name: x\n"}, ["dev", "prod", "staging"]),
+        ({"policy/x.py": "x = 2\n"}, ["dev", "prod", "staging"]),
+        ({"Pulumi.qa.yaml": "new stack\n"}, ["qa"]),
+        ({"Pulumi.dev.yaml": None}, []),  # a deleted stack has nothing to preview
+        ({"Pulumi.$(touch pwned).yaml": "x\n"}, []),  # names that are not plain never reach a shell
+    ],
+)
+def test_preview_picks_the_stacks_a_change_affects(
+    repo: Path, change: dict[str, str | None], expected: list[str]
+) -> None:
+    assert _stacks_for(repo, change) == expected
+    assert not (repo / "pwned").exists()
+
+
+# ---------------------------------------------------------------------------------------------
+# Deploy on main
+
+
+def test_deploy_runs_dev_then_staging_then_prod_on_main() -> None:
+    workflow = _load(DEPLOY)
+    assert workflow["on"]["push"]["branches"] == ["main"]
+    assert "pull_request" not in workflow["on"]
+    pulumi = _pulumi_steps(workflow)
+    assert set(pulumi) == {"dev", "staging", "prod"}
+    # Each job waits for the one before: dev after the tests, staging after dev, prod after staging.
+    assert _needs(workflow["jobs"]["dev"]) == ["tests"]
+    assert _needs(workflow["jobs"]["staging"]) == ["dev"]
+    assert _needs(workflow["jobs"]["prod"]) == ["staging"]
+    assert _ancestors(workflow, "prod") == {"tests", "dev", "staging"}
+    for stack, step in pulumi.items():
+        assert workflow["jobs"][stack]["environment"] == stack
+        assert step["uses"] == "pulumi/actions@v6"
+        assert step["with"]["command"] == "up"
+        assert step["with"]["stack-name"] == stack
+        assert step["with"]["policyPacks"] == "policy"
+    assert workflow["jobs"]["prod"]["environment"] == "prod"  # required reviewers live on this environment
+    assert pulumi["prod"]["with"]["policyPackConfigs"] == "policy/policy-config.prod.json"
+    assert (PROJECT / "policy" / "PulumiPolicy.yaml").exists(), "deploy runs the policy pack under policy/"
+    assert workflow["concurrency"]["cancel-in-progress"] is False  # never stop an `up` halfway
+
+
+# ---------------------------------------------------------------------------------------------
+# Both: secrets, pins, no script injection
+
+
+@pytest.mark.parametrize("path", [PREVIEW, DEPLOY], ids=lambda p: p.name)
+def test_pulumi_steps_get_every_credential_from_secrets(path: Path) -> None:
+    workflow = _load(path)
+    for job_id, step in _pulumi_steps(workflow).items():
+        env = _effective_env(workflow, job_id, step)
+        for name in SECRETS:
+            assert env.get(name) == f"${{{{ secrets.{name} }}}}", f"{path.name} {job_id}: {name}"
+
+
+@pytest.mark.parametrize("path", [PREVIEW, DEPLOY], ids=lambda p: p.name)
+def test_no_credential_is_written_as_a_literal(path: Path) -> None:
+    workflow = _load(path)
+    secret_like = re.compile(r"TOKEN|PASSWORD|SECRET|USER|SERVER|KEY", re.IGNORECASE)
+    secret_expression = re.compile(r"^\$\{\{ secrets\.[A-Z0-9_]+ \}\}$")
+    maps = [workflow.get("env", {})]
+    for job in workflow["jobs"].values():
+        maps.append(job.get("env", {}))
+        for step in job.get("steps", []):
+            maps += [step.get("env", {}), step.get("with", {})]
+    for mapping in maps:
+        for key, value in mapping.items():
+            if secret_like.search(key):
+                assert secret_expression.match(str(value)), f"{path.name}: {key} = {value!r}"
+    assert "secrets." not in "".join(str(step.get("run", "")) for _, step in _steps(workflow))
+
+
+@pytest.mark.parametrize("path", [PREVIEW, DEPLOY], ids=lambda p: p.name)
+def test_every_action_is_pinned_to_a_version(path: Path) -> None:
+    uses = [str(step["uses"]) for _, step in _steps(_load(path)) if "uses" in step]
+    assert uses
+    for ref in uses:
+        assert ref.startswith("./") or PINNED.match(ref), f"{path.name}: {ref} is not pinned to a version"
+
+
+@pytest.mark.parametrize("path", [PREVIEW, DEPLOY], ids=lambda p: p.name)
+def test_run_scripts_take_untrusted_values_through_env(path: Path) -> None:
+    # `${{ }}` inside `run:` is pasted into the script before bash parses it: a stack or branch
+    # name would become code. Such values travel through `env:` and are quoted as "$VAR".
+    for job_id, step in _steps(_load(path)):
+        script = str(step.get("run", ""))
+        assert "${{" not in script, f"{path.name} {job_id}: {script!r}"
