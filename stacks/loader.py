@@ -58,7 +58,7 @@ def read_stack_file(path: Path) -> ConfigView:
     except OSError as error:
         raise InvalidEnvironment([f"{path}: cannot be read ({error.strerror})"]) from None
     try:
-        document = yaml.load(text, Loader=_StrictLoader)  # noqa: S506 - a SafeLoader subclass
+        document = yaml.load(text, Loader=_StrictLoader)
     except yaml.YAMLError as error:
         where = getattr(error, "problem_mark", None)
         line = f" at line {where.line + 1}, column {where.column + 1}" if where else ""

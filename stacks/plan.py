@@ -20,8 +20,6 @@ from typing import Any
 
 import yaml
 
-from stacks.plan_errors import GraphvizMissing
-
 from stacks.loader import PROJECT, ConfigView, config_for_runtime, load_environment
 from stacks.mock_runtime import (
     ProgramRun,
@@ -30,6 +28,7 @@ from stacks.mock_runtime import (
     run_program,
     run_project_main,
 )
+from stacks.plan_errors import GraphvizMissing
 
 PROJECT_DIR = Path(__file__).resolve().parent.parent
 SECRET_PLACEHOLDER = "plan-placeholder-for-an-unreadable-secret"

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import dataclasses
+
 import pulumi
 
 from components.k8s.addons.device_plugin import DevicePluginSettings, GpuDevicePlugin, GpuDevicePluginArgs
@@ -175,8 +177,9 @@ def training_jobs(env: Environment, cluster: ClusterAccess, operator: MpiOperato
         )
     fabric = None
     if jobs.fabric_check.enabled:
-        image = {"image": jobs.fabric_check.image} if jobs.fabric_check.image else {}
-        fabric = FabricCheckJob(workers=workers, namespace=jobs.namespace, shape=shape, **image)
+        fabric = FabricCheckJob(workers=workers, namespace=jobs.namespace, shape=shape)
+        if jobs.fabric_check.image:
+            fabric = dataclasses.replace(fabric, image=jobs.fabric_check.image)
     return TrainingJobs(
         "training",
         TrainingJobsArgs(
