@@ -68,7 +68,9 @@ def read_stack_file(path: Path) -> ConfigView:
         document = {}
     if not isinstance(document, dict):
         raise InvalidEnvironment([f"{path}: the file must be a mapping with a top-level `config:` key"])
-    config = document.get("config") or {}
+    config = document.get("config", {})
+    if config is None:
+        config = {}
     if not isinstance(config, dict):
         raise InvalidEnvironment([f"config: must be a mapping of `namespace:key: value` entries in {path}"])
     values: dict[str, Any] = {}
@@ -111,6 +113,9 @@ def load_environment(view: ConfigView) -> Environment:
         except json.JSONDecodeError:
             problems.append(f"{ENVIRONMENT_KEY}: must be a structured object (YAML mapping), not a string")
             raise InvalidEnvironment(problems) from None
+    if raw is None and ENVIRONMENT_KEY in view.secret_keys:
+        problems.append(f"{ENVIRONMENT_KEY}: stored as a secret; the environment is plain configuration (keep secrets in their own keys)")
+        raise InvalidEnvironment(problems)
     if raw is None:
         problems.append(
             f"{ENVIRONMENT_KEY}: missing; every stack describes its environment under this key (see Pulumi.dev.yaml)"

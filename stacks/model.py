@@ -93,8 +93,8 @@ class Model(BaseModel):
     model_config = ConfigDict(
         frozen=True,
         extra="forbid",
+        # camelCase only: the same spelling the JSON Schema (and so editors) accept.
         alias_generator=to_camel,
-        populate_by_name=True,
         use_attribute_docstrings=True,
     )
 
@@ -169,7 +169,8 @@ class NodeSpec(Model):
     rdma_ip: IPv4Address | None = None
     """Address of the PVRDMA NIC (GPU workers only)."""
     host: str | None = None
-    """ESXi host this node is pinned to (GPU workers with `placement: vm-host-rules`)."""
+    """ESXi host of a GPU worker: with `placement: vm-host-rules` it is pinned there by a mandatory
+    DRS rule; otherwise the VM is only first placed there and DRS may move it."""
 
 
 class NodePool(Model):

@@ -138,7 +138,9 @@ def mtu_fits_switch(env: Environment) -> Iterator[Problem]:
 @rule
 def one_rdma_uplink_per_host(env: Environment) -> Iterator[Problem]:
     for i, host in enumerate(env.hosts):
-        if len(host.rdma_vmnics) != 1:
+        if not host.rdma_vmnics:
+            yield Problem(("hosts", i, "rdmaVmnics"), "empty; list the host's ConnectX (RoCE) vmnic, e.g. [vmnic4]")
+        elif len(host.rdma_vmnics) != 1:
             yield Problem(
                 ("hosts", i, "rdmaVmnics"),
                 f"lists {len(host.rdma_vmnics)} vmnics; PVRDMA does not support NIC teaming, so give exactly one (the ConnectX port)",

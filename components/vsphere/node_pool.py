@@ -31,7 +31,7 @@ class PoolNode:
     management_ip: IPv4Address
     rdma_ip: IPv4Address | None = None
     host: str | None = None
-    """ESXi host the VM is pinned to (placement `vm-host-rules`)."""
+    """ESXi host the VM is created on; `vm-host-rules` placement also pins it there."""
     user_data: pulumi.Input[str] = ""
     """cloud-init user-data (a secret: it carries the bootstrap token)."""
 
@@ -68,7 +68,8 @@ class NodePoolArgs:
     rdma: Subnet | None = None
     """The PVRDMA port group; when set, every node gets a `vmxnet3vrdma` NIC on it."""
     vgpu_profiles: Sequence[str] = ()
-    """vGPU profiles per node; when any, memory is fully reserved and locked to max."""
+    """vGPU profiles per node. With any, or with an RDMA NIC, memory is fully reserved and locked
+    to max."""
     linked_clone: bool = False
     """Clone from the template's single snapshot: seconds instead of minutes per VM."""
     hardware_version: int = 19
@@ -169,21 +170,23 @@ class NodePool(pulumi.ComponentResource):
             dns_domain=args.dns_domain,
         )
         extra_config = pulumi.Output.secret(node.user_data).apply(lambda ud: guestinfo_extra_config(metadata, ud))
-        has_vgpu = bool(args.vgpu_profiles)
-        pinned_host = args.host_ids.get(node.host) if (args.placement == "vm-host-rules" and node.host) else None
+        # vGPU VMs cannot power on without all memory reserved, and VMware's PVRDMA set-up
+        # reserves all guest memory too (the device pins guest memory for RDMA).
+        reserve_all = bool(args.vgpu_profiles) or args.rdma is not None
+        # The node's host is where the clone is first placed; only vm-host-rules keeps it there.
+        first_host = args.host_ids[node.host] if node.host else None
         return vsphere.VirtualMachine(
             f"{name}-{node.name}",
             name=node.vm_name,
             resource_pool_id=args.resource_pool_id,
             datastore_id=args.datastore_id,
             folder=args.folder,
-            host_system_id=pinned_host,
+            host_system_id=first_host,
             num_cpus=args.vcpus,
             memory=args.memory_mb,
-            # vGPU VMs cannot power on without all memory reserved; locking to max keeps the
-            # reservation right when memory is later resized.
-            memory_reservation=args.memory_mb if has_vgpu else None,
-            memory_reservation_locked_to_max=True if has_vgpu else None,
+            # Locking to max keeps the reservation right when memory is later resized.
+            memory_reservation=args.memory_mb if reserve_all else None,
+            memory_reservation_locked_to_max=True if reserve_all else None,
             guest_id=template.guest_id,
             firmware=template.firmware,
             scsi_type=template.scsi_type,
