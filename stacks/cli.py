@@ -85,6 +85,10 @@ def build_parser() -> argparse.ArgumentParser:
     from stacks.clone import register as register_clone  # here, not at the top: clone imports the loader too
 
     register_clone(commands)
+
+    from stacks.preflight import register as register_preflight  # pyVmomi loads only when preflight runs
+
+    register_preflight(commands)
     return parser
 
 

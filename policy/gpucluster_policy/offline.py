@@ -1,0 +1,159 @@
+"""Run the pack over an offline plan (`python -m stacks plan STACK --out DIR` -> DIR/resources.json).
+
+This is no substitute for `pulumi preview --policy-pack policy`, which sees real state and real
+outputs; it lets a reviewer without vCenter or the Pulumi CLI see what the pack would say about a
+stack's program. Each resource is handed to the policies the way pulumi-policy's analyzer does
+(numbers as floats, properties behind the unknown-checking proxy, parents and dependencies as
+resource objects). A plan records inputs, not outputs, so stack policies see inputs as props.
+
+    python -m policy.gpucluster_policy.offline DIR/resources.json [--stack prod] [--config FILE.json]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from pulumi_policy import (
+    EnforcementLevel,
+    Policy,
+    PolicyCustomTimeouts,
+    PolicyResource,
+    PolicyResourceOptions,
+    ResourceValidationArgs,
+    ResourceValidationPolicy,
+    StackValidationArgs,
+    StackValidationPolicy,
+)
+from pulumi_policy.proxy import unknown_checking_proxy
+
+from . import POLICIES
+
+
+@dataclass(frozen=True)
+class Violation:
+    policy: str
+    message: str
+    urn: str | None
+
+
+def _wire(value: Any) -> Any:
+    """Values as they come off the wire: protobuf Struct numbers are doubles."""
+    if isinstance(value, bool) or value is None or isinstance(value, str):
+        return value
+    if isinstance(value, int | float):
+        return float(value)
+    if isinstance(value, Mapping):
+        return {str(k): _wire(v) for k, v in value.items()}
+    if isinstance(value, list | tuple):
+        return [_wire(v) for v in value]
+    return value
+
+
+def _options(entry: Mapping[str, Any]) -> PolicyResourceOptions:
+    return PolicyResourceOptions(
+        protect=bool(entry.get("protect", False)),
+        ignore_changes=list(entry.get("ignoreChanges", [])),
+        delete_before_replace=None,
+        aliases=[],
+        custom_timeouts=PolicyCustomTimeouts(0, 0, 0),
+        additional_secret_outputs=[],
+        parent=entry.get("parent"),
+    )
+
+
+def policy_resources(entries: Sequence[Mapping[str, Any]]) -> list[PolicyResource]:
+    """Plan entries (`resources.json`'s `resources`) as the PolicyResources a stack policy gets."""
+    resources = [
+        PolicyResource(
+            entry["type"],
+            unknown_checking_proxy(_wire(entry.get("inputs", {}))),
+            entry["urn"],
+            entry["name"],
+            _options(entry),
+            None,
+            None,
+            [],
+            {},
+        )
+        for entry in entries
+    ]
+    by_urn = {r.urn: r for r in resources}
+    for entry, resource in zip(entries, resources, strict=True):
+        resource.parent = by_urn.get(entry.get("parent") or "")
+        resource.dependencies.extend(by_urn[d] for d in entry.get("dependencies", []) if d in by_urn)
+        for key, urns in (entry.get("propertyDependencies") or {}).items():
+            resource.property_dependencies[key] = [by_urn[u] for u in urns if u in by_urn]
+    return resources
+
+
+def _collector(violations: list[Violation], policy: str, fixed_urn: str | None = None) -> Callable[..., None]:
+    def report_violation(message: str, urn: str | None = None) -> None:
+        violations.append(Violation(policy, message, fixed_urn or urn))
+
+    return report_violation
+
+
+def run(
+    entries: Sequence[Mapping[str, Any]],
+    config: Mapping[str, Mapping[str, Any]] | None = None,
+    policies: Sequence[Policy] = POLICIES,
+) -> list[Violation]:
+    """Every violation the pack reports for a plan; `config` is `--policy-pack-config`'s content."""
+    config = config or {}
+    violations: list[Violation] = []
+    resources = policy_resources(entries)
+    for policy in policies:
+        policy_config = dict(config.get(policy.name) or {})
+        level = policy_config.pop("enforcementLevel", None)
+        if level == EnforcementLevel.DISABLED.value:
+            continue
+        if isinstance(policy, StackValidationPolicy):
+            policy.validate(StackValidationArgs(resources, policy_config), _collector(violations, policy.name))
+        elif isinstance(policy, ResourceValidationPolicy):
+            for resource in resources:
+                args = ResourceValidationArgs(
+                    resource.resource_type,
+                    resource.props,
+                    resource.urn,
+                    resource.name,
+                    resource.opts,
+                    None,
+                    policy_config,
+                )
+                # Resource policies always report against the resource they validate.
+                policy.validate(args, _collector(violations, policy.name, fixed_urn=resource.urn))
+    return violations
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(
+        prog="python -m policy.gpucluster_policy.offline", description=__doc__.split("\n")[0]
+    )
+    parser.add_argument("resources", help="resources.json written by `python -m stacks plan`")
+    parser.add_argument("--config", help="policy pack config JSON, as passed to --policy-pack-config")
+    parser.add_argument("--stack", help="judge as this stack (what PULUMI_STACK tells the pack in a real run)")
+    args = parser.parse_args(argv)
+    if args.stack:
+        os.environ["PULUMI_STACK"] = args.stack
+    try:
+        entries = json.loads(Path(args.resources).read_text())["resources"]
+        config = json.loads(Path(args.config).read_text()) if args.config else {}
+    except (OSError, ValueError, KeyError) as error:
+        print(f"error: {error}", file=sys.stderr)
+        return 2
+    violations = run(entries, config)
+    for violation in violations:
+        print(f"{violation.policy}: {violation.message}" + (f" [{violation.urn}]" if violation.urn else ""))
+    print(f"{len(violations)} violation(s)")
+    return 1 if violations else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

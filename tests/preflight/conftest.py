@@ -1,0 +1,190 @@
+"""The vCenter simulator for the preflight tests, plus the inventory they plant in it.
+
+Same binary and start-up protocol as tests/vsphere/conftest.py (build/vcsim-harness, built by
+scripts/build-vcsim.sh; it prints `VCSIM_URL=...` and exits when stdin closes), but an instance of
+our own: preflight plants templates, snapshots and VMs, and another suite's simulator should not
+see them. Under `--import-mode=importlib` the other conftest's fixtures are not visible here.
+
+Without Go or the harness the tests skip, except under CI=true, where they fail.
+Everything here talks to 127.0.0.1 only.
+"""
+
+from __future__ import annotations
+
+import os
+import select
+import shutil
+import subprocess
+import time
+import urllib.parse
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import pytest
+from pyVim.connect import Disconnect, SmartConnect
+from pyVmomi import vim
+
+ROOT = Path(__file__).resolve().parents[2]
+HARNESS = ROOT / "build" / "vcsim-harness"
+BUILD_SCRIPT = ROOT / "scripts" / "build-vcsim.sh"
+START_TIMEOUT_S = 60.0
+
+SOURCE_VM = "DC0_C0_RP0_VM0"
+TEMPLATE = "pf-template"
+"""A template with exactly one snapshot, `base`."""
+BARE_TEMPLATE = "pf-template-bare"
+"""A template without a snapshot."""
+TAKEN_VM = "taken-worker-1"
+"""A VM whose name a stack with namePrefix `taken` would create again."""
+HOG_VM = "pf-hog"
+"""A powered-on VM reserving 3072 MB on HOG_HOST, a cluster host the base stack does not use."""
+HOG_HOST = "DC0_C0_H3"
+HOG_RESERVATION_MB = 3072
+
+
+def _unavailable(message: str) -> None:
+    if os.environ.get("CI") == "true":
+        pytest.fail(f"vCenter simulator unavailable under CI: {message}", pytrace=False)
+    pytest.skip(f"vCenter simulator unavailable: {message}")
+
+
+@dataclass(frozen=True)
+class Simulator:
+    url: str
+
+    @property
+    def parts(self) -> urllib.parse.SplitResult:
+        return urllib.parse.urlsplit(self.url)
+
+    @property
+    def server(self) -> str:
+        return f"http://127.0.0.1:{self.parts.port}"
+
+    @property
+    def user(self) -> str:
+        return urllib.parse.unquote(self.parts.username or "")
+
+    @property
+    def password(self) -> str:
+        return urllib.parse.unquote(self.parts.password or "")
+
+
+def _ensure_harness() -> None:
+    stale = HARNESS.exists() and any(p.stat().st_mtime > HARNESS.stat().st_mtime for p in (ROOT / "vcsim").glob("*.go"))
+    if HARNESS.exists() and not stale:
+        return
+    if shutil.which("go") is None:
+        if HARNESS.exists():
+            return  # stale but usable
+        _unavailable(
+            "no build/vcsim-harness and no Go toolchain (apt-get install golang-go golang-github-vmware-govmomi-dev)"
+        )
+    result = subprocess.run(["bash", str(BUILD_SCRIPT)], cwd=ROOT, capture_output=True, text=True, timeout=600)
+    if result.returncode != 0 or not HARNESS.exists():
+        _unavailable(f"scripts/build-vcsim.sh failed: {result.stderr.strip()[-2000:]}")
+
+
+def _read_url(process: subprocess.Popen[bytes]) -> str | None:
+    assert process.stdout is not None
+    deadline = time.monotonic() + START_TIMEOUT_S
+    buffer = b""
+    while time.monotonic() < deadline:
+        ready, _, _ = select.select([process.stdout.fileno()], [], [], 0.5)
+        if not ready:
+            if process.poll() is not None:
+                return None
+            continue
+        chunk = os.read(process.stdout.fileno(), 4096)
+        if not chunk:
+            return None
+        buffer += chunk
+        for line in buffer.decode(errors="replace").splitlines():
+            if line.startswith("VCSIM_URL="):
+                return line[len("VCSIM_URL=") :].strip()
+    return None
+
+
+@pytest.fixture(scope="session")
+def simulator() -> Iterator[Simulator]:
+    _ensure_harness()
+    process = subprocess.Popen(
+        [str(HARNESS), "-port", "0", "-exit-on-stdin-eof"],
+        cwd=ROOT,
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.DEVNULL,
+    )
+    try:
+        url = _read_url(process)
+        if url is None:
+            _unavailable("build/vcsim-harness did not print its URL")
+        assert url is not None
+        sim = Simulator(url)
+        assert sim.parts.hostname == "127.0.0.1", sim.url
+        yield sim
+    finally:
+        from components.vsphere import _vsphere
+
+        _vsphere.disconnect_all()
+        if process.stdin is not None:
+            process.stdin.close()
+        process.terminate()
+        try:
+            process.wait(timeout=10)
+        except subprocess.TimeoutExpired:
+            process.kill()
+            process.wait()
+
+
+def _find(si: Any, vimtype: Any, name: str) -> Any:
+    content = si.RetrieveContent()
+    view = content.viewManager.CreateContainerView(content.rootFolder, [vimtype], True)
+    try:
+        return next(obj for obj in view.view if obj.name == name)
+    finally:
+        view.Destroy()
+
+
+@dataclass(frozen=True)
+class Planted:
+    sim: Simulator
+    hog_host: str
+    """The host the reserving VM runs on (HOG_HOST)."""
+
+
+@pytest.fixture(scope="session")
+def planted(simulator: Simulator) -> Iterator[Planted]:
+    """Templates (with and without a snapshot), a VM with a taken name, a VM reserving memory."""
+    from components.vsphere._vsphere import wait_for_task
+
+    si = SmartConnect(
+        protocol="http", host="127.0.0.1", port=simulator.parts.port, user=simulator.user, pwd=simulator.password
+    )
+    try:
+        source = _find(si, vim.VirtualMachine, SOURCE_VM)
+
+        def clone(name: str, power_on: bool = False) -> Any:
+            spec = vim.vm.CloneSpec(location=vim.vm.RelocateSpec(), powerOn=power_on)
+            wait_for_task(source.CloneVM_Task(folder=source.parent, name=name, spec=spec))
+            return _find(si, vim.VirtualMachine, name)
+
+        template = clone(TEMPLATE)
+        wait_for_task(template.CreateSnapshot_Task(name="base", description="", memory=False, quiesce=False))
+        template.MarkAsTemplate()
+        clone(BARE_TEMPLATE).MarkAsTemplate()
+        clone(TAKEN_VM)
+        hog = clone(HOG_VM)
+        # The simulator ignores a clone's host placement, but honours a relocation.
+        wait_for_task(hog.RelocateVM_Task(spec=vim.vm.RelocateSpec(host=_find(si, vim.HostSystem, HOG_HOST))))
+        wait_for_task(
+            hog.ReconfigVM_Task(
+                spec=vim.vm.ConfigSpec(memoryAllocation=vim.ResourceAllocationInfo(reservation=HOG_RESERVATION_MB))
+            )
+        )
+        if hog.runtime.powerState != "poweredOn":
+            wait_for_task(hog.PowerOnVM_Task())
+        yield Planted(sim=simulator, hog_host=hog.runtime.host.name)
+    finally:
+        Disconnect(si)
