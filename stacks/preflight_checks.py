@@ -20,8 +20,9 @@ from dataclasses import dataclass, field
 from ipaddress import IPv4Address
 from typing import Any, Literal
 
-from pyVmomi import vim, vmodl
+from pyVmomi import vim
 
+from components.vsphere._vsphere import collect_properties
 from stacks.loader import ENVIRONMENT_KEY
 from stacks.model import Environment, NodeSpec
 from stacks.rules import format_path
@@ -114,36 +115,6 @@ class Inventory:
             yield from vms
 
 
-def _collect(si: Any, root: Any, vimtype: type, paths: list[str]) -> list[tuple[Any, dict[str, Any]]]:
-    """(object, {path: value}) for every object of a type under `root`, in one collector round.
-
-    Unset properties are simply absent. (Reading them one by one through pyVmomi's accessors
-    would also work on vCenter, but govmomi's simulator drops the connection on an unset one.)
-    """
-    content = si.RetrieveContent()
-    view = content.viewManager.CreateContainerView(root, [vimtype], True)
-    try:
-        traversal = vmodl.query.PropertyCollector.TraversalSpec(
-            name="view", path="view", skip=False, type=vim.view.ContainerView
-        )
-        spec = vmodl.query.PropertyCollector.FilterSpec(
-            objectSet=[vmodl.query.PropertyCollector.ObjectSpec(obj=view, skip=True, selectSet=[traversal])],
-            propSet=[vmodl.query.PropertyCollector.PropertySpec(type=vimtype, pathSet=paths)],
-        )
-        collector = content.propertyCollector
-        result = collector.RetrievePropertiesEx([spec], vmodl.query.PropertyCollector.RetrieveOptions())
-        found: list[tuple[Any, dict[str, Any]]] = []
-        while result is not None:
-            for obj in result.objects:
-                found.append((obj.obj, {prop.name: prop.val for prop in obj.propSet}))
-            if not result.token:
-                break
-            result = collector.ContinueRetrievePropertiesEx(result.token)
-        return found
-    finally:
-        view.Destroy()
-
-
 def _snapshot_names(trees: Iterable[Any]) -> Iterator[str]:
     for tree in trees or []:
         yield tree.name
@@ -169,15 +140,15 @@ def _paths(items: list[tuple[Any, dict[str, Any]]], root_moid: str) -> set[str]:
 def read_inventory(si: Any, datacenter_name: str) -> Inventory:
     """Read what the checks need, inside the named datacenter (everywhere if it does not exist)."""
     content = si.RetrieveContent()
-    datacenters = _collect(si, content.rootFolder, vim.Datacenter, ["name", "vmFolder"])
+    datacenters = collect_properties(si, content.rootFolder, vim.Datacenter, ["name", "vmFolder"])
     match = next(((dc, props) for dc, props in datacenters if props["name"] == datacenter_name), None)
     inv = Inventory(datacenter=datacenter_name if match else None)
     root = match[0] if match else content.rootFolder
 
-    clusters = _collect(si, root, vim.ClusterComputeResource, ["name", "resourcePool"])
+    clusters = collect_properties(si, root, vim.ClusterComputeResource, ["name", "resourcePool"])
     inv.clusters = {props["name"] for _, props in clusters}
     cluster_by_moid = {obj._moId: props["name"] for obj, props in clusters}
-    pools = _collect(si, root, vim.ResourcePool, ["name", "parent"])
+    pools = collect_properties(si, root, vim.ResourcePool, ["name", "parent"])
     for _, props in clusters:
         root_pool = props.get("resourcePool")
         if root_pool is not None:
@@ -185,7 +156,7 @@ def read_inventory(si: Any, datacenter_name: str) -> Inventory:
 
     if match is not None:
         vm_folder = match[1]["vmFolder"]
-        folders = _collect(si, vm_folder, vim.Folder, ["name", "parent"])
+        folders = collect_properties(si, vm_folder, vim.Folder, ["name", "parent"])
         inv.folders = _paths(folders, vm_folder._moId)
 
     host_paths = [
@@ -202,7 +173,7 @@ def read_inventory(si: Any, datacenter_name: str) -> Inventory:
         "config.sharedPassthruGpuTypes",
         "config.graphicsConfig",
     ]
-    for obj, props in _collect(si, root, vim.HostSystem, host_paths):
+    for obj, props in collect_properties(si, root, vim.HostSystem, host_paths):
         pnic_devices = {p.key: p.device for p in props.get("config.network.pnic") or []}
         uplink_of: dict[str, str] = {}
         for vswitch in props.get("config.network.vswitch") or []:
@@ -246,7 +217,7 @@ def read_inventory(si: Any, datacenter_name: str) -> Inventory:
         "guest.net",
         "snapshot",
     ]
-    for obj, props in _collect(si, root, vim.VirtualMachine, vm_paths):
+    for obj, props in collect_properties(si, root, vim.VirtualMachine, vm_paths):
         ips = {props["guest.ipAddress"]} if props.get("guest.ipAddress") else set()
         for nic in props.get("guest.net") or []:
             ips.update(nic.ipAddress or [])
@@ -270,14 +241,14 @@ def read_inventory(si: Any, datacenter_name: str) -> Inventory:
         )
         inv.vms.setdefault(info.name, []).append(info)
 
-    for _, props in _collect(si, root, vim.Datastore, ["name", "summary.freeSpace", "summary.accessible"]):
+    for _, props in collect_properties(si, root, vim.Datastore, ["name", "summary.freeSpace", "summary.accessible"]):
         inv.datastores[props["name"]] = DatastoreInfo(
             name=props["name"],
             free_bytes=int(props.get("summary.freeSpace") or 0),
             accessible=bool(props.get("summary.accessible", True)),
         )
-    inv.networks = {props["name"] for _, props in _collect(si, root, vim.Network, ["name"])}
-    inv.switches = {props["name"] for _, props in _collect(si, root, vim.DistributedVirtualSwitch, ["name"])}
+    inv.networks = {props["name"] for _, props in collect_properties(si, root, vim.Network, ["name"])}
+    inv.switches = {props["name"] for _, props in collect_properties(si, root, vim.DistributedVirtualSwitch, ["name"])}
     return inv
 
 

@@ -366,33 +366,40 @@ def wait_for_task(
 # Lookups
 
 
-def _names_in_view(si: Any, vimtype: type) -> list[tuple[Any, str]]:
-    """(object, name) for every object of a type, fetched in one property-collector round."""
+def collect_properties(si: Any, root: Any, vimtype: type, paths: list[str]) -> list[tuple[Any, dict[str, Any]]]:
+    """(object, {path: value}) for every object of a type under `root`, in one collector round.
+
+    Unset properties are simply absent. (Reading them one by one through pyVmomi's accessors works
+    on vCenter too, but govmomi's simulator drops the connection on an unset one.)
+    """
     content = si.RetrieveContent()
-    view = content.viewManager.CreateContainerView(content.rootFolder, [vimtype], True)
+    view = content.viewManager.CreateContainerView(root, [vimtype], True)
     try:
         traversal = vmodl.query.PropertyCollector.TraversalSpec(
             name="view", path="view", skip=False, type=vim.view.ContainerView
         )
         spec = vmodl.query.PropertyCollector.FilterSpec(
             objectSet=[vmodl.query.PropertyCollector.ObjectSpec(obj=view, skip=True, selectSet=[traversal])],
-            propSet=[vmodl.query.PropertyCollector.PropertySpec(type=vimtype, pathSet=["name"])],
+            propSet=[vmodl.query.PropertyCollector.PropertySpec(type=vimtype, pathSet=paths)],
         )
         collector = content.propertyCollector
-        options = vmodl.query.PropertyCollector.RetrieveOptions()
-        result = collector.RetrievePropertiesEx([spec], options)
-        found: list[tuple[Any, str]] = []
+        result = collector.RetrievePropertiesEx([spec], vmodl.query.PropertyCollector.RetrieveOptions())
+        found: list[tuple[Any, dict[str, Any]]] = []
         while result is not None:
             for obj in result.objects:
-                name = next((p.val for p in obj.propSet if p.name == "name"), None)
-                if name is not None:
-                    found.append((obj.obj, name))
+                found.append((obj.obj, {prop.name: prop.val for prop in obj.propSet}))
             if not result.token:
                 break
             result = collector.ContinueRetrievePropertiesEx(result.token)
         return found
     finally:
         view.Destroy()
+
+
+def _names_in_view(si: Any, vimtype: type) -> list[tuple[Any, str]]:
+    """(object, name) for every object of a type, fetched in one property-collector round."""
+    everything = collect_properties(si, si.RetrieveContent().rootFolder, vimtype, ["name"])
+    return [(obj, props["name"]) for obj, props in everything if "name" in props]
 
 
 def _find_by_name(si: Any, vimtype: type, name: str, kind: str) -> Any | None:
