@@ -15,21 +15,18 @@ scripts into an image and set `fetch_benchmarks=False` and `script_path`.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
-from dataclasses import dataclass, field
-from typing import Any
+from dataclasses import dataclass
+from typing import Any, ClassVar
 
+from components.k8s.jobs.gpu_job import GpuJob
 from components.k8s.jobs.mpijob import (
     MpiJobSpec,
     ReplicaSpec,
-    RunPolicy,
     mpirun_command,
-    mpirun_np,
-    nccl_transport_env,
     render_mpijob,
 )
-from components.k8s.jobs.pods import WorkerShape, launcher_template, worker_template
-from components.k8s.objects import app_labels, check_dns_label, check_image
+from components.k8s.jobs.pods import launcher_template, worker_template
+from components.k8s.objects import app_labels
 
 HOROVOD_IMAGE = "horovod/horovod:0.28.1"
 BENCHMARKS_REPO = "https://github.com/tensorflow/benchmarks"
@@ -41,18 +38,12 @@ MPI_MCA: tuple[tuple[str, str], ...] = (("pml", "ob1"), ("btl", "^openib"))
 
 
 @dataclass(frozen=True, kw_only=True)
-class BenchmarkJob:
+class BenchmarkJob(GpuJob):
     """tf_cnn_benchmarks across all GPU workers."""
 
-    workers: int
-    """Number of GPU worker pods (one per GPU VM in the reference design). Required."""
-    name: str | None = None
-    """MPIJob name; default `tf-cnn-benchmarks-<transport>`, so switching the transport replaces the finished
-    job with a new one that runs (the operator never re-runs a finished MPIJob in place)."""
-    namespace: str = "training"
-    """Namespace of the job. Default `training`."""
-    shape: WorkerShape = field(default_factory=WorkerShape)
-    """Worker pods: GPUs (= slots) per worker, /dev/shm, transport; see `WorkerShape`."""
+    default_name: ClassVar[str] = "tf-cnn-benchmarks"
+    description: ClassVar[str] = "benchmark"
+
     image: str = HOROVOD_IMAGE
     """Image of launcher and workers; needs Open MPI, Horovod with TensorFlow, NCCL, sshd, git
     (for the fetch). Default `horovod/horovod:0.28.1`."""
@@ -74,31 +65,11 @@ class BenchmarkJob:
     """Branch or tag to clone. Default `cnn_tf_v2.1_compatible` (frozen: the repo is archived)."""
     script_path: str = SCRIPT
     """Path of tf_cnn_benchmarks.py inside the workers. Default where the init container puts it."""
-    extra_env: Mapping[str, str] = field(default_factory=dict)
-    """More variables for every rank (e.g. `NCCL_IB_HCA`, `NCCL_SOCKET_IFNAME`,
-    `NCCL_IB_GID_INDEX`); they override the transport's defaults. Default none."""
-    run_policy: RunPolicy = field(default_factory=RunPolicy)
-    """Default: delete the workers when done, keep the launcher for its log."""
-
-    @property
-    def job_name(self) -> str:
-        return self.name or f"tf-cnn-benchmarks-{self.shape.transport}"
 
     def __post_init__(self) -> None:
-        check_dns_label(self.job_name, "benchmark job name")
-        check_image(self.image, "benchmark image")
-        if self.workers < 1:
-            raise ValueError(f"benchmark needs at least one worker, got {self.workers}")
+        super().__post_init__()
         if self.batch_size < 1 or self.num_batches < 1:
             raise ValueError("batch_size and num_batches must be positive")
-
-    @property
-    def np(self) -> int:
-        return mpirun_np(self.workers, self.shape.gpus)
-
-    def env(self) -> dict[str, str]:
-        """Variables every rank gets (exported by `mpirun -x` from the launcher)."""
-        return {**nccl_transport_env(self.shape.transport), **self.extra_env}
 
     def benchmark_args(self) -> list[str]:
         args = [

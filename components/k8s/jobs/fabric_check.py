@@ -15,21 +15,18 @@ needs a guest driver of branch R550 or newer (vGPU 17+). To use another image, s
 
 from __future__ import annotations
 
-from collections.abc import Mapping
-from dataclasses import dataclass, field
-from typing import Any
+from dataclasses import dataclass
+from typing import Any, ClassVar
 
+from components.k8s.jobs.gpu_job import GpuJob
 from components.k8s.jobs.mpijob import (
     MpiJobSpec,
     ReplicaSpec,
-    RunPolicy,
     mpirun_command,
-    mpirun_np,
-    nccl_transport_env,
     render_mpijob,
 )
-from components.k8s.jobs.pods import WorkerShape, launcher_template, worker_template
-from components.k8s.objects import app_labels, check_dns_label, check_image
+from components.k8s.jobs.pods import launcher_template, worker_template
+from components.k8s.objects import app_labels
 
 NCCL_TESTS_IMAGE = "ghcr.io/coreweave/nccl-tests:12.4.1-cudnn-devel-ubuntu20.04-nccl2.21.5-1-85f9143"
 ALL_REDUCE_PERF = "/opt/nccl_tests/build/all_reduce_perf"
@@ -42,18 +39,12 @@ MPI_MCA: tuple[tuple[str, str], ...] = (
 
 
 @dataclass(frozen=True, kw_only=True)
-class FabricCheckJob:
+class FabricCheckJob(GpuJob):
     """NCCL all-reduce bandwidth across all GPU workers."""
 
-    workers: int
-    """Number of GPU worker pods; use all GPU workers. Required."""
-    name: str | None = None
-    """MPIJob name; default `nccl-fabric-check-<transport>`, so switching the transport replaces the finished
-    job with a new one that runs (the operator never re-runs a finished MPIJob in place)."""
-    namespace: str = "training"
-    """Namespace of the job. Default `training`."""
-    shape: WorkerShape = field(default_factory=WorkerShape)
-    """Worker pods: GPUs (= slots) per worker, /dev/shm, transport; see `WorkerShape`."""
+    default_name: ClassVar[str] = "nccl-fabric-check"
+    description: ClassVar[str] = "fabric check"
+
     image: str = NCCL_TESTS_IMAGE
     """Image with Open MPI, sshd and nccl-tests. Default CoreWeave's pinned nccl-tests build."""
     binary: str = ALL_REDUCE_PERF
@@ -64,29 +55,11 @@ class FabricCheckJob:
     """`-e`: largest message. Default 4G."""
     step_factor: int = 2
     """`-f`: size multiplier between steps. Default 2."""
-    extra_env: Mapping[str, str] = field(default_factory=dict)
-    """More variables for every rank (override the transport's defaults). Default none."""
-    run_policy: RunPolicy = field(default_factory=RunPolicy)
-    """Default: delete the workers when done, keep the launcher for its log."""
-
-    @property
-    def job_name(self) -> str:
-        return self.name or f"nccl-fabric-check-{self.shape.transport}"
 
     def __post_init__(self) -> None:
-        check_dns_label(self.job_name, "fabric check job name")
-        check_image(self.image, "fabric check image")
-        if self.workers < 1:
-            raise ValueError(f"fabric check needs at least one worker, got {self.workers}")
+        super().__post_init__()
         if self.step_factor < 2:
             raise ValueError("step_factor must be at least 2")
-
-    @property
-    def np(self) -> int:
-        return mpirun_np(self.workers, self.shape.gpus)
-
-    def env(self) -> dict[str, str]:
-        return {**nccl_transport_env(self.shape.transport), **self.extra_env}
 
     def test_args(self) -> list[str]:
         # -g 1: one GPU per rank; ranks = GPUs, placed by the hostfile's slots.

@@ -1,0 +1,56 @@
+"""What every MPIJob across the GPU workers shares: size, name, namespace, pod shape, image, env."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import ClassVar
+
+from components.k8s.jobs.mpijob import RunPolicy, mpirun_np, nccl_transport_env
+from components.k8s.jobs.pods import WorkerShape
+from components.k8s.objects import check_dns_label, check_image
+
+
+@dataclass(frozen=True, kw_only=True)
+class GpuJob:
+    """Base of the benchmark and the fabric check; subclasses set the image and what runs."""
+
+    default_name: ClassVar[str]
+    """Prefix of the default job name; the transport is appended."""
+    description: ClassVar[str]
+    """How error messages name the job."""
+
+    workers: int
+    """Number of GPU worker pods; use all GPU workers (one per GPU VM in the reference). Required."""
+    name: str | None = None
+    """MPIJob name; default `<default_name>-<transport>`, so switching the transport replaces the
+    finished job with a new one that runs (the operator never re-runs a finished MPIJob in place)."""
+    namespace: str = "training"
+    """Namespace of the job. Default `training`."""
+    shape: WorkerShape = field(default_factory=WorkerShape)
+    """Worker pods: GPUs (= slots) per worker, /dev/shm, transport; see `WorkerShape`."""
+    image: str
+    """Image of launcher and workers (Open MPI, sshd, NCCL and the workload)."""
+    extra_env: Mapping[str, str] = field(default_factory=dict)
+    """More variables for every rank (e.g. `NCCL_IB_HCA`, `NCCL_SOCKET_IFNAME`,
+    `NCCL_IB_GID_INDEX`); they override the transport's defaults. Default none."""
+    run_policy: RunPolicy = field(default_factory=RunPolicy)
+    """Default: delete the workers when done, keep the launcher for its log."""
+
+    @property
+    def job_name(self) -> str:
+        return self.name or f"{self.default_name}-{self.shape.transport}"
+
+    def __post_init__(self) -> None:
+        check_dns_label(self.job_name, f"{self.description} job name")
+        check_image(self.image, f"{self.description} image")
+        if self.workers < 1:
+            raise ValueError(f"{self.description} needs at least one worker, got {self.workers}")
+
+    @property
+    def np(self) -> int:
+        return mpirun_np(self.workers, self.shape.gpus)
+
+    def env(self) -> dict[str, str]:
+        """Variables every rank gets (exported by `mpirun -x` from the launcher)."""
+        return {**nccl_transport_env(self.shape.transport), **self.extra_env}
