@@ -27,6 +27,7 @@ from typing import Any
 import pulumi
 import pulumi.dynamic as dynamic
 
+from components.dynamic_resource import DynamicResource
 from components.k8s.cloud_init import host_port
 
 DEFAULT_TIMEOUT_SECONDS = 20 * 60
@@ -183,7 +184,7 @@ class ApiServerReadyArgs:
             raise ValueError(f"port {self.port} is not a TCP port")
 
 
-class ApiServerReady(dynamic.Resource, module="kubernetes", name="ApiServerReady"):
+class ApiServerReady(DynamicResource, module="kubernetes", name="ApiServerReady"):
     """Exists once the API server at `host:port` answered /readyz; pass the control-plane VMs as
     `depends_on` so the wait starts after they are created."""
 

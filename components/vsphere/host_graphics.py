@@ -16,6 +16,7 @@ import pulumi
 import pulumi.dynamic
 from pyVmomi import vim
 
+from components.dynamic_resource import DynamicResource
 from components.vsphere._vsphere import (
     RetryPolicy,
     VsphereError,
@@ -230,7 +231,7 @@ class HostGraphicsModeProvider(VsphereProvider):
         self.run(op, what=f"restore graphics mode of host {host_name}")
 
 
-class HostGraphicsMode(pulumi.dynamic.Resource, module="vsphere", name="HostGraphicsMode"):
+class HostGraphicsMode(DynamicResource, module="vsphere", name="HostGraphicsMode"):
     """Sets (manage=True) or verifies (manage=False) the host default graphics type Shared Direct.
 
     Type token: `pulumi-python:dynamic/vsphere:HostGraphicsMode`. With manage=False a host not in

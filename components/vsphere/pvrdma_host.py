@@ -24,6 +24,7 @@ import pulumi
 import pulumi.dynamic
 from pyVmomi import vim
 
+from components.dynamic_resource import DynamicResource
 from components.vsphere._vsphere import (
     RetryPolicy,
     VsphereError,
@@ -207,7 +208,7 @@ class PvrdmaHostSettingsProvider(VsphereProvider):
         self.run(op, what=f"restore PVRDMA settings of host {host_name}")
 
 
-class PvrdmaHostSettings(pulumi.dynamic.Resource, module="vsphere", name="PvrdmaHostSettings"):
+class PvrdmaHostSettings(DynamicResource, module="vsphere", name="PvrdmaHostSettings"):
     """Tags a vmknic for PVRDMA (`Net.PVRDMAVmknic`) and enables the `pvrdma` firewall ruleset.
 
     Type token: `pulumi-python:dynamic/vsphere:PvrdmaHostSettings`. Credentials come from the

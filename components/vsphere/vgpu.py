@@ -25,6 +25,7 @@ import pulumi
 import pulumi.dynamic
 from pyVmomi import vim
 
+from components.dynamic_resource import DynamicResource
 from components.vsphere._vsphere import (
     RetryPolicy,
     VsphereError,
@@ -327,7 +328,7 @@ class VgpuAttachmentProvider(VsphereProvider):
         self.run(op, what=f"detach vGPU from VM {vm_name}")
 
 
-class VgpuAttachment(pulumi.dynamic.Resource, module="vsphere", name="VgpuAttachment"):
+class VgpuAttachment(DynamicResource, module="vsphere", name="VgpuAttachment"):
     """Attaches NVIDIA vGPU profiles to a VM (one vmiop PCI device per profile).
 
     Type token: `pulumi-python:dynamic/vsphere:VgpuAttachment`. The resource owns all vGPU
