@@ -34,6 +34,8 @@ PROJECT_DIR = Path(__file__).resolve().parent.parent
 SECRET_PLACEHOLDER = "plan-placeholder-for-an-unreadable-secret"
 """The value secret config keys take in a plan: `secure:` values cannot be decrypted offline."""
 
+_YamlDumper: type[yaml.SafeDumper] = getattr(yaml, "CSafeDumper", yaml.SafeDumper)
+
 # Resources whose inputs carry Kubernetes objects, and where they keep them.
 _CONFIG_GROUP = "kubernetes:yaml/v2:ConfigGroup"
 
@@ -63,7 +65,9 @@ def plan_stack(
         secret_keys=secret_keys,
     )
     out_dir.mkdir(parents=True, exist_ok=True)
-    (out_dir / "resources.json").write_text(json.dumps(resources_document(run), indent=2, sort_keys=False) + "\n")
+    # Sorted keys and resources (below): registration order varies from run to run, and a
+    # reviewer diffs two plans.
+    (out_dir / "resources.json").write_text(json.dumps(resources_document(run), indent=2, sort_keys=True) + "\n")
     manifests = write_manifests(run.resources, out_dir / "manifests")
     if graph_file is not None:
         write_graph(run.resources, graph_file)
@@ -83,7 +87,7 @@ def resources_document(run: ProgramRun) -> dict[str, Any]:
                 "dependencies": r.dependencies,
                 "inputs": _tidy_numbers(r.redacted_inputs()),
             }
-            for r in run.resources
+            for r in sorted(run.resources, key=lambda r: r.urn)
         ],
         "outputs": _tidy_numbers(redact(run.stack_outputs)),
     }
@@ -121,7 +125,8 @@ def write_manifests(resources: Iterable[RecordedResource], manifest_dir: Path) -
     written = []
     for resource, objs in kubernetes_objects(resources):
         path = manifest_dir / f"{resource.name}.yaml"
-        path.write_text(yaml.safe_dump_all(objs, sort_keys=False))
+        # Sorted keys: deterministic, and apiVersion/kind/metadata/spec still come first.
+        path.write_text(yaml.dump_all(objs, Dumper=_YamlDumper, sort_keys=True))
         written.append(path)
     return written
 
