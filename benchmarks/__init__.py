@@ -1,0 +1,5 @@
+"""Scale benchmarks: stacks of N GPU workers derived from `Pulumi.dev.yaml`, what planning them
+costs next to the bare SDK, and how deep the deployment's dependency graph is.
+
+`python -m benchmarks.scale --help` for the command line; BENCHMARKS.md for the figures.
+"""

@@ -1,0 +1,136 @@
+"""One measured run, in a process of its own so that its peak RSS is its own.
+
+    python -m benchmarks._child plan STACK_FILE STACK WORKDIR [--profile]
+    python -m benchmarks._child baseline RECORDS_JSON STACK WORKDIR [--profile]
+
+Writes `WORKDIR/<mode>.json` (timings, counts, the RSS after imports) and the recorded resources
+(`WORKDIR/<mode>-records.json`); with `--profile`, a pyinstrument text profile next to them.
+Imports happen before the clock starts: they cost the same at any size and are not the program.
+"""
+
+from __future__ import annotations
+
+import argparse
+import ast
+import importlib
+import json
+import resource
+import time
+from collections.abc import Callable
+from contextlib import AbstractContextManager, nullcontext
+from pathlib import Path
+from typing import Any
+
+from benchmarks.baseline import load_records, replay_program, save_records
+from stacks import plan as plan_module
+from stacks.loader import PROJECT, read_stack_file
+from stacks.mock_runtime import ProgramRun, run_program
+
+PROJECT_DIR = Path(__file__).resolve().parent.parent
+
+
+def _warm_project_imports() -> None:
+    """Import what `__main__.py` imports, whatever it is this week (the program keeps growing)."""
+    tree = ast.parse((PROJECT_DIR / "__main__.py").read_text(encoding="utf-8"))
+    for node in tree.body:
+        if isinstance(node, ast.Import):
+            for alias in node.names:
+                importlib.import_module(alias.name)
+        elif isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
+            importlib.import_module(node.module)
+
+
+def _rss_kib() -> int:
+    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+
+
+class _Timed:
+    """Wraps a function and adds up the seconds spent in it."""
+
+    def __init__(self, fn: Callable[..., ProgramRun]) -> None:
+        self.fn = fn
+        self.seconds = 0.0
+
+    def __call__(self, *args: Any, **kwargs: Any) -> ProgramRun:
+        start = time.perf_counter()
+        try:
+            return self.fn(*args, **kwargs)
+        finally:
+            self.seconds += time.perf_counter() - start
+
+
+def _profiler(workdir: Path, mode: str, enabled: bool) -> AbstractContextManager[Any]:
+    if not enabled:
+        return nullcontext()
+    from pyinstrument import Profiler
+
+    class _Profile(AbstractContextManager[Any]):
+        def __enter__(self) -> _Profile:
+            self.profiler = Profiler(interval=0.001)
+            self.profiler.start()
+            return self
+
+        def __exit__(self, *exc: object) -> None:
+            self.profiler.stop()
+            (workdir / f"{mode}-profile.txt").write_text(
+                self.profiler.output_text(unicode=False, color=False, show_all=False), encoding="utf-8"
+            )
+
+    return _Profile()
+
+
+def measure_plan(stack_file: Path, stack: str, workdir: Path, profile: bool) -> dict[str, Any]:
+    _warm_project_imports()
+    view = read_stack_file(stack_file)
+    timed = _Timed(plan_module.run_program)
+    # plan_stack looks run_program up in its own module: timing it there splits the program's own
+    # run from validation and writing, without copying plan_stack's steps here.
+    plan_module.run_program = timed
+    rss_floor = _rss_kib()
+    with _profiler(workdir, "plan", profile):
+        start = time.perf_counter()
+        result = plan_module.plan_stack(view, stack=stack, out_dir=workdir / "plan")
+        seconds = time.perf_counter() - start
+    save_records(result.run.resources, workdir / "plan-records.json")
+    return {"seconds": seconds, "program_seconds": timed.seconds, "rss_floor_kib": rss_floor, **_counts(result.run)}
+
+
+def measure_baseline(records_file: Path, stack: str, workdir: Path, profile: bool) -> dict[str, Any]:
+    records = load_records(records_file)
+    rss_floor = _rss_kib()
+    with _profiler(workdir, "baseline", profile):
+        start = time.perf_counter()
+        run = run_program(replay_program(records), project=PROJECT, stack=stack, config={}, secret_keys=[])
+        program_seconds = time.perf_counter() - start
+        # The same writing plan_stack does, so the two differ only in the program.
+        out_dir = workdir / "baseline"
+        out_dir.mkdir(parents=True, exist_ok=True)
+        document = plan_module.resources_document(run)
+        (out_dir / "resources.json").write_text(json.dumps(document, indent=2, sort_keys=False) + "\n")
+        plan_module.write_manifests(run.resources, out_dir / "manifests")
+        seconds = time.perf_counter() - start
+    save_records(run.resources, workdir / "baseline-records.json")
+    return {"seconds": seconds, "program_seconds": program_seconds, "rss_floor_kib": rss_floor, **_counts(run)}
+
+
+def _counts(run: ProgramRun) -> dict[str, int]:
+    custom = sum(1 for r in run.resources if r.custom)
+    return {"resources": len(run.resources), "custom_resources": custom}
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(prog="python -m benchmarks._child")
+    parser.add_argument("mode", choices=["plan", "baseline"])
+    parser.add_argument("source", type=Path, help="stack file (plan) or recorded resources (baseline)")
+    parser.add_argument("stack")
+    parser.add_argument("workdir", type=Path)
+    parser.add_argument("--profile", action="store_true")
+    args = parser.parse_args()
+    args.workdir.mkdir(parents=True, exist_ok=True)
+    measure = measure_plan if args.mode == "plan" else measure_baseline
+    figures = measure(args.source, args.stack, args.workdir, args.profile)
+    (args.workdir / f"{args.mode}.json").write_text(json.dumps(figures), encoding="utf-8")
+
+
+if __name__ == "__main__":
+    main()
