@@ -38,3 +38,26 @@ def test_the_guard_does_not_change_what_the_sdk_serializes() -> None:
     for _ in range(50):
         with sdk_pickler_restored():
             assert serialize_provider(PvrdmaHostSettingsProvider()) == first
+
+
+def test_serializing_once_gives_each_resource_the_string_the_sdk_would() -> None:
+    from components.dynamic_resource import serialize_once
+    from components.k8s.api_ready import ApiServerReadyProvider
+    from components.vsphere.host_graphics import HostGraphicsModeProvider
+    from components.vsphere.vgpu import VgpuAttachmentProvider
+
+    cached = serialize_once(serialize_provider)
+    providers = [
+        PvrdmaHostSettingsProvider(),
+        HostGraphicsModeProvider(),
+        VgpuAttachmentProvider(),
+        VgpuAttachmentProvider(power_timeout_minutes=30),  # other settings: its own string
+        ApiServerReadyProvider(),
+    ]
+    for provider in providers * 2:
+        with sdk_pickler_restored():
+            fresh = serialize_provider(provider)
+        with sdk_pickler_restored():
+            assert cached(provider) == fresh
+    with sdk_pickler_restored():
+        assert cached(VgpuAttachmentProvider()) != cached(VgpuAttachmentProvider(power_timeout_minutes=30))
