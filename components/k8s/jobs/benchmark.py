@@ -22,7 +22,6 @@ from components.k8s.jobs.gpu_job import GpuJob
 from components.k8s.jobs.mpijob import (
     MpiJobSpec,
     ReplicaSpec,
-    mpirun_command,
     render_mpijob,
 )
 from components.k8s.jobs.pods import launcher_template, worker_template
@@ -43,6 +42,7 @@ class BenchmarkJob(GpuJob):
 
     default_name: ClassVar[str] = "tf-cnn-benchmarks"
     description: ClassVar[str] = "benchmark"
+    mpi_mca: ClassVar[tuple[tuple[str, str], ...]] = MPI_MCA
 
     image: str = HOROVOD_IMAGE
     """Image of launcher and workers; needs Open MPI, Horovod with TensorFlow, NCCL, sshd, git
@@ -92,12 +92,7 @@ def render_benchmark(job: BenchmarkJob) -> dict[str, Any]:
     """The benchmark's MPIJob."""
     labels = app_labels(job.job_name, "training-benchmark")
     env = job.env()
-    command = mpirun_command(
-        np=job.np,
-        exported_env=[*env, "LD_LIBRARY_PATH", "PATH"],
-        mca=MPI_MCA,
-        program=job.benchmark_args(),
-    )
+    command = job.launcher_command(job.benchmark_args())
     init: list[dict[str, Any]] = []
     volumes: list[dict[str, Any]] = []
     mounts: list[dict[str, Any]] = []

@@ -22,7 +22,6 @@ from components.k8s.jobs.gpu_job import GpuJob
 from components.k8s.jobs.mpijob import (
     MpiJobSpec,
     ReplicaSpec,
-    mpirun_command,
     render_mpijob,
 )
 from components.k8s.jobs.pods import launcher_template, worker_template
@@ -44,6 +43,7 @@ class FabricCheckJob(GpuJob):
 
     default_name: ClassVar[str] = "nccl-fabric-check"
     description: ClassVar[str] = "fabric check"
+    mpi_mca: ClassVar[tuple[tuple[str, str], ...]] = MPI_MCA
 
     image: str = NCCL_TESTS_IMAGE
     """Image with Open MPI, sshd and nccl-tests. Default CoreWeave's pinned nccl-tests build."""
@@ -80,12 +80,7 @@ def render_fabric_check(job: FabricCheckJob) -> dict[str, Any]:
     """The fabric check's MPIJob."""
     labels = app_labels(job.job_name, "fabric-check")
     env = job.env()
-    command = mpirun_command(
-        np=job.np,
-        exported_env=[*env, "LD_LIBRARY_PATH", "PATH"],
-        mca=MPI_MCA,
-        program=job.test_args(),
-    )
+    command = job.launcher_command(job.test_args())
     spec = MpiJobSpec(
         name=job.job_name,
         namespace=job.namespace,

@@ -6,7 +6,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import ClassVar
 
-from components.k8s.jobs.mpijob import RunPolicy, mpirun_np, nccl_transport_env
+from components.k8s.jobs.mpijob import RunPolicy, mpirun_command, mpirun_np, nccl_transport_env
 from components.k8s.jobs.pods import WorkerShape
 from components.k8s.objects import check_dns_label, check_image
 
@@ -19,6 +19,8 @@ class GpuJob:
     """Prefix of the default job name; the transport is appended."""
     description: ClassVar[str]
     """How error messages name the job."""
+    mpi_mca: ClassVar[tuple[tuple[str, str], ...]]
+    """Open MPI `--mca` settings of the launcher's mpirun."""
 
     workers: int
     """Number of GPU worker pods; use all GPU workers (one per GPU VM in the reference). Required."""
@@ -54,3 +56,12 @@ class GpuJob:
     def env(self) -> dict[str, str]:
         """Variables every rank gets (exported by `mpirun -x` from the launcher)."""
         return {**nccl_transport_env(self.shape.transport), **self.extra_env}
+
+    def launcher_command(self, program: list[str]) -> list[str]:
+        """mpirun across every slot, exporting the transport's variables to each rank."""
+        return mpirun_command(
+            np=self.np,
+            exported_env=[*self.env(), "LD_LIBRARY_PATH", "PATH"],
+            mca=self.mpi_mca,
+            program=program,
+        )
