@@ -15,11 +15,18 @@ The SDK also serializes the provider once per resource, though every resource of
 equal provider (same class, same settings): 1,500 identical dill runs at 512 GPU workers. We
 serialize each distinct provider once per process and hand the SDK the same string it would have
 computed (a test compares them).
+
+Last, the SDK re-reads a resource class's annotations with `typing.get_type_hints` on every
+registration (`pulumi._types.resource_types`, uncached), to convert output values to the annotated
+types. Ours are all `str`, `bool` or lists of `str`, which need no conversion, so a subclass's
+annotations stay for type checkers and are dropped from the class at runtime: 0.2 s at 512 GPU
+workers (1,536 registrations), and the same outputs.
 """
 
 from __future__ import annotations
 
 import contextlib
+import inspect
 import pickle
 from collections.abc import Callable, Iterator
 from typing import Any
@@ -27,6 +34,14 @@ from typing import Any
 import pulumi
 import pulumi.dynamic
 import pulumi.dynamic.dynamic as sdk_dynamic
+
+_UNCONVERTED_OUTPUT_TYPES = frozenset(f"pulumi.Output[{t}]" for t in ("str", "bool", "list[str]"))
+
+
+def _needs_no_conversion(annotation: object) -> bool:
+    """Output types the SDK would pass through unchanged (annotations are strings here: every
+    module of ours has `from __future__ import annotations`)."""
+    return annotation in _UNCONVERTED_OUTPUT_TYPES
 
 
 @contextlib.contextmanager
@@ -72,6 +87,13 @@ def provider_serialized_once() -> Iterator[None]:
 
 class DynamicResource(pulumi.dynamic.Resource):
     """`pulumi.dynamic.Resource` that leaves the process's pickler as it found it."""
+
+    def __init_subclass__(cls, **kwargs: Any) -> None:
+        super().__init_subclass__(**kwargs)
+        for name, annotation in inspect.get_annotations(cls).items():
+            if not _needs_no_conversion(annotation):
+                raise TypeError(f"{cls.__name__}.{name}: output type {annotation!r} would need conversion")
+        cls.__annotations__ = {}
 
     def __init__(
         self,
