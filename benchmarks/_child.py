@@ -2,6 +2,7 @@
 
     python -m benchmarks._child plan STACK_FILE STACK WORKDIR [--profile]
     python -m benchmarks._child baseline RECORDS_JSON STACK WORKDIR [--profile]
+    python -m benchmarks._child typed RECORDS_JSON STACK WORKDIR [--profile]
 
 Writes `WORKDIR/<mode>.json` (timings, counts, the RSS after imports) and the recorded resources
 (`WORKDIR/<mode>-records.json`); with `--profile`, a pyinstrument text profile next to them.
@@ -21,7 +22,7 @@ from contextlib import AbstractContextManager, nullcontext
 from pathlib import Path
 from typing import Any
 
-from benchmarks.baseline import load_records, replay_program, save_records
+from benchmarks.baseline import load_records, replay_program, save_records, typed_class
 from stacks import plan as plan_module
 from stacks.loader import PROJECT, read_stack_file
 from stacks.mock_runtime import ProgramRun, run_program
@@ -95,21 +96,28 @@ def measure_plan(stack_file: Path, stack: str, workdir: Path, profile: bool) -> 
     return {"seconds": seconds, "program_seconds": timed.seconds, "rss_floor_kib": rss_floor, **_counts(result.run)}
 
 
-def measure_baseline(records_file: Path, stack: str, workdir: Path, profile: bool) -> dict[str, Any]:
+def measure_replay(records_file: Path, stack: str, workdir: Path, profile: bool, *, typed: bool) -> dict[str, Any]:
+    """The bare-SDK baseline, or with `typed` the typed-SDK floor (benchmarks/baseline.py)."""
+    mode = "typed" if typed else "baseline"
     records = load_records(records_file)
+    if typed:
+        # Provider packages imported and argument names mapped before the clock, as the plan's
+        # imports are: neither is work that grows with the stack.
+        for type_token in {r.type for r in records}:
+            typed_class(type_token)
     rss_floor = _rss_kib()
-    with _profiler(workdir, "baseline", profile):
+    with _profiler(workdir, mode, profile):
         start = time.perf_counter()
-        run = run_program(replay_program(records), project=PROJECT, stack=stack, config={}, secret_keys=[])
+        run = run_program(replay_program(records, typed=typed), project=PROJECT, stack=stack, config={}, secret_keys=[])
         program_seconds = time.perf_counter() - start
         # The same writing plan_stack does, so the two differ only in the program.
-        out_dir = workdir / "baseline"
+        out_dir = workdir / mode
         out_dir.mkdir(parents=True, exist_ok=True)
         document = plan_module.resources_document(run)
         (out_dir / "resources.json").write_text(json.dumps(document, indent=2, sort_keys=False) + "\n")
         plan_module.write_manifests(run.resources, out_dir / "manifests")
         seconds = time.perf_counter() - start
-    save_records(run.resources, workdir / "baseline-records.json")
+    save_records(run.resources, workdir / f"{mode}-records.json")
     return {"seconds": seconds, "program_seconds": program_seconds, "rss_floor_kib": rss_floor, **_counts(run)}
 
 
@@ -120,15 +128,17 @@ def _counts(run: ProgramRun) -> dict[str, int]:
 
 def main() -> None:
     parser = argparse.ArgumentParser(prog="python -m benchmarks._child")
-    parser.add_argument("mode", choices=["plan", "baseline"])
+    parser.add_argument("mode", choices=["plan", "baseline", "typed"])
     parser.add_argument("source", type=Path, help="stack file (plan) or recorded resources (baseline)")
     parser.add_argument("stack")
     parser.add_argument("workdir", type=Path)
     parser.add_argument("--profile", action="store_true")
     args = parser.parse_args()
     args.workdir.mkdir(parents=True, exist_ok=True)
-    measure = measure_plan if args.mode == "plan" else measure_baseline
-    figures = measure(args.source, args.stack, args.workdir, args.profile)
+    if args.mode == "plan":
+        figures = measure_plan(args.source, args.stack, args.workdir, args.profile)
+    else:
+        figures = measure_replay(args.source, args.stack, args.workdir, args.profile, typed=args.mode == "typed")
     (args.workdir / f"{args.mode}.json").write_text(json.dumps(figures), encoding="utf-8")
 
 

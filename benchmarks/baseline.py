@@ -3,22 +3,40 @@
 Given what a run of the real program recorded, `replay_program` registers each resource again,
 in recorded order (the SDK sends parents and dependencies first, so that order is topological),
 as a plain `CustomResource`, `ComponentResource` (remote when the record carries a provider, as
-only remote components do) or `ProviderResource` with the recorded type,
-name, parent, dependencies, inputs (secrets re-wrapped as secret Outputs), provider, `protect`
-and `ignoreChanges`. No validation, no invokes, no `apply`, no typed args: what is left is the
-SDK's and the mock runtime's own cost for that many resources, the floor a program can reach.
+only remote components do) or `ProviderResource` with the recorded type, name, parent,
+dependencies, inputs (secrets re-wrapped as secret Outputs), provider, provider version,
+`protect` and `ignoreChanges`. No validation, no invokes, no `apply`, no typed args: what is left
+is the SDK's and the mock runtime's own cost for that many resources, the floor a program can reach.
 
-`recorded_shape` is what must be identical between the two runs for the comparison to be fair.
+Each registration also carries a source position, as the plan's do and as the engine keeps in
+the state: the SDK records one only for a resource built through a class of its own (it looks
+for the third `__init__` on the stack: the class, `CustomResource` or `ComponentResource`, then
+`Resource`), which is what every real program does, so the baseline builds through thin
+subclasses that only forward. Built through the SDK classes directly, a registration carries
+none, and the baseline skips work the engine needs (the `as_uri` of every frame below the
+constructor), which no real program can skip.
+
+`replay_program(records, typed=True)` is the typed-SDK floor: the same, except that every
+resource of a provider package's `index` module (`vsphere:index/virtualMachine:VirtualMachine`,
+`tls:...`, `random:...`) is built through its typed class in `pulumi_<package>`, as any program
+written with those packages does. It measures what the typed classes themselves cost (an Output
+per declared property, type-driven serialization), apart from what our program adds.
+
+`recorded_shape` is what must be identical between the runs for the comparison to be fair.
 """
 
 from __future__ import annotations
 
+import importlib
 import json
+import re
 from collections.abc import Callable, Sequence
+from functools import cache
 from pathlib import Path
 from typing import Any
 
 import pulumi
+from pulumi import _types as sdk_types
 from pulumi.runtime import rpc
 
 from stacks.mock_runtime import RecordedResource
@@ -51,8 +69,53 @@ def _provider_urn(reference: str) -> str:
     return reference.rsplit("::", 1)[0]
 
 
-def replay_program(records: Sequence[RecordedResource]) -> Callable[[], None]:
-    """A program that registers exactly `records`, and nothing else."""
+class _ReplayedCustom(pulumi.CustomResource):
+    def __init__(self, t: str, name: str, props: dict[str, Any], opts: pulumi.ResourceOptions) -> None:
+        super().__init__(t, name, props, opts)
+
+
+class _ReplayedComponent(pulumi.ComponentResource):
+    def __init__(self, t: str, name: str, props: dict[str, Any], opts: pulumi.ResourceOptions, *, remote: bool) -> None:
+        super().__init__(t, name, props, opts, remote=remote)
+
+
+_TYPED_TOKEN = re.compile(r"^(?P<package>[a-z]+):index/[A-Za-z0-9]+:(?P<cls>[A-Za-z0-9]+)$")
+
+
+class TypedClass:
+    """A provider package's typed resource class, with its Pulumi-to-Python argument names."""
+
+    def __init__(self, cls: type[pulumi.CustomResource], args_cls: type) -> None:
+        self.cls = cls
+        self.python_names = {
+            pulumi: python for python, pulumi in sdk_types.input_type_py_to_pulumi_names(args_cls).items()
+        }
+
+    def build(self, name: str, props: dict[str, Any], opts: pulumi.ResourceOptions) -> pulumi.CustomResource:
+        # Nested values stay keyed by their Pulumi names: the SDK passes unknown keys through.
+        kwargs = {self.python_names[key]: value for key, value in props.items()}
+        return self.cls(name, opts=opts, **kwargs)
+
+
+@cache
+def typed_class(type_token: str) -> TypedClass | None:
+    """The typed class for `type_token` if it lives in an installed `pulumi_<package>`'s index."""
+    match = _TYPED_TOKEN.match(type_token)
+    if not match:
+        return None
+    try:
+        module = importlib.import_module(f"pulumi_{match['package']}")
+    except ImportError:
+        return None
+    cls = getattr(module, match["cls"], None)
+    args_cls = getattr(module, f"{match['cls']}Args", None)
+    if cls is None or args_cls is None:
+        return None
+    return TypedClass(cls, args_cls)
+
+
+def replay_program(records: Sequence[RecordedResource], *, typed: bool = False) -> Callable[[], None]:
+    """A program that registers exactly `records`, and nothing else (see the module's doc)."""
 
     def program() -> None:
         created: dict[str, pulumi.Resource] = {}
@@ -64,18 +127,22 @@ def replay_program(records: Sequence[RecordedResource]) -> Callable[[], None]:
                 provider=provider if isinstance(provider, pulumi.ProviderResource) else None,
                 protect=record.protect or None,
                 ignore_changes=list(record.ignore_changes) or None,
+                version=record.version or None,
             )
             props = _as_input(record.inputs)
+            typed_cls = typed_class(record.type) if typed and record.custom else None
             resource: pulumi.Resource
-            if record.type.startswith(_PROVIDER_TYPE):
+            if typed_cls is not None:
+                resource = typed_cls.build(record.name, props, opts)
+            elif record.type.startswith(_PROVIDER_TYPE):
                 package = record.type[len(_PROVIDER_TYPE) :]
                 resource = pulumi.ProviderResource(package, record.name, props, opts)
             elif record.custom:
-                resource = pulumi.CustomResource(record.type, record.name, props, opts)
+                resource = _ReplayedCustom(record.type, record.name, props, opts)
             else:
                 # Only a remote (multi-language) component sends a provider reference.
                 remote = record.provider is not None
-                resource = pulumi.ComponentResource(record.type, record.name, props, opts, remote=remote)
+                resource = _ReplayedComponent(record.type, record.name, props, opts, remote=remote)
             created[record.urn] = resource
 
     return program
@@ -99,6 +166,8 @@ def recorded_shape(records: Sequence[RecordedResource]) -> list[tuple[Any, ...]]
             r.provider,
             r.protect,
             tuple(r.ignore_changes),
+            r.source_position is not None,
+            r.version,
         )
         for r in records
     )
@@ -118,6 +187,8 @@ def save_records(records: Sequence[RecordedResource], path: Path) -> None:
             "provider": r.provider,
             "protect": r.protect,
             "ignore_changes": r.ignore_changes,
+            "source_position": r.source_position,
+            "version": r.version,
         }
         for r in records
     ]

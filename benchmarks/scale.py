@@ -4,8 +4,8 @@
         write a stack file with N GPU workers and N GPU hosts, derived from Pulumi.dev.yaml
     python -m benchmarks.scale --report [--sizes 4,64,512] [--repeat K] [--write-md]
                                         [--keep DIR [--profile]] [--json FILE]
-        plan a stack of each size and, with the same resources, the bare-SDK baseline; print
-        resource counts, wall time, peak RSS and dependency depth side by side
+        plan a stack of each size and, with the same resources, the bare-SDK baseline and the
+        typed-SDK floor; print resource counts, wall time, peak RSS and dependency depth side by side
 
 Every measured run is a fresh `python -m benchmarks._child` process: its peak RSS comes from
 `os.wait4`, the kernel's rusage of that one child (the per-child form of
@@ -46,7 +46,7 @@ class ChildFailed(RuntimeError):
 
 @dataclass(frozen=True)
 class RunFigures:
-    """One measured run (plan or baseline) of one size."""
+    """One measured run (plan, baseline or typed floor) of one size."""
 
     seconds: float
     """Wall time of the measured work: validation, program run and writing the plan."""
@@ -66,14 +66,22 @@ class SizeFigures:
     workers: int
     plan: RunFigures
     baseline: RunFigures
+    typed: RunFigures
+    """The typed-SDK floor: the same resources through the provider packages' typed classes."""
     depth: int
     chain: list[str]
     baseline_identical: bool
-    """The baseline registered exactly what the plan did (types, names, parents, deps, inputs)."""
+    """Both replays registered exactly what the plan did (types, names, parents, deps, inputs,
+    provider versions, source positions)."""
 
     @property
     def ratio(self) -> float:
         return self.plan.seconds / self.baseline.seconds
+
+    @property
+    def typed_ratio(self) -> float:
+        """Plan over the typed-SDK floor: what the program's own logic adds."""
+        return self.plan.seconds / self.typed.seconds
 
     @property
     def program_ratio(self) -> float:
@@ -112,22 +120,27 @@ def measure_size(workers: int, workdir: Path, *, repeat: int = 1, profile: bool 
     stack = f"scale{workers}"
     stack_file = emit_stack(workers, workdir / f"Pulumi.{stack}.yaml")
     records_file = workdir / "plan-records.json"
-    plans: list[RunFigures] = []
-    baselines: list[RunFigures] = []
+    runs: dict[str, list[RunFigures]] = {"plan": [], "baseline": [], "typed": []}
     for attempt in range(repeat):
         first = attempt == 0
-        plans.append(run_child("plan", stack_file, stack, workdir, profile=profile and first))
-        baselines.append(run_child("baseline", records_file, stack, workdir, profile=profile and first))
+        # Interleaved, so that a slow spell of the shared machine hits all three kinds alike.
+        for mode in runs:
+            source = stack_file if mode == "plan" else records_file
+            runs[mode].append(run_child(mode, source, stack, workdir, profile=profile and first))
     records = load_records(records_file)
-    replayed = load_records(workdir / "baseline-records.json")
+    shape = recorded_shape(records)
+    identical = all(
+        recorded_shape(load_records(workdir / f"{mode}-records.json")) == shape for mode in ("baseline", "typed")
+    )
     chain = longest_chain(records)
     return SizeFigures(
         workers=workers,
-        plan=_fastest(plans),
-        baseline=_fastest(baselines),
+        plan=_fastest(runs["plan"]),
+        baseline=_fastest(runs["baseline"]),
+        typed=_fastest(runs["typed"]),
         depth=len(chain),
         chain=chain,
-        baseline_identical=recorded_shape(records) == recorded_shape(replayed),
+        baseline_identical=identical,
     )
 
 
@@ -153,17 +166,18 @@ def _mib(kib: int) -> str:
 
 
 def figures_table(results: Sequence[SizeFigures]) -> str:
-    """A Markdown table: one row per size, plan and baseline side by side."""
+    """A Markdown table: one row per size, plan, baseline and typed floor side by side."""
     lines = [
         "| GPU workers | resources (custom) | plan s | baseline s | plan / baseline | program only: plan / baseline "
+        "| typed floor s | plan / typed floor "
         "| plan peak RSS MiB (above imports) | baseline peak RSS MiB (above imports) | dependency depth |",
-        "|---:|---:|---:|---:|---:|---:|---:|---:|---:|",
+        "|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|",
     ]
     for r in results:
         p, b = r.plan, r.baseline
         lines.append(
             f"| {r.workers} | {p.resources} ({p.custom_resources}) | {p.seconds:.2f} | {b.seconds:.2f} "
-            f"| {r.ratio:.2f}x | {r.program_ratio:.2f}x "
+            f"| {r.ratio:.2f}x | {r.program_ratio:.2f}x | {r.typed.seconds:.2f} | {r.typed_ratio:.2f}x "
             f"| {_mib(p.peak_rss_kib)} (+{_mib(p.peak_rss_kib - p.rss_floor_kib)}) "
             f"| {_mib(b.peak_rss_kib)} (+{_mib(b.peak_rss_kib - b.rss_floor_kib)}) | {r.depth} |"
         )
@@ -197,12 +211,19 @@ def verdict_lines(results: Sequence[SizeFigures]) -> list[str]:
     else:
         lines.append(f"- dependency depth changes with size ({depths}): something serializes the workers")
     if all(r.baseline_identical for r in results):
-        lines.append("- baseline registered exactly the resources the plan did (types, names, parents, deps, inputs)")
+        lines.append(
+            "- baseline and typed floor registered exactly the resources the plan did (types, names, parents, "
+            "deps, inputs, provider versions, source positions)"
+        )
     else:
         odd = [r.workers for r in results if not r.baseline_identical]
-        lines.append(f"- baseline differs from the plan's resources at sizes {odd}: comparison not like for like")
+        lines.append(f"- a replay differs from the plan's resources at sizes {odd}: comparison not like for like")
     largest = max(results, key=lambda r: r.workers)
-    lines.append(f"- at {largest.workers} workers the plan takes {largest.ratio:.2f}x the bare-SDK baseline")
+    lines.append(
+        f"- at {largest.workers} workers the plan takes {largest.ratio:.2f}x the bare-SDK baseline; the typed-SDK "
+        f"floor alone takes {largest.typed.seconds / largest.baseline.seconds:.2f}x it, and the plan "
+        f"{largest.typed_ratio:.2f}x the typed floor"
+    )
     if largest.chain:
         names = [urn.rsplit("::", 1)[-1] for urn in largest.chain]
         lines.append(f"- a longest chain at {largest.workers} workers: {' -> '.join(names)}")
@@ -270,7 +291,7 @@ def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="python -m benchmarks.scale", description=__doc__.split("\n\n")[0])
     action = parser.add_mutually_exclusive_group(required=True)
     action.add_argument("--emit-stack", nargs=2, metavar=("N", "PATH"), help="write a stack file with N GPU workers")
-    action.add_argument("--report", action="store_true", help="measure plan and baseline at each size")
+    action.add_argument("--report", action="store_true", help="measure plan, baseline and typed floor at each size")
     parser.add_argument("--sizes", type=parse_sizes, default=list(DEFAULT_SIZES), help="default: 4,64,512")
     parser.add_argument("--repeat", type=int, default=1, help="runs per size and kind; the fastest counts")
     parser.add_argument("--write-md", action="store_true", help=f"update the figures in {BENCHMARKS_MD.name}")
@@ -324,6 +345,7 @@ def _as_dict(result: SizeFigures) -> dict[str, Any]:
         "workers": result.workers,
         "plan": vars(result.plan),
         "baseline": vars(result.baseline),
+        "typed": vars(result.typed),
         "depth": result.depth,
         "chain": result.chain,
         "baseline_identical": result.baseline_identical,

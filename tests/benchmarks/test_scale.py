@@ -188,7 +188,13 @@ def _figures(workers: int, seconds: float) -> scale.SizeFigures:
         rss_floor_kib=90_000,
     )
     return scale.SizeFigures(
-        workers=workers, plan=run, baseline=run, depth=3, chain=["a::x", "b::y", "c::z"], baseline_identical=True
+        workers=workers,
+        plan=run,
+        baseline=run,
+        typed=run,
+        depth=3,
+        chain=["a::x", "b::y", "c::z"],
+        baseline_identical=True,
     )
 
 
@@ -237,4 +243,4 @@ def test_resource_count_grows_by_a_constant_per_worker(measured: list[scale.Size
 
 def test_baseline_registers_exactly_what_the_program_did(measured: list[scale.SizeFigures]) -> None:
     assert all(r.baseline_identical for r in measured)
-    assert all(r.baseline.resources == r.plan.resources for r in measured)
+    assert all(r.baseline.resources == r.plan.resources == r.typed.resources for r in measured)
