@@ -36,6 +36,7 @@ import re
 import shlex
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
+from functools import cached_property
 from typing import Any, Literal
 
 import yaml
@@ -232,6 +233,17 @@ class ClusterSpec:
     @property
     def all_nodes(self) -> list[ClusterNode]:
         return [*self.control_plane_nodes, *self.worker_nodes]
+
+    @cached_property
+    def nodes_by_name(self) -> Mapping[str, tuple[NodeRole, ClusterNode]]:
+        """Each node's role and settings by name: rendering looks nodes up once per node, and a
+        scan each time would make a cluster's rendering quadratic in its size."""
+        index: dict[str, tuple[NodeRole, ClusterNode]] = {}
+        for position, node in enumerate(self.control_plane_nodes):
+            index.setdefault(node.name, ("init" if position == 0 else "control-plane", node))
+        for node in self.worker_nodes:
+            index.setdefault(node.name, ("worker", node))
+        return index
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -453,19 +465,18 @@ def bootstrap_token(token_id: str, token_secret: str) -> str:
 
 def node_role(spec: ClusterSpec, node_name: str) -> NodeRole:
     """`init` for the first control-plane node, `control-plane` for the others, else `worker`."""
-    for index, node in enumerate(spec.control_plane_nodes):
-        if node.name == node_name:
-            return "init" if index == 0 else "control-plane"
-    if any(node.name == node_name for node in spec.worker_nodes):
-        return "worker"
-    raise KeyError(f"{node_name!r} is not a node of cluster {spec.cluster_name!r}")
+    return _indexed(spec, node_name)[0]
 
 
 def find_node(spec: ClusterSpec, node_name: str) -> ClusterNode:
-    for node in spec.all_nodes:
-        if node.name == node_name:
-            return node
-    raise KeyError(f"{node_name!r} is not a node of cluster {spec.cluster_name!r}")
+    return _indexed(spec, node_name)[1]
+
+
+def _indexed(spec: ClusterSpec, node_name: str) -> tuple[NodeRole, ClusterNode]:
+    try:
+        return spec.nodes_by_name[node_name]
+    except KeyError:
+        raise KeyError(f"{node_name!r} is not a node of cluster {spec.cluster_name!r}") from None
 
 
 def node_labels(spec: ClusterSpec, node: ClusterNode) -> dict[str, str]:
