@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import argparse
 import ast
+import gc
 import importlib
 import json
 import resource
@@ -48,16 +49,37 @@ def _rss_kib() -> int:
 class _Timed:
     """Wraps a function and adds up the seconds spent in it."""
 
-    def __init__(self, fn: Callable[..., ProgramRun]) -> None:
+    def __init__(self, fn: Callable[..., Any]) -> None:
         self.fn = fn
         self.seconds = 0.0
 
-    def __call__(self, *args: Any, **kwargs: Any) -> ProgramRun:
+    def __call__(self, *args: Any, **kwargs: Any) -> Any:
         start = time.perf_counter()
         try:
             return self.fn(*args, **kwargs)
         finally:
             self.seconds += time.perf_counter() - start
+
+
+class _CollectorClock(AbstractContextManager["_CollectorClock"]):
+    """Adds up the seconds the cyclic garbage collector runs within the block (gc.callbacks)."""
+
+    def __init__(self) -> None:
+        self.seconds = 0.0
+        self._started = 0.0
+
+    def _callback(self, phase: str, _info: dict[str, Any]) -> None:
+        if phase == "start":
+            self._started = time.perf_counter()
+        else:
+            self.seconds += time.perf_counter() - self._started
+
+    def __enter__(self) -> _CollectorClock:
+        gc.callbacks.append(self._callback)
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        gc.callbacks.remove(self._callback)
 
 
 def _profiler(workdir: Path, mode: str, enabled: bool) -> AbstractContextManager[Any]:
@@ -84,16 +106,30 @@ def measure_plan(stack_file: Path, stack: str, workdir: Path, profile: bool) -> 
     _warm_project_imports()
     view = read_stack_file(stack_file)
     timed = _Timed(plan_module.run_program)
-    # plan_stack looks run_program up in its own module: timing it there splits the program's own
-    # run from validation and writing, without copying plan_stack's steps here.
+    body = _Timed(plan_module.run_project_main(PROJECT_DIR))
+    # plan_stack looks run_program and run_project_main up in its own module: timing them there
+    # splits the program's run (and, within it, the program's own code) from validation and
+    # writing, without copying plan_stack's steps here.
     plan_module.run_program = timed
+
+    def timed_main(project_dir: Path) -> Callable[[], None]:  # the one plan_stack asks for: PROJECT_DIR
+        return body
+
+    plan_module.run_project_main = timed_main
     rss_floor = _rss_kib()
-    with _profiler(workdir, "plan", profile):
+    with _profiler(workdir, "plan", profile), _CollectorClock() as collector:
         start = time.perf_counter()
         result = plan_module.plan_stack(view, stack=stack, out_dir=workdir / "plan")
         seconds = time.perf_counter() - start
     save_records(result.run.resources, workdir / "plan-records.json")
-    return {"seconds": seconds, "program_seconds": timed.seconds, "rss_floor_kib": rss_floor, **_counts(result.run)}
+    return {
+        "seconds": seconds,
+        "program_seconds": timed.seconds,
+        "program_body_seconds": body.seconds,
+        "collector_seconds": collector.seconds,
+        "rss_floor_kib": rss_floor,
+        **_counts(result.run),
+    }
 
 
 def measure_replay(records_file: Path, stack: str, workdir: Path, profile: bool, *, typed: bool) -> dict[str, Any]:
@@ -105,10 +141,11 @@ def measure_replay(records_file: Path, stack: str, workdir: Path, profile: bool,
         # imports are: neither is work that grows with the stack.
         for type_token in {r.type for r in records}:
             typed_class(type_token)
+    body = _Timed(replay_program(records, typed=typed))
     rss_floor = _rss_kib()
-    with _profiler(workdir, mode, profile):
+    with _profiler(workdir, mode, profile), _CollectorClock() as collector:
         start = time.perf_counter()
-        run = run_program(replay_program(records, typed=typed), project=PROJECT, stack=stack, config={}, secret_keys=[])
+        run = run_program(body, project=PROJECT, stack=stack, config={}, secret_keys=[])
         program_seconds = time.perf_counter() - start
         # The same writing plan_stack does, so the two differ only in the program.
         out_dir = workdir / mode
@@ -118,7 +155,14 @@ def measure_replay(records_file: Path, stack: str, workdir: Path, profile: bool,
         plan_module.write_manifests(run.resources, out_dir / "manifests")
         seconds = time.perf_counter() - start
     save_records(run.resources, workdir / f"{mode}-records.json")
-    return {"seconds": seconds, "program_seconds": program_seconds, "rss_floor_kib": rss_floor, **_counts(run)}
+    return {
+        "seconds": seconds,
+        "program_seconds": program_seconds,
+        "program_body_seconds": body.seconds,
+        "collector_seconds": collector.seconds,
+        "rss_floor_kib": rss_floor,
+        **_counts(run),
+    }
 
 
 def _counts(run: ProgramRun) -> dict[str, int]:

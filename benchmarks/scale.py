@@ -23,7 +23,7 @@ import platform
 import subprocess
 import sys
 import tempfile
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from importlib import metadata
 from pathlib import Path
@@ -59,6 +59,11 @@ class RunFigures:
     peak_rss_kib: int
     rss_floor_kib: int
     """RSS once everything was imported, before the measured work started."""
+    program_body_seconds: float = 0.0
+    """Of the program's run: its own code, run synchronously (constructors, wiring); the rest of
+    the run is the SDK registering what it declared, in the event loop."""
+    collector_seconds: float = 0.0
+    """Of the whole: the cyclic garbage collector (mostly the one collection after the run)."""
 
 
 @dataclass(frozen=True)
@@ -224,10 +229,29 @@ def verdict_lines(results: Sequence[SizeFigures]) -> list[str]:
         f"floor alone takes {largest.typed.seconds / largest.baseline.seconds:.2f}x it, and the plan "
         f"{largest.typed_ratio:.2f}x the typed floor"
     )
+    lines.append(
+        f"- where the time goes at {largest.workers} workers, plan / typed floor / baseline: " + _breakdown(largest)
+    )
     if largest.chain:
         names = [urn.rsplit("::", 1)[-1] for urn in largest.chain]
         lines.append(f"- a longest chain at {largest.workers} workers: {' -> '.join(names)}")
     return lines
+
+
+def _breakdown(result: SizeFigures) -> str:
+    runs = (result.plan, result.typed, result.baseline)
+
+    def part(label: str, seconds: Callable[[RunFigures], float]) -> str:
+        return f"{label} {' / '.join(f'{seconds(run):.2f}' for run in runs)} s"
+
+    return "; ".join(
+        [
+            part("program code", lambda r: r.program_body_seconds),
+            part("SDK registering it", lambda r: r.program_seconds - r.program_body_seconds),
+            part("garbage collection", lambda r: r.collector_seconds),
+            part("validation and writing", lambda r: r.seconds - r.program_seconds - r.collector_seconds),
+        ]
+    )
 
 
 def machine_facts() -> str:

@@ -244,3 +244,11 @@ def test_resource_count_grows_by_a_constant_per_worker(measured: list[scale.Size
 def test_baseline_registers_exactly_what_the_program_did(measured: list[scale.SizeFigures]) -> None:
     assert all(r.baseline_identical for r in measured)
     assert all(r.baseline.resources == r.plan.resources == r.typed.resources for r in measured)
+
+
+def test_each_run_splits_its_time_into_parts_that_add_up(measured: list[scale.SizeFigures]) -> None:
+    for result in measured:
+        for run in (result.plan, result.typed, result.baseline):
+            assert 0 < run.program_body_seconds < run.program_seconds < run.seconds
+            assert 0 <= run.collector_seconds < run.seconds
+            assert run.program_seconds + run.collector_seconds <= run.seconds * 1.001
