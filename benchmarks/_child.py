@@ -18,15 +18,16 @@ import importlib
 import json
 import resource
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from contextlib import AbstractContextManager, nullcontext
 from pathlib import Path
 from typing import Any
 
-from benchmarks.baseline import load_records, replay_program, save_records, typed_class
+from benchmarks import baseline
+from benchmarks.baseline import load_records, save_records, typed_class
 from stacks import plan as plan_module
-from stacks.loader import PROJECT, read_stack_file
-from stacks.mock_runtime import ProgramRun, run_program
+from stacks.loader import read_stack_file
+from stacks.mock_runtime import ProgramRun, RecordedResource
 
 PROJECT_DIR = Path(__file__).resolve().parent.parent
 
@@ -133,7 +134,9 @@ def measure_plan(stack_file: Path, stack: str, workdir: Path, profile: bool) -> 
 
 
 def measure_replay(records_file: Path, stack: str, workdir: Path, profile: bool, *, typed: bool) -> dict[str, Any]:
-    """The bare-SDK baseline, or with `typed` the typed-SDK floor (benchmarks/baseline.py)."""
+    """The bare-SDK baseline, or with `typed` the typed-SDK floor (benchmarks/baseline.py), timed
+    the way `measure_plan` times the plan, through the same wrappers: the SDK converts every frame
+    on the stack for each registration, so both must stand on stacks of the same depth."""
     mode = "typed" if typed else "baseline"
     records = load_records(records_file)
     if typed:
@@ -141,23 +144,23 @@ def measure_replay(records_file: Path, stack: str, workdir: Path, profile: bool,
         # imports are: neither is work that grows with the stack.
         for type_token in {r.type for r in records}:
             typed_class(type_token)
-    body = _Timed(replay_program(records, typed=typed))
+    timed = _Timed(baseline.run_program)
+    body = _Timed(baseline.replay_program(records, typed=typed))
+
+    def timed_replay(records: Sequence[RecordedResource], *, typed: bool = False) -> Callable[[], None]:
+        return body
+
+    baseline.run_program = timed
+    baseline.replay_program = timed_replay
     rss_floor = _rss_kib()
     with _profiler(workdir, mode, profile), _CollectorClock() as collector:
         start = time.perf_counter()
-        run = run_program(body, project=PROJECT, stack=stack, config={}, secret_keys=[])
-        program_seconds = time.perf_counter() - start
-        # The same writing plan_stack does, so the two differ only in the program.
-        out_dir = workdir / mode
-        out_dir.mkdir(parents=True, exist_ok=True)
-        document = plan_module.resources_document(run)
-        (out_dir / "resources.json").write_text(json.dumps(document, indent=2, sort_keys=False) + "\n")
-        plan_module.write_manifests(run.resources, out_dir / "manifests")
+        run = baseline.replay_stack(records, stack=stack, out_dir=workdir / mode, typed=typed)
         seconds = time.perf_counter() - start
     save_records(run.resources, workdir / f"{mode}-records.json")
     return {
         "seconds": seconds,
-        "program_seconds": program_seconds,
+        "program_seconds": timed.seconds,
         "program_body_seconds": body.seconds,
         "collector_seconds": collector.seconds,
         "rss_floor_kib": rss_floor,

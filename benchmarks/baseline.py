@@ -39,7 +39,9 @@ import pulumi
 from pulumi import _types as sdk_types
 from pulumi.runtime import rpc
 
-from stacks.mock_runtime import RecordedResource
+from stacks.loader import PROJECT
+from stacks.mock_runtime import ProgramRun, RecordedResource, run_program, run_program_file
+from stacks.plan import write_plan
 
 _PROVIDER_TYPE = "pulumi:providers:"
 
@@ -114,38 +116,50 @@ def typed_class(type_token: str) -> TypedClass | None:
     return TypedClass(cls, args_cls)
 
 
+def register_records(records: Sequence[RecordedResource], *, typed: bool = False) -> None:
+    """Register exactly `records`, and nothing else (see the module's doc)."""
+    created: dict[str, pulumi.Resource] = {}
+    for record in records:
+        provider = created.get(_provider_urn(record.provider)) if record.provider else None
+        opts = pulumi.ResourceOptions(
+            parent=created.get(record.parent) if record.parent else None,
+            depends_on=[created[urn] for urn in record.dependencies if urn in created] or None,
+            provider=provider if isinstance(provider, pulumi.ProviderResource) else None,
+            protect=record.protect or None,
+            ignore_changes=list(record.ignore_changes) or None,
+            version=record.version or None,
+        )
+        props = _as_input(record.inputs)
+        typed_cls = typed_class(record.type) if typed and record.custom else None
+        resource: pulumi.Resource
+        if typed_cls is not None:
+            resource = typed_cls.build(record.name, props, opts)
+        elif record.type.startswith(_PROVIDER_TYPE):
+            package = record.type[len(_PROVIDER_TYPE) :]
+            resource = pulumi.ProviderResource(package, record.name, props, opts)
+        elif record.custom:
+            resource = _ReplayedCustom(record.type, record.name, props, opts)
+        else:
+            # Only a remote (multi-language) component sends a provider reference.
+            remote = record.provider is not None
+            resource = _ReplayedComponent(record.type, record.name, props, opts, remote=remote)
+        created[record.urn] = resource
+
+
+REPLAY_PROGRAM_FILE = Path(__file__).with_name("replay_main.py")
+
+
 def replay_program(records: Sequence[RecordedResource], *, typed: bool = False) -> Callable[[], None]:
-    """A program that registers exactly `records`, and nothing else (see the module's doc)."""
+    """A program that registers exactly `records`: `replay_main.py` run as `__main__`, as the
+    plan runs the project's `__main__.py`, so that both pay the same for how a program is run."""
+    return run_program_file(REPLAY_PROGRAM_FILE, init_globals={"RECORDS": records, "TYPED": typed})
 
-    def program() -> None:
-        created: dict[str, pulumi.Resource] = {}
-        for record in records:
-            provider = created.get(_provider_urn(record.provider)) if record.provider else None
-            opts = pulumi.ResourceOptions(
-                parent=created.get(record.parent) if record.parent else None,
-                depends_on=[created[urn] for urn in record.dependencies if urn in created] or None,
-                provider=provider if isinstance(provider, pulumi.ProviderResource) else None,
-                protect=record.protect or None,
-                ignore_changes=list(record.ignore_changes) or None,
-                version=record.version or None,
-            )
-            props = _as_input(record.inputs)
-            typed_cls = typed_class(record.type) if typed and record.custom else None
-            resource: pulumi.Resource
-            if typed_cls is not None:
-                resource = typed_cls.build(record.name, props, opts)
-            elif record.type.startswith(_PROVIDER_TYPE):
-                package = record.type[len(_PROVIDER_TYPE) :]
-                resource = pulumi.ProviderResource(package, record.name, props, opts)
-            elif record.custom:
-                resource = _ReplayedCustom(record.type, record.name, props, opts)
-            else:
-                # Only a remote (multi-language) component sends a provider reference.
-                remote = record.provider is not None
-                resource = _ReplayedComponent(record.type, record.name, props, opts, remote=remote)
-            created[record.urn] = resource
 
-    return program
+def replay_stack(records: Sequence[RecordedResource], *, stack: str, out_dir: Path, typed: bool = False) -> ProgramRun:
+    """`plan_stack` for the replay: run it under the same mock runtime, write the same files."""
+    run = run_program(replay_program(records, typed=typed), project=PROJECT, stack=stack, config={}, secret_keys=[])
+    write_plan(run, out_dir)
+    return run
 
 
 def recorded_shape(records: Sequence[RecordedResource]) -> list[tuple[Any, ...]]:

@@ -246,8 +246,14 @@ async def _resolved(value: Any) -> Any:
 
 def run_project_main(project_dir: Path) -> Callable[[], None]:
     """A program callable that runs the project's real `__main__.py`, as the CLI would."""
+    return run_program_file(project_dir / "__main__.py")
+
+
+def run_program_file(path: Path, init_globals: dict[str, Any] | None = None) -> Callable[[], None]:
+    """A program callable that runs the Python file at `path` as `__main__`, the way Pulumi's
+    language host runs a project's program (`runpy.run_path`)."""
 
     def program() -> None:
-        runpy.run_path(str(project_dir / "__main__.py"), run_name="__main__")
+        runpy.run_path(str(path), init_globals=init_globals, run_name="__main__")
 
     return program

@@ -64,14 +64,19 @@ def plan_stack(
         config=config,
         secret_keys=secret_keys,
     )
+    manifests = write_plan(run, out_dir)
+    if graph_file is not None:
+        write_graph(run.resources, graph_file)
+    return PlanResult(run=run, manifest_files=manifests)
+
+
+def write_plan(run: ProgramRun, out_dir: Path) -> list[Path]:
+    """`resources.json` and `manifests/` under `out_dir`; returns the manifest files."""
     out_dir.mkdir(parents=True, exist_ok=True)
     # Sorted keys and resources (below): registration order varies from run to run, and a
     # reviewer diffs two plans.
     (out_dir / "resources.json").write_text(json.dumps(resources_document(run), indent=2, sort_keys=True) + "\n")
-    manifests = write_manifests(run.resources, out_dir / "manifests")
-    if graph_file is not None:
-        write_graph(run.resources, graph_file)
-    return PlanResult(run=run, manifest_files=manifests)
+    return write_manifests(run.resources, out_dir / "manifests")
 
 
 def resources_document(run: ProgramRun) -> dict[str, Any]:
@@ -196,7 +201,9 @@ def write_graph(resources: list[RecordedResource], path: Path) -> None:
     dot = "\n".join(lines) + "\n"
     if path.suffix == ".svg":
         if shutil.which("dot") is None:
-            raise GraphvizMissing("writing SVG needs Graphviz's `dot` (apt-get install graphviz); or ask for a .dot file")
+            raise GraphvizMissing(
+                "writing SVG needs Graphviz's `dot` (apt-get install graphviz); or ask for a .dot file"
+            )
         svg = subprocess.run(["dot", "-Tsvg"], input=dot.encode(), capture_output=True, check=True).stdout
         path.write_bytes(svg)
     else:
