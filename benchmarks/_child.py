@@ -117,20 +117,14 @@ def measure_plan(stack_file: Path, stack: str, workdir: Path, profile: bool) -> 
         return body
 
     plan_module.run_project_main = timed_main
-    rss_floor = _rss_kib()
-    with _profiler(workdir, "plan", profile), _CollectorClock() as collector:
-        start = time.perf_counter()
-        result = plan_module.plan_stack(view, stack=stack, out_dir=workdir / "plan")
-        seconds = time.perf_counter() - start
-    save_records(result.run.resources, workdir / "plan-records.json")
-    return {
-        "seconds": seconds,
-        "program_seconds": timed.seconds,
-        "program_body_seconds": body.seconds,
-        "collector_seconds": collector.seconds,
-        "rss_floor_kib": rss_floor,
-        **_counts(result.run),
-    }
+    return _clocked(
+        "plan",
+        workdir,
+        profile,
+        timed,
+        body,
+        lambda: plan_module.plan_stack(view, stack=stack, out_dir=workdir / "plan").run,
+    )
 
 
 def measure_replay(records_file: Path, stack: str, workdir: Path, profile: bool, *, typed: bool) -> dict[str, Any]:
@@ -152,10 +146,24 @@ def measure_replay(records_file: Path, stack: str, workdir: Path, profile: bool,
 
     baseline.run_program = timed
     baseline.replay_program = timed_replay
+    return _clocked(
+        mode,
+        workdir,
+        profile,
+        timed,
+        body,
+        lambda: baseline.replay_stack(records, stack=stack, out_dir=workdir / mode, typed=typed),
+    )
+
+
+def _clocked(
+    mode: str, workdir: Path, profile: bool, timed: _Timed, body: _Timed, work: Callable[[], ProgramRun]
+) -> dict[str, Any]:
+    """Run `work` on the clock (and under the collector clock and the profiler); its figures."""
     rss_floor = _rss_kib()
     with _profiler(workdir, mode, profile), _CollectorClock() as collector:
         start = time.perf_counter()
-        run = baseline.replay_stack(records, stack=stack, out_dir=workdir / mode, typed=typed)
+        run = work()
         seconds = time.perf_counter() - start
     save_records(run.resources, workdir / f"{mode}-records.json")
     return {
