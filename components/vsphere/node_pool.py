@@ -82,6 +82,34 @@ class NodePoolArgs:
 
 
 @dataclass(frozen=True)
+class CloneSource:
+    """What every VM of a pool takes from the template, lifted out of the template lookup once per
+    pool: lifting it per VM made 15 Outputs per VM that all resolve to the same values."""
+
+    template_uuid: pulumi.Output[str]
+    guest_id: pulumi.Output[str]
+    firmware: pulumi.Output[str]
+    scsi_type: pulumi.Output[str]
+    disk_size: pulumi.Input[int]
+    disk_thin_provisioned: pulumi.Output[bool]
+    disk_eagerly_scrub: pulumi.Output[bool]
+
+    @classmethod
+    def of(cls, template: pulumi.Output[vsphere.GetVirtualMachineResult], args: NodePoolArgs) -> CloneSource:
+        first_disk = template.disks[0]
+        return cls(
+            template_uuid=template.id,
+            guest_id=template.guest_id,
+            firmware=template.firmware,
+            scsi_type=template.scsi_type,
+            # A linked clone keeps the template's disk size (see NodePoolArgs.disk_gb).
+            disk_size=first_disk.size if args.linked_clone else args.disk_gb,
+            disk_thin_provisioned=first_disk.thin_provisioned,
+            disk_eagerly_scrub=first_disk.eagerly_scrub,
+        )
+
+
+@dataclass(frozen=True)
 class NodeOutputs:
     vm_id: pulumi.Output[str]
     vm_name: str
@@ -100,10 +128,11 @@ class NodePool(pulumi.ComponentResource):
         template = vsphere.get_virtual_machine_output(
             name=args.template_name, datacenter_id=args.datacenter_id, opts=pulumi.InvokeOutputOptions(parent=self)
         )
+        source = CloneSource.of(template, args)
         self.nodes = {}
         vms: dict[str, vsphere.VirtualMachine] = {}
         for node in args.nodes:
-            vm = self._virtual_machine(name, node, args, template)
+            vm = self._virtual_machine(name, node, args, source)
             vms[node.name] = vm
             if args.vgpu_profiles:
                 VgpuAttachment(
@@ -130,7 +159,7 @@ class NodePool(pulumi.ComponentResource):
         name: str,
         node: PoolNode,
         args: NodePoolArgs,
-        template: pulumi.Output[vsphere.GetVirtualMachineResult],
+        source: CloneSource,
     ) -> vsphere.VirtualMachine:
         nics = [
             NicAddress(
@@ -187,22 +216,22 @@ class NodePool(pulumi.ComponentResource):
             # Locking to max keeps the reservation right when memory is later resized.
             memory_reservation=args.memory_mb if reserve_all else None,
             memory_reservation_locked_to_max=True if reserve_all else None,
-            guest_id=template.guest_id,
-            firmware=template.firmware,
-            scsi_type=template.scsi_type,
+            guest_id=source.guest_id,
+            firmware=source.firmware,
+            scsi_type=source.scsi_type,
             hardware_version=args.hardware_version,
             enable_disk_uuid=True,
             network_interfaces=interfaces,
             disks=[
                 vsphere.VirtualMachineDiskArgs(
                     label="disk0",
-                    size=template.disks[0].size if args.linked_clone else args.disk_gb,
-                    thin_provisioned=template.disks[0].thin_provisioned,
-                    eagerly_scrub=template.disks[0].eagerly_scrub,
+                    size=source.disk_size,
+                    thin_provisioned=source.disk_thin_provisioned,
+                    eagerly_scrub=source.disk_eagerly_scrub,
                 )
             ],
             clone=vsphere.VirtualMachineCloneArgs(
-                template_uuid=template.id,
+                template_uuid=source.template_uuid,
                 linked_clone=args.linked_clone,
                 timeout=args.clone_timeout_minutes,
             ),
