@@ -29,7 +29,9 @@ fixed once the cluster exists.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
+from typing import Any
 
 import pulumi
 import pulumi_random as random
@@ -188,12 +190,16 @@ class ClusterBootstrap(pulumi.ComponentResource):
             ).apply(_pki_from_pems)
         )
 
+        # Gathered once per role, not per node, and secret: every document rendered from them is
+        # secret too (apply keeps secretness). Workers get no key material: their documents
+        # depend on the token and the pin only.
+        control_plane_inputs: pulumi.Output[list[Any]] = pulumi.Output.secret(pulumi.Output.all(token, ca_hash, pki))
+        worker_inputs: pulumi.Output[list[Any]] = pulumi.Output.secret(pulumi.Output.all(token, ca_hash))
         user_data: dict[str, pulumi.Output[str]] = {}
         for node in spec.control_plane_nodes:
-            user_data[node.name] = _node_user_data(spec, node.name, token, ca_hash, pki)
+            user_data[node.name] = control_plane_inputs.apply(_user_data_renderer(spec, node.name))
         for node in spec.worker_nodes:
-            # Workers get no key material: their documents depend on the token and the pin only.
-            user_data[node.name] = _node_user_data(spec, node.name, token, ca_hash, None)
+            user_data[node.name] = worker_inputs.apply(_user_data_renderer(spec, node.name))
 
         self.api_server_host = spec.control_plane_endpoint
         self.api_server_port = spec.api_server_port
@@ -225,26 +231,19 @@ class ClusterBootstrap(pulumi.ComponentResource):
         )
 
 
-def _node_user_data(
-    spec: ClusterSpec,
-    node_name: str,
-    token: pulumi.Output[str],
-    ca_hash: pulumi.Output[str],
-    pki: pulumi.Output[ClusterPki] | None,
-) -> pulumi.Output[str]:
-    """One node's user-data, rendered once its inputs are known; secret."""
+def _user_data_renderer(spec: ClusterSpec, node_name: str) -> Callable[[list[Any]], str]:
+    """Renders one node's user-data from `[token, ca_hash]` or `[token, ca_hash, pki]`."""
 
-    def render(values: list) -> str:
+    def render(values: list[Any]) -> str:
         return render_user_data(
             spec,
             node_name,
             token=values[0],
             ca_cert_hash=values[1],
-            pki=values[2] if pki is not None else None,
+            pki=values[2] if len(values) > 2 else None,
         )
 
-    inputs: list[pulumi.Output] = [token, ca_hash] if pki is None else [token, ca_hash, pki]
-    return _secret(pulumi.Output.all(*inputs).apply(render))
+    return render
 
 
 def _pki_from_pems(pems: list[str]) -> ClusterPki:
