@@ -30,22 +30,23 @@ class Inventory:
 
 def lookup_inventory(env: Environment) -> Inventory:
     vc = env.vcenter
-    datacenter = vsphere.get_datacenter_output(name=vc.datacenter)
-    cluster = vsphere.get_compute_cluster_output(name=vc.compute_cluster, datacenter_id=datacenter.id)
+    # Lifted once: every lookup below needs it, one per ESXi host among them.
+    datacenter_id = vsphere.get_datacenter_output(name=vc.datacenter).id
+    cluster = vsphere.get_compute_cluster_output(name=vc.compute_cluster, datacenter_id=datacenter_id)
     if vc.resource_pool:
-        pool_id = vsphere.get_resource_pool_output(name=vc.resource_pool, datacenter_id=datacenter.id).id
+        pool_id = vsphere.get_resource_pool_output(name=vc.resource_pool, datacenter_id=datacenter_id).id
     else:
         pool_id = cluster.resource_pool_id
     return Inventory(
-        datacenter_id=datacenter.id,
+        datacenter_id=datacenter_id,
         compute_cluster_id=cluster.id,
         resource_pool_id=pool_id,
-        datastore_id=vsphere.get_datastore_output(name=vc.datastore, datacenter_id=datacenter.id).id,
+        datastore_id=vsphere.get_datastore_output(name=vc.datastore, datacenter_id=datacenter_id).id,
         management_network_id=vsphere.get_network_output(
-            name=env.management_network.network_name, datacenter_id=datacenter.id
+            name=env.management_network.network_name, datacenter_id=datacenter_id
         ).id,
         host_ids={
-            host.name: vsphere.get_host_output(name=host.name, datacenter_id=datacenter.id).id for host in env.hosts
+            host.name: vsphere.get_host_output(name=host.name, datacenter_id=datacenter_id).id for host in env.hosts
         },
     )
 
