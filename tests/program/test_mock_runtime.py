@@ -7,7 +7,7 @@ import weakref
 
 import pulumi
 import pulumi_vsphere as vsphere
-from pulumi.runtime import settings
+from pulumi.runtime import rpc, settings
 
 from stacks.mock_runtime import run_program
 
@@ -40,3 +40,18 @@ def test_exports_are_resolved_in_each_run_of_its_own() -> None:
     second = run_program(lambda: program("two"), project="runtime", stack="b", config={}, secret_keys=[])
     assert first.stack_outputs == {"value": "one"}
     assert second.stack_outputs == {"value": "two"}
+
+
+def test_a_secret_inside_an_export_is_wrapped_where_it_sits() -> None:
+    def program() -> None:
+        pulumi.export(
+            "node",
+            {"name": "worker-1", "token": pulumi.Output.secret("abcdef.0123456789abcdef"), "ports": [6443]},
+        )
+        pulumi.export("kubeconfig", pulumi.Output.secret("apiVersion: v1"))
+
+    outputs = run_program(program, project="runtime", stack="test", config={}, secret_keys=[]).stack_outputs
+    assert outputs["node"]["name"] == "worker-1" and outputs["node"]["ports"] == [6443]
+    assert rpc.is_rpc_secret(outputs["node"]["token"])
+    assert rpc.unwrap_rpc_secret(outputs["node"]["token"]) == "abcdef.0123456789abcdef"
+    assert rpc.is_rpc_secret(outputs["kubeconfig"])
