@@ -13,7 +13,7 @@ import json
 import shutil
 import subprocess
 from collections import Counter
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -79,7 +79,10 @@ def write_plan(run: ProgramRun, out_dir: Path) -> list[Path]:
     return write_manifests(run.resources, out_dir / "manifests")
 
 
-def resources_document(run: ProgramRun) -> dict[str, Any]:
+def resources_document(
+    run: ProgramRun, inputs_of: Callable[[RecordedResource], dict[str, Any]] = RecordedResource.redacted_inputs
+) -> dict[str, Any]:
+    """What `resources.json` holds; `inputs_of` picks each resource's inputs (redacted by default)."""
     return {
         "resources": [
             {
@@ -90,7 +93,7 @@ def resources_document(run: ProgramRun) -> dict[str, Any]:
                 "custom": r.custom,
                 "protect": r.protect,
                 "dependencies": r.dependencies,
-                "inputs": _tidy_numbers(r.redacted_inputs()),
+                "inputs": _tidy_numbers(inputs_of(r)),
             }
             for r in sorted(run.resources, key=lambda r: r.urn)
         ],

@@ -17,6 +17,7 @@ from typing import Any
 import pytest
 import yaml
 
+from stacks import plan
 from stacks.clone import (
     CloneOptions,
     CloneRefused,
@@ -573,22 +574,9 @@ def plan_differences(dev: dict[str, Any], qa: dict[str, Any], tr: Translation, d
 
 def _plain_inputs(result: Any) -> dict[str, Any]:
     """Unredacted inputs (secrets included: the guestinfo metadata carries addresses and MACs)."""
-    return {
-        "resources": [
-            {
-                "urn": r.urn,
-                "type": r.type,
-                "name": r.name,
-                "parent": r.parent,
-                "custom": r.custom,
-                "protect": r.protect,
-                "dependencies": r.dependencies,
-                "inputs": {k: v for k, v in r.plain_inputs().items() if not k.startswith("__")},
-            }
-            for r in result.run.resources
-        ],
-        "outputs": {},
-    }
+    return plan.resources_document(
+        result.run, inputs_of=lambda r: {k: v for k, v in r.plain_inputs().items() if not k.startswith("__")}
+    )
 
 
 @pytest.fixture(scope="module")
