@@ -40,8 +40,8 @@ import pulumi_tls as tls
 from components.k8s.cloud_init import (
     ClusterPki,
     ClusterSpec,
+    UserDataRenderer,
     bootstrap_token,
-    render_user_data,
     spki_sha256,
 )
 from components.k8s.kubeconfig import ADMIN_GROUP, ADMIN_USER, api_server_url, render_kubeconfig
@@ -195,11 +195,14 @@ class ClusterBootstrap(pulumi.ComponentResource):
         # depend on the token and the pin only.
         control_plane_inputs: pulumi.Output[list[Any]] = pulumi.Output.secret(pulumi.Output.all(token, ca_hash, pki))
         worker_inputs: pulumi.Output[list[Any]] = pulumi.Output.secret(pulumi.Output.all(token, ca_hash))
+        # One renderer per role, so what all of its nodes share is rendered once (UserDataRenderer).
+        control_plane_renderer = control_plane_inputs.apply(_user_data_renderer(spec))
+        worker_renderer = worker_inputs.apply(_user_data_renderer(spec))
         user_data: dict[str, pulumi.Output[str]] = {}
         for node in spec.control_plane_nodes:
-            user_data[node.name] = control_plane_inputs.apply(_user_data_renderer(spec, node.name))
+            user_data[node.name] = control_plane_renderer.apply(_render_for(node.name))
         for node in spec.worker_nodes:
-            user_data[node.name] = worker_inputs.apply(_user_data_renderer(spec, node.name))
+            user_data[node.name] = worker_renderer.apply(_render_for(node.name))
 
         self.api_server_host = spec.control_plane_endpoint
         self.api_server_port = spec.api_server_port
@@ -231,19 +234,22 @@ class ClusterBootstrap(pulumi.ComponentResource):
         )
 
 
-def _user_data_renderer(spec: ClusterSpec, node_name: str) -> Callable[[list[Any]], str]:
-    """Renders one node's user-data from `[token, ca_hash]` or `[token, ca_hash, pki]`."""
+def _user_data_renderer(spec: ClusterSpec) -> Callable[[list[Any]], UserDataRenderer]:
+    """A renderer of the cluster's user-data from `[token, ca_hash]` or `[token, ca_hash, pki]`."""
 
-    def render(values: list[Any]) -> str:
-        return render_user_data(
+    def renderer(values: list[Any]) -> UserDataRenderer:
+        return UserDataRenderer(
             spec,
-            node_name,
             token=values[0],
             ca_cert_hash=values[1],
             pki=values[2] if len(values) > 2 else None,
         )
 
-    return render
+    return renderer
+
+
+def _render_for(node_name: str) -> Callable[[UserDataRenderer], str]:
+    return lambda renderer: renderer.render(node_name)
 
 
 def _pki_from_pems(pems: list[str]) -> ClusterPki:

@@ -36,7 +36,7 @@ import re
 import shlex
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from functools import cached_property
+from functools import cache, cached_property
 from typing import Any, Literal
 
 import yaml
@@ -853,61 +853,108 @@ def render_user_data(
     """The `#cloud-config` user-data of one node.
 
     `pki` is required for control-plane nodes and ignored for workers (they never receive key
-    material). The result contains credentials: callers must keep it secret.
+    material). The result contains credentials: callers must keep it secret. To render many nodes
+    from the same credentials, use one `UserDataRenderer`.
     """
-    node = find_node(spec, node_name)
-    role = node_role(spec, node_name)
-    if not BOOTSTRAP_TOKEN_PATTERN.match(token):
-        raise ValueError("token is not a kubeadm bootstrap token ([a-z0-9]{6}.[a-z0-9]{16})")
-    if not ca_cert_hash.startswith("sha256:"):
-        raise ValueError("ca_cert_hash must be 'sha256:<hex>'")
+    return UserDataRenderer(spec, token=token, ca_cert_hash=ca_cert_hash, pki=pki).render(node_name)
 
-    files = [
-        _file("/etc/modules-load.d/kubernetes.conf", _MODULES, "0644"),
-        _file("/etc/sysctl.d/99-kubernetes.conf", _SYSCTL, "0644"),
-        _file("/etc/NetworkManager/conf.d/calico.conf", _NM_CALICO, "0644"),
-    ]
-    if role == "worker":
-        kubeadm_docs = [kubeadm_join_document(spec, node, token=token, ca_cert_hash=ca_cert_hash, control_plane=False)]
-    else:
-        if pki is None:
-            raise ValueError(f"control-plane node {node_name!r} needs the shared PKI")
-        files.extend(_pki_files(pki))
-        if role == "init":
-            kubeadm_docs = kubeadm_init_documents(spec, token=token)
-            files.append(
-                _file(
-                    CALICO_INSTALLATION_PATH,
-                    dump_yaml_documents(calico_installation_documents(spec)),
-                    "0644",
-                )
-            )
-        else:
-            kubeadm_docs = [
-                kubeadm_join_document(spec, node, token=token, ca_cert_hash=ca_cert_hash, control_plane=True)
-            ]
-    # 0600: the kubeadm config holds the bootstrap token.
-    files.append(_file(KUBEADM_CONFIG_PATH, dump_yaml_documents(kubeadm_docs), "0600"))
-    files.append(_file(BOOTSTRAP_SCRIPT_PATH, render_bootstrap_script(spec, role, node_name), "0700"))
-    files.append(_file(BOOTSTRAP_UNIT_PATH, render_bootstrap_unit(), "0644"))
 
-    document: dict[str, Any] = {
-        "hostname": node.name,
-        "preserve_hostname": False,
-    }
-    if spec.search_domain:
-        document["fqdn"] = f"{node.name}.{spec.search_domain}"
-    if spec.ssh_authorized_keys:
-        document["ssh_authorized_keys"] = list(spec.ssh_authorized_keys)
-    document["write_files"] = files
+_RUNCMD = [
     # Started from a systemd unit rather than run by `runcmd` directly: runcmd runs once per
     # instance, and a GPU worker is power-cycled by the vGPU attachment during its first boot.
     # The unit runs on every boot until the script leaves its done-marker. --no-block, because
     # runcmd itself runs inside a unit (cloud-final) that must not wait for ours.
-    document["runcmd"] = [
-        ["systemctl", "daemon-reload"],
-        ["systemctl", "enable", BOOTSTRAP_UNIT_NAME],
-        ["systemctl", "start", "--no-block", BOOTSTRAP_UNIT_NAME],
-    ]
-    body = yaml.dump(document, Dumper=_CloudConfigDumper, sort_keys=False, default_flow_style=False)
-    return "#cloud-config\n" + body
+    ["systemctl", "daemon-reload"],
+    ["systemctl", "enable", BOOTSTRAP_UNIT_NAME],
+    ["systemctl", "start", "--no-block", BOOTSTRAP_UNIT_NAME],
+]
+
+
+def dump_yaml(value: Any) -> str:
+    """One YAML document, block style, keys in insertion order, multi-line strings as literals."""
+    return yaml.dump(value, Dumper=_CloudConfigDumper, sort_keys=False, default_flow_style=False)
+
+
+class UserDataRenderer:
+    """Renders the user-data of any number of nodes from one set of cluster credentials.
+
+    Most of a node's document is the same for every node of its role: the bootstrap script, the
+    systemd unit, the host settings and, on control-plane nodes, the staged PKI. Each `write_files`
+    entry is YAML-emitted once per distinct content and reused; emitting them again for every
+    node was most of the time spent rendering at hundreds of workers (BENCHMARKS.md, finding 13).
+    The document is the same, byte for byte, as emitting it whole: an entry of a block sequence
+    that is a mapping's value is written exactly as the same entry of a top-level sequence.
+
+    It keeps credentials (in the emitted PKI entries): keep it no longer than its documents.
+    """
+
+    def __init__(self, spec: ClusterSpec, *, token: str, ca_cert_hash: str, pki: ClusterPki | None) -> None:
+        if not BOOTSTRAP_TOKEN_PATTERN.match(token):
+            raise ValueError("token is not a kubeadm bootstrap token ([a-z0-9]{6}.[a-z0-9]{16})")
+        if not ca_cert_hash.startswith("sha256:"):
+            raise ValueError("ca_cert_hash must be 'sha256:<hex>'")
+        self._spec = spec
+        self._token = token
+        self._ca_cert_hash = ca_cert_hash
+        self._pki = pki
+        self._emitted_files: dict[tuple[str, str, str], str] = {}
+
+    def render(self, node_name: str) -> str:
+        """The `#cloud-config` user-data of one node of the cluster."""
+        spec = self._spec
+        node = find_node(spec, node_name)
+        role = node_role(spec, node_name)
+        files = [
+            _file("/etc/modules-load.d/kubernetes.conf", _MODULES, "0644"),
+            _file("/etc/sysctl.d/99-kubernetes.conf", _SYSCTL, "0644"),
+            _file("/etc/NetworkManager/conf.d/calico.conf", _NM_CALICO, "0644"),
+        ]
+        token, ca_cert_hash = self._token, self._ca_cert_hash
+        if role == "worker":
+            kubeadm_docs = [
+                kubeadm_join_document(spec, node, token=token, ca_cert_hash=ca_cert_hash, control_plane=False)
+            ]
+        else:
+            if self._pki is None:
+                raise ValueError(f"control-plane node {node_name!r} needs the shared PKI")
+            files.extend(_pki_files(self._pki))
+            if role == "init":
+                kubeadm_docs = kubeadm_init_documents(spec, token=token)
+                files.append(
+                    _file(
+                        CALICO_INSTALLATION_PATH,
+                        dump_yaml_documents(calico_installation_documents(spec)),
+                        "0644",
+                    )
+                )
+            else:
+                kubeadm_docs = [
+                    kubeadm_join_document(spec, node, token=token, ca_cert_hash=ca_cert_hash, control_plane=True)
+                ]
+        # 0600: the kubeadm config holds the bootstrap token.
+        files.append(_file(KUBEADM_CONFIG_PATH, dump_yaml_documents(kubeadm_docs), "0600"))
+        files.append(_file(BOOTSTRAP_SCRIPT_PATH, render_bootstrap_script(spec, role, node_name), "0700"))
+        files.append(_file(BOOTSTRAP_UNIT_PATH, render_bootstrap_unit(), "0644"))
+
+        head: dict[str, Any] = {
+            "hostname": node.name,
+            "preserve_hostname": False,
+        }
+        if spec.search_domain:
+            head["fqdn"] = f"{node.name}.{spec.search_domain}"
+        if spec.ssh_authorized_keys:
+            head["ssh_authorized_keys"] = list(spec.ssh_authorized_keys)
+        write_files = "".join(self._emitted_file(entry) for entry in files)
+        return "#cloud-config\n" + dump_yaml(head) + "write_files:\n" + write_files + _runcmd_block()
+
+    def _emitted_file(self, entry: dict[str, str]) -> str:
+        key = (entry["path"], entry["permissions"], entry["content"])
+        emitted = self._emitted_files.get(key)
+        if emitted is None:
+            emitted = self._emitted_files[key] = dump_yaml([entry])
+        return emitted
+
+
+@cache
+def _runcmd_block() -> str:
+    return dump_yaml({"runcmd": _RUNCMD})

@@ -23,7 +23,9 @@ from components.k8s.cloud_init import (
     ClusterPki,
     ClusterSpec,
     Taint,
+    UserDataRenderer,
     bootstrap_token,
+    dump_yaml,
     node_role,
     render_bootstrap_script,
     render_user_data,
@@ -403,3 +405,15 @@ def test_allowed_kubelet_labels_pass() -> None:
         labels={"topology.kubernetes.io/zone": "rack-a", "node.kubernetes.io/pool": "gpu"},
     )
     make_spec(worker_nodes=[node])
+
+
+def test_one_renderer_for_every_node_writes_each_document_as_emitting_it_whole_would() -> None:
+    spec = make_spec()
+    renderer = UserDataRenderer(spec, token=TOKEN, ca_cert_hash=CA_HASH, pki=PKI)
+    names = [node.name for node in (*spec.control_plane_nodes, *spec.worker_nodes)]
+    # Twice round, so every node is also rendered after others have filled the shared entries.
+    for name in names + names:
+        text = renderer.render(name)
+        assert text == render_user_data(spec, name, token=TOKEN, ca_cert_hash=CA_HASH, pki=PKI)
+        assert text == "#cloud-config\n" + dump_yaml(yaml.safe_load(text))
+        assert yaml.safe_load(text)["hostname"] == name
