@@ -18,6 +18,7 @@ import importlib
 import json
 import resource
 import time
+import types
 from collections.abc import Callable, Sequence
 from contextlib import AbstractContextManager, nullcontext
 from pathlib import Path
@@ -40,7 +41,11 @@ def _warm_project_imports() -> None:
             for alias in node.names:
                 importlib.import_module(alias.name)
         elif isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
-            importlib.import_module(node.module)
+            package = importlib.import_module(node.module)
+            # `from stacks import wiring` imports the submodule `stacks.wiring`, not only `stacks`.
+            for alias in node.names:
+                if isinstance(getattr(package, alias.name, None), types.ModuleType) or not hasattr(package, alias.name):
+                    importlib.import_module(f"{node.module}.{alias.name}")
 
 
 def _rss_kib() -> int:

@@ -15,6 +15,10 @@ from typing import Any, Literal
 import pulumi
 import pulumi_kubernetes as k8s
 
+# The class itself, not `k8s.yaml.v2.ConfigGroup` looked up at call time: pulumi_kubernetes loads
+# its submodules lazily, and what this module needs should load when it does (and fail there).
+from pulumi_kubernetes.yaml.v2 import ConfigGroup
+
 PodSecurityLevel = Literal["privileged", "baseline", "restricted"]
 
 GPU_NODE_LABEL: Mapping[str, str] = {"nvidia.com/gpu.present": "true"}
@@ -123,13 +127,13 @@ def register_objects(
     parent: pulumi.Resource,
     provider: k8s.Provider,
     depends_on: Sequence[pulumi.Resource] | None = None,
-) -> k8s.yaml.v2.ConfigGroup:
+) -> ConfigGroup:
     """Register rendered objects as one ConfigGroup on the explicit provider.
 
     The offline `plan` reads each ConfigGroup's `objs` input and writes it as manifests, which is
     why every object goes through here rather than through typed resource classes.
     """
-    return k8s.yaml.v2.ConfigGroup(
+    return ConfigGroup(
         name,
         objs=list(objs),
         opts=pulumi.ResourceOptions(

@@ -25,6 +25,7 @@ from typing import Any
 
 import pulumi
 import pulumi_kubernetes as k8s
+from pulumi_kubernetes.yaml.v2 import ConfigFile  # loaded with this module (see components/k8s/objects.py)
 
 from components.k8s.objects import check_dns_label, check_image, namespace, register_objects
 
@@ -245,7 +246,7 @@ class MpiOperator(pulumi.ComponentResource):
         if settings.install_crd:
             self.crd_source = settings.crd_source
             crd.append(
-                k8s.yaml.v2.ConfigFile(
+                ConfigFile(
                     f"{name}-crd",
                     file=settings.crd_source,
                     opts=pulumi.ResourceOptions(parent=self, provider=args.provider),
