@@ -20,11 +20,12 @@ import itertools
 import json
 import os
 import platform
+import statistics
 import subprocess
 import sys
 import tempfile
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from importlib import metadata
 from pathlib import Path
 from typing import Any
@@ -78,6 +79,9 @@ class SizeFigures:
     baseline_identical: bool
     """Both replays registered exactly what the plan did (types, names, parents, deps, inputs,
     provider versions, source positions)."""
+    median_seconds: dict[str, float] = field(default_factory=dict)
+    """Per kind ("plan", "baseline", "typed"), the median wall time over the repeats: with the
+    fastest runs above, it shows how far the figures move on this machine."""
 
     @property
     def ratio(self) -> float:
@@ -87,6 +91,13 @@ class SizeFigures:
     def typed_ratio(self) -> float:
         """Plan over the typed-SDK floor: what the program's own logic adds."""
         return self.plan.seconds / self.typed.seconds
+
+    @property
+    def median_ratio(self) -> float:
+        """Plan over baseline, median over median (the fastest-run ratio's check)."""
+        if not self.median_seconds:
+            return self.ratio
+        return self.median_seconds["plan"] / self.median_seconds["baseline"]
 
     @property
     def program_ratio(self) -> float:
@@ -146,6 +157,7 @@ def measure_size(workers: int, workdir: Path, *, repeat: int = 1, profile: bool 
         depth=len(chain),
         chain=chain,
         baseline_identical=identical,
+        median_seconds={mode: statistics.median(run.seconds for run in kind) for mode, kind in runs.items()},
     )
 
 
@@ -225,9 +237,10 @@ def verdict_lines(results: Sequence[SizeFigures]) -> list[str]:
         lines.append(f"- a replay differs from the plan's resources at sizes {odd}: comparison not like for like")
     largest = max(results, key=lambda r: r.workers)
     lines.append(
-        f"- at {largest.workers} workers the plan takes {largest.ratio:.2f}x the bare-SDK baseline; the typed-SDK "
-        f"floor alone takes {largest.typed.seconds / largest.baseline.seconds:.2f}x it, and the plan "
-        f"{largest.typed_ratio:.2f}x the typed floor"
+        f"- at {largest.workers} workers the plan takes {largest.ratio:.2f}x the bare-SDK baseline "
+        f"({largest.median_ratio:.2f}x median over median); the typed-SDK floor alone takes "
+        f"{largest.typed.seconds / largest.baseline.seconds:.2f}x it, and the plan {largest.typed_ratio:.2f}x the "
+        "typed floor"
     )
     lines.append(
         f"- where the time goes at {largest.workers} workers, plan / typed floor / baseline: " + _breakdown(largest)
@@ -373,6 +386,7 @@ def _as_dict(result: SizeFigures) -> dict[str, Any]:
         "depth": result.depth,
         "chain": result.chain,
         "baseline_identical": result.baseline_identical,
+        "median_seconds": result.median_seconds,
     }
 
 

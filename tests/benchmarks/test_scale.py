@@ -9,6 +9,7 @@ each on 2 cores.
 from __future__ import annotations
 
 import ast
+import dataclasses
 import datetime
 import itertools
 import subprocess
@@ -212,6 +213,13 @@ def test_write_markdown_replaces_only_the_figures(tmp_path: Path) -> None:
     assert "Measured 2026-11-21 on " in text
     assert "| 8 | 80 (72) | 2.00 | 2.00 | 1.00x |" in text
     assert "dependency depth 3 at every size" in text
+
+
+def test_the_verdict_gives_the_median_ratio_beside_the_fastest_runs_ratio() -> None:
+    result = dataclasses.replace(_figures(512, 6.0), median_seconds={"plan": 6.6, "baseline": 4.0, "typed": 5.9})
+    result = dataclasses.replace(result, baseline=dataclasses.replace(result.baseline, seconds=4.0))
+    verdict = "\n".join(scale.verdict_lines([result]))
+    assert "the plan takes 1.50x the bare-SDK baseline (1.65x median over median)" in verdict
 
 
 def test_sizes_must_be_positive_counts() -> None:
