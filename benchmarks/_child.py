@@ -18,7 +18,6 @@ import importlib
 import json
 import resource
 import time
-import types
 from collections.abc import Callable, Sequence
 from contextlib import AbstractContextManager, nullcontext
 from pathlib import Path
@@ -44,7 +43,7 @@ def _warm_project_imports() -> None:
             package = importlib.import_module(node.module)
             # `from stacks import wiring` imports the submodule `stacks.wiring`, not only `stacks`.
             for alias in node.names:
-                if isinstance(getattr(package, alias.name, None), types.ModuleType) or not hasattr(package, alias.name):
+                if not hasattr(package, alias.name):
                     importlib.import_module(f"{node.module}.{alias.name}")
 
 

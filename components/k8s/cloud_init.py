@@ -897,7 +897,7 @@ class UserDataRenderer:
         self._token = token
         self._ca_cert_hash = ca_cert_hash
         self._pki = pki
-        self._emitted_files: dict[tuple[str, str, str], str] = {}
+        self._emitted_files: dict[tuple[tuple[str, str], ...], str] = {}
 
     def render(self, node_name: str) -> str:
         """The `#cloud-config` user-data of one node of the cluster."""
@@ -948,7 +948,7 @@ class UserDataRenderer:
         return "#cloud-config\n" + dump_yaml(head) + "write_files:\n" + write_files + _runcmd_block()
 
     def _emitted_file(self, entry: dict[str, str]) -> str:
-        key = (entry["path"], entry["permissions"], entry["content"])
+        key = tuple(entry.items())
         emitted = self._emitted_files.get(key)
         if emitted is None:
             emitted = self._emitted_files[key] = dump_yaml([entry])
