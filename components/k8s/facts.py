@@ -1,0 +1,20 @@
+"""Facts about Kubernetes that several layers check, defined once.
+
+`stacks/` (validation), the node bootstrap and the object renderers all import these, so a pattern
+or a version floor cannot drift between the check a user sees and the one a component asserts.
+"""
+
+import re
+
+DNS_LABEL = re.compile(r"^[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?$")
+"""RFC 1123 label as Kubernetes validates it (`IsDNS1123Label`): at most 63 characters."""
+
+DNS_SUBDOMAIN = re.compile(r"^(?=.{1,253}$)[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$")
+"""RFC 1123 subdomain (`IsDNS1123Subdomain`): labels joined by dots, at most 253 characters."""
+
+SUPPORTED_KUBERNETES_MINORS = range(32, 36)
+"""Kubernetes minors the bootstrap supports: kubeadm's `v1beta4` config needs 1.31+, and the pinned
+Calico (v3.31) is tested by Tigera on 1.32 to 1.35."""
+
+DEFAULT_CALICO_VERSION = "v3.31.3"
+"""Calico release Tigera tests on Kubernetes 1.32-1.35 (v3.29, often quoted, stops at 1.32)."""
