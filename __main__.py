@@ -1,34 +1,66 @@
 """vsphere-gpu-cluster: a vSphere estate with NVIDIA vGPUs and RoCE NICs, as a Kubernetes cluster
 ready for distributed training. One stack per environment; everything it differs in lives in
-Pulumi.<stack>.yaml and is validated before any resource is registered."""
+Pulumi.<stack>.yaml and is validated before any resource is registered.
+
+This file builds every component; `stacks.wiring` only turns the environment into their arguments.
+"""
 
 import pulumi
+import pulumi_vsphere as vsphere
 
+from components.k8s.addons.device_plugin import GpuDevicePlugin
+from components.k8s.addons.mpi_operator import MpiOperator
+from components.k8s.addons.rdma_plugin import RdmaDevicePlugin
+from components.k8s.api_ready import ApiServerReady
+from components.k8s.bootstrap import ClusterBootstrap
+from components.k8s.cluster_access import ClusterAccess, ClusterAccessArgs
+from components.k8s.jobs.training_jobs import TrainingJobs
 from components.vsphere.node_pool import NodePool
 from components.vsphere.rdma_fabric import RdmaFabric
-from stacks import wiring
-from stacks import wiring_kubernetes as k8s_wiring
-from stacks.runtime_config import environment_from_stack_config
+from stacks.wiring import kubernetes as k8s_wiring
+from stacks.wiring import vsphere as vsphere_wiring
+from stacks.wiring.runtime_config import environment_from_stack_config
 
 env = environment_from_stack_config()
-inventory = wiring.lookup_inventory(env)
+inventory = vsphere_wiring.lookup_inventory(env)
 
 # vSphere: the RDMA fabric and the node VMs. Bootstrap data is computed before the VMs exist
 # (it needs only addresses), so nothing here waits on the fabric except the workers' PVRDMA NIC.
-fabric = RdmaFabric("rdma", wiring.rdma_fabric_args(env, inventory))
-folder = wiring.vm_folder(env, inventory)
-bootstrap = k8s_wiring.bootstrap_if_asked(env)
+fabric = RdmaFabric("rdma", vsphere_wiring.rdma_fabric_args(env, inventory))
+folder = vsphere.Folder(
+    "vm-folder",
+    vsphere_wiring.vm_folder_args(env, inventory),
+    opts=pulumi.ResourceOptions(protect=env.protect),  # prod protects what holds its VMs
+)
+
+# The kubeadm bootstrap of the VMs, or an existing cluster (`kubernetes.mode`).
+bootstrap = ClusterBootstrap("bootstrap", k8s_wiring.bootstrap_args(env)) if env.kubernetes.mode == "bootstrap" else None
 user_data = bootstrap.user_data if bootstrap else {}
-control_plane = NodePool("control-plane", wiring.control_plane_args(env, inventory, folder, user_data))
-gpu_workers = NodePool("gpu-workers", wiring.gpu_worker_args(env, inventory, folder, fabric.port_group_id, user_data))
+control_plane = NodePool("control-plane", vsphere_wiring.control_plane_args(env, inventory, folder, user_data))
+gpu_workers = NodePool(
+    "gpu-workers", vsphere_wiring.gpu_worker_args(env, inventory, folder, fabric.port_group_id, user_data)
+)
 
 # Kubernetes: one explicit provider, usable once the API server answers.
-cluster = k8s_wiring.cluster_access(env, bootstrap, control_plane)
+if bootstrap is not None:
+    ready = ApiServerReady(
+        "api-server-ready",
+        k8s_wiring.api_ready_args(env, bootstrap),
+        # The control-plane VMs must exist before there is anything to poll.
+        opts=pulumi.ResourceOptions(depends_on=[control_plane]),
+    )
+    cluster_args = ClusterAccessArgs.for_bootstrap(bootstrap, ready, cluster_identifier=k8s_wiring.cluster_name(env))
+else:
+    cluster_args = k8s_wiring.existing_cluster_args(env)
+cluster = ClusterAccess("cluster", cluster_args)
+
 # Add-ons are independent of each other; the jobs need the MPIJob CRD from the operator.
-k8s_wiring.gpu_support(env, cluster)
-k8s_wiring.rdma_support(env, cluster)
-mpi_operator = k8s_wiring.mpi_operator(env, cluster)
-k8s_wiring.training_jobs(env, cluster, mpi_operator)
+GpuDevicePlugin("gpu", k8s_wiring.gpu_support_args(env, cluster))
+RdmaDevicePlugin("rdma-pods", k8s_wiring.rdma_support_args(env, cluster))
+mpi_operator = MpiOperator("mpi-operator", k8s_wiring.mpi_operator_args(env, cluster))
+training_args = k8s_wiring.training_jobs_args(env, cluster, mpi_operator)
+if training_args is not None:
+    TrainingJobs("training", training_args)
 
 pulumi.export("kubeconfig", cluster.kubeconfig)
 pulumi.export("rdmaSwitchId", fabric.switch_id)

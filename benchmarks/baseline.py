@@ -39,9 +39,9 @@ import pulumi
 from pulumi import _types as sdk_types
 from pulumi.runtime import rpc
 
-from stacks.loader import PROJECT
-from stacks.mock_runtime import ProgramRun, RecordedResource, run_program, run_program_file
-from stacks.plan import write_plan
+from stacks.environment.loader import PROJECT
+from stacks.tools.mock_runtime import ProgramRun, RecordedResource, run_program, run_program_file
+from stacks.tools.plan import write_plan
 
 _PROVIDER_TYPE = "pulumi:providers:"
 

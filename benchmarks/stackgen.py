@@ -6,7 +6,7 @@ management and RDMA addresses, and the two subnets, widened (same network addres
 prefix) until the addresses fit. At N = 4 the result has dev's names and addresses.
 
 Pure functions on plain YAML documents: no Pulumi, no validation (callers run
-`stacks.loader.load_environment` on the result; the tests do).
+`stacks.environment.loader.load_environment` on the result; the tests do).
 """
 
 from __future__ import annotations
@@ -19,7 +19,7 @@ from typing import Any
 
 import yaml
 
-from stacks.loader import ENVIRONMENT_KEY
+from stacks.environment.loader import ENVIRONMENT_KEY
 
 BASE_STACK_FILE = Path(__file__).resolve().parent.parent / "Pulumi.dev.yaml"
 

@@ -2,6 +2,6 @@
 
 import sys
 
-from stacks.cli import main
+from stacks.tools.cli import main
 
 sys.exit(main())

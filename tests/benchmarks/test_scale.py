@@ -25,7 +25,7 @@ import yaml
 
 from benchmarks import scale, stackgen
 from benchmarks.depth import dependency_depth, longest_chain, waits_on
-from stacks.loader import ENVIRONMENT_KEY, load_environment, read_stack_file
+from stacks.environment.loader import ENVIRONMENT_KEY, load_environment, read_stack_file
 
 SIZES = (2, 5, 8)
 

@@ -16,8 +16,8 @@ from components.k8s.api_ready import ApiServerReady, ApiServerReadyArgs
 from components.k8s.bootstrap import ClusterBootstrap, ClusterBootstrapArgs
 from components.k8s.cloud_init import KUBEADM_CONFIG_PATH, ClusterNode
 from components.k8s.cluster_access import ClusterAccess, ClusterAccessArgs
-from stacks.mock_runtime import ProgramRun, RecordedResource, run_program
-from stacks.mock_values import fake_outputs
+from stacks.tools.mock_runtime import ProgramRun, RecordedResource, run_program
+from stacks.tools.mock_values import fake_outputs
 
 PROJECT = "vsphere-gpu-cluster"
 BOOTSTRAP = "gpucluster:kubernetes:ClusterBootstrap"

@@ -8,9 +8,9 @@ from pathlib import Path
 import pytest
 import yaml
 
-from stacks.cli import main
-from stacks.loader import load_environment, read_stack_file
-from stacks.preflight_checks import DatastoreInfo, HostInfo, Inventory, VmInfo, check
+from stacks.environment.loader import load_environment, read_stack_file
+from stacks.tools.cli import main
+from stacks.tools.preflight_checks import DatastoreInfo, HostInfo, Inventory, VmInfo, check
 
 ROOT = Path(__file__).resolve().parents[2]
 ENV = "vsphere-gpu-cluster:environment"

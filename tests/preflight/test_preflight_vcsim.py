@@ -12,7 +12,7 @@ from typing import Any
 import pytest
 import yaml
 
-from stacks.cli import main
+from stacks.tools.cli import main
 
 from .conftest import BARE_TEMPLATE, HOG_HOST, HOG_RESERVATION_MB, TAKEN_VM, TEMPLATE, Planted
 

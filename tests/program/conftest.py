@@ -13,9 +13,16 @@ from typing import Any
 
 import pytest
 
-from stacks.loader import ENVIRONMENT_KEY, PROJECT, ConfigView, config_for_runtime, load_environment, read_stack_file
-from stacks.mock_runtime import ProgramRun, run_program, run_project_main
-from stacks.model import Environment
+from stacks.environment.loader import (
+    ENVIRONMENT_KEY,
+    PROJECT,
+    ConfigView,
+    config_for_runtime,
+    load_environment,
+    read_stack_file,
+)
+from stacks.environment.model import Environment
+from stacks.tools.mock_runtime import ProgramRun, run_program, run_project_main
 
 ROOT = Path(__file__).resolve().parents[2]
 

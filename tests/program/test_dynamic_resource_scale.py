@@ -16,7 +16,7 @@ from pulumi.dynamic.dynamic import serialize_provider
 
 from components.dynamic_resource import DynamicResource, sdk_pickler_restored
 from components.vsphere.pvrdma_host import PvrdmaHostSettings, PvrdmaHostSettingsProvider
-from stacks.mock_runtime import run_program
+from stacks.tools.mock_runtime import run_program
 
 COUNT = 600  # comfortably past the ~480 where the unguarded SDK overflows the recursion limit
 

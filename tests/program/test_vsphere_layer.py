@@ -19,8 +19,8 @@ from typing import Any
 
 import pytest
 
-from stacks.mock_runtime import SECRET_MARK, ProgramRun, RecordedResource, contains_secret
-from stacks.model import Environment
+from stacks.environment.model import Environment
+from stacks.tools.mock_runtime import SECRET_MARK, ProgramRun, RecordedResource, contains_secret
 
 SWITCH = "vsphere:index/distributedVirtualSwitch:DistributedVirtualSwitch"
 PORT_GROUP = "vsphere:index/distributedPortGroup:DistributedPortGroup"

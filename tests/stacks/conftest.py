@@ -15,7 +15,7 @@ from typing import Any
 
 import pytest
 
-from stacks.loader import ENVIRONMENT_KEY, ConfigView, read_stack_file
+from stacks.environment.loader import ENVIRONMENT_KEY, ConfigView, read_stack_file
 
 ROOT = Path(__file__).resolve().parents[2]
 GOOD_STACKS = ("dev", "staging", "prod")

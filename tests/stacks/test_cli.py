@@ -12,9 +12,9 @@ from typing import Any
 
 import pytest
 
-from stacks.loader import ENVIRONMENT_KEY, KUBECONFIG_KEY, read_stack_file
-from stacks.mock_runtime import SECRET_MARK, contains_secret
-from stacks.plan import SECRET_PLACEHOLDER, plan_stack
+from stacks.environment.loader import ENVIRONMENT_KEY, KUBECONFIG_KEY, read_stack_file
+from stacks.tools.mock_runtime import SECRET_MARK, contains_secret
+from stacks.tools.plan import SECRET_PLACEHOLDER, plan_stack
 
 Cli = Callable[..., subprocess.CompletedProcess[str]]
 

@@ -15,9 +15,9 @@ from pathlib import Path
 import pytest
 import yaml
 
-from stacks import rules
-from stacks.loader import ENVIRONMENT_KEY, InvalidEnvironment, read_stack_file
-from stacks.model import Environment
+from stacks.environment import rules
+from stacks.environment.loader import ENVIRONMENT_KEY, InvalidEnvironment, read_stack_file
+from stacks.environment.model import Environment
 
 CORPUS = Path(__file__).resolve().parents[1] / "corpus" / "broken"
 FILES = sorted(CORPUS.glob("*.yaml"))

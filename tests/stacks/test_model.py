@@ -13,7 +13,7 @@ from typing import Any
 
 import pytest
 
-from stacks.loader import (
+from stacks.environment.loader import (
     ENVIRONMENT_KEY,
     KUBECONFIG_KEY,
     LICENSE_TOKEN_KEY,
@@ -22,7 +22,7 @@ from stacks.loader import (
     load_environment,
     read_stack_file,
 )
-from stacks.model import SUPPORTED_KUBERNETES_MINORS, Environment
+from stacks.environment.model import SUPPORTED_KUBERNETES_MINORS, Environment
 
 MakeView = Callable[..., ConfigView]
 P = ENVIRONMENT_KEY

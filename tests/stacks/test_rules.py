@@ -1,4 +1,4 @@
-"""Cross-field rules (`stacks.rules.check`), table-driven on edits of dev.
+"""Cross-field rules (`stacks.environment.rules.check`), table-driven on edits of dev.
 
 Each case breaks dev in one way and lists every problem it expects: the key path (as the user
 writes it in the stack file) and a fragment of the message that tells the user what to do. The
@@ -13,10 +13,10 @@ from typing import Any
 
 import pytest
 
-from stacks import rules
-from stacks.loader import ConfigView, load_environment
-from stacks.model import Environment
-from stacks.rules import format_path
+from stacks.environment import rules
+from stacks.environment.loader import ConfigView, load_environment
+from stacks.environment.model import Environment
+from stacks.environment.rules import format_path
 
 Edit = Callable[[dict[str, Any]], None]
 
@@ -341,7 +341,7 @@ def test_valid_variation_has_no_problem(dev_raw: dict[str, Any], edit: Edit) -> 
 
 @pytest.mark.parametrize("stack", ["dev", "staging", "prod"])
 def test_good_stacks_break_no_rule(stack: str, root: Any) -> None:
-    from stacks.loader import read_stack_file
+    from stacks.environment.loader import read_stack_file
 
     env = load_environment(read_stack_file(root / f"Pulumi.{stack}.yaml"))
     assert rules.check(env) == []

@@ -17,23 +17,20 @@ from typing import Any
 import pytest
 import yaml
 
-from stacks import plan
-from stacks.clone import (
+from stacks.environment.collisions import OtherStack, collisions, load_others, stack_files
+from stacks.environment.loader import ENVIRONMENT_KEY, ConfigView, load_environment, read_stack_file
+from stacks.environment.model import Environment
+from stacks.tools import plan
+from stacks.tools.clone import (
     CloneOptions,
     CloneRefused,
-    OtherStack,
-    collisions,
     derive_folder,
     derive_name,
-    load_others,
     move_address,
     plan_clone,
     plan_environment,
     replace_word,
-    stack_files,
 )
-from stacks.loader import ENVIRONMENT_KEY, ConfigView, load_environment, read_stack_file
-from stacks.model import Environment
 
 PROJECT = Path(__file__).resolve().parents[2]
 HOST_MAP = {f"esxi-0{i}.lab.example.com": f"esxi-1{i}.lab.example.com" for i in range(1, 5)}
@@ -581,7 +578,7 @@ def _plain_inputs(result: Any) -> dict[str, Any]:
 
 @pytest.fixture(scope="module")
 def plans(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
-    from stacks.plan import plan_stack  # imports the Pulumi SDK: only for these tests
+    from stacks.tools.plan import plan_stack  # imports the Pulumi SDK: only for these tests
 
     project = _project(tmp_path_factory.mktemp("project"))
     result = _run(*QA_ARGS, "--dir", str(project))

@@ -12,7 +12,7 @@ from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
 from ipaddress import IPv4Address, IPv4Network
 
-from stacks.model import Environment, NodePool
+from stacks.environment.model import Environment, NodePool
 
 Path = tuple[str | int, ...]
 

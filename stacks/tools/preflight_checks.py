@@ -23,9 +23,9 @@ from typing import Any, Literal
 from pyVmomi import vim
 
 from components.vsphere._vsphere import collect_properties
-from stacks.loader import ENVIRONMENT_KEY
-from stacks.model import Environment, NodeSpec
-from stacks.rules import format_path
+from stacks.environment.loader import ENVIRONMENT_KEY
+from stacks.environment.model import Environment, NodeSpec
+from stacks.environment.rules import format_path
 
 Level = Literal["OK", "WARN", "BLOCKER"]
 KeyPath = tuple[str | int, ...]

@@ -20,17 +20,17 @@ from typing import Any
 
 import yaml
 
-from stacks.loader import PROJECT, ConfigView, config_for_runtime, load_environment
-from stacks.mock_runtime import (
+from stacks import PROJECT_DIR
+from stacks.environment.loader import PROJECT, ConfigView, config_for_runtime, load_environment
+from stacks.tools.mock_runtime import (
     ProgramRun,
     RecordedResource,
     redact,
     run_program,
     run_project_main,
 )
-from stacks.plan_errors import GraphvizMissing
+from stacks.tools.plan_errors import GraphvizMissing
 
-PROJECT_DIR = Path(__file__).resolve().parent.parent
 SECRET_PLACEHOLDER = "plan-placeholder-for-an-unreadable-secret"
 """The value secret config keys take in a plan: `secure:` values cannot be decrypted offline."""
 

@@ -25,7 +25,7 @@ from pulumi.runtime.config import set_all_config
 from pulumi.runtime.stack import run_pulumi_func
 from pulumi.runtime.sync_await import _sync_await
 
-from stacks.mock_values import fake_invoke_result, fake_outputs, fake_resource_id
+from stacks.tools.mock_values import fake_invoke_result, fake_outputs, fake_resource_id
 
 SECRET_MARK = "[secret]"
 """What every secret value is replaced with in anything we write or print."""

@@ -1,6 +1,6 @@
 """`python -m stacks preflight STACK`: check, read-only, that vCenter has what the stack names.
 
-Connects with pyvmomi, reads the inventory once (`stacks.preflight_checks.read_inventory`) and
+Connects with pyvmomi, reads the inventory once (`stacks.tools.preflight_checks.read_inventory`) and
 prints one line per finding: `OK`, `WARN` or `BLOCKER`, the stack-file key, the message.
 
 Exit status: 0 when nothing blocks (warnings allowed), 1 on any blocker (including a vCenter that
@@ -22,13 +22,13 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any, TextIO
 
-from stacks.loader import ConfigView, load_environment, read_stack_file
-from stacks.model import Environment
+from stacks import PROJECT_DIR
+from stacks.environment.loader import ConfigView, load_environment, read_stack_file
+from stacks.environment.model import Environment
 
 EXIT_OK = 0
 EXIT_BLOCKED = 1
 EXIT_INVALID = 2
-PROJECT_DIR = Path(__file__).resolve().parent.parent
 
 
 def register(subparsers: Any) -> None:
@@ -71,7 +71,7 @@ def connection_config(args: argparse.Namespace, view: ConfigView) -> dict[str, A
 def cmd_preflight(args: argparse.Namespace) -> int:
     path = Path(args.file) if args.file else PROJECT_DIR / f"Pulumi.{args.stack}.yaml"
     view = read_stack_file(path)
-    env = load_environment(view)  # InvalidEnvironment: every problem, exit 2 (stacks.cli)
+    env = load_environment(view)  # InvalidEnvironment: every problem, exit 2 (stacks.tools.cli)
     return run_preflight(env, connection_config(args, view), label=args.stack)
 
 
@@ -93,7 +93,7 @@ def run_preflight(
         fault_text,
         forget,
     )
-    from stacks.preflight_checks import check, read_inventory
+    from stacks.tools.preflight_checks import check, read_inventory
 
     stream = out or sys.stdout
     try:

@@ -31,24 +31,22 @@ import argparse
 import copy
 import re
 import shlex
-from collections.abc import Iterable, Iterator, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from ipaddress import IPv4Address, IPv4Network
 from pathlib import Path
 from typing import Any
 
-import pydantic
 import yaml
 
-from components.vsphere.first_boot import static_mac
-from stacks.loader import ENVIRONMENT_KEY, ConfigView, InvalidEnvironment, load_environment, read_stack_file
-from stacks.model import Environment
-from stacks.rules import Path as KeyPath
-from stacks.rules import format_path
+from components.k8s.facts import DNS_LABEL
+from stacks import PROJECT_DIR
+from stacks.environment.collisions import VCENTER_SERVER_KEY, collisions, load_others, stack_files
+from stacks.environment.loader import ENVIRONMENT_KEY, ConfigView, InvalidEnvironment, load_environment, read_stack_file
+from stacks.environment.model import Environment
+from stacks.environment.rules import Path as KeyPath
+from stacks.environment.rules import format_path
 
-PROJECT_DIR = Path(__file__).resolve().parent.parent
-VCENTER_SERVER_KEY = "vsphere:vsphereServer"
-_DNS_LABEL = re.compile(r"^[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?$")
 # Top-level keys Pulumi writes into a stack file to find that stack's secrets key: they belong to
 # the stack (not to its source), so an existing target file keeps them.
 _STACK_ENCRYPTION_KEYS = ("secretsprovider", "encryptedkey", "encryptionsalt")
@@ -91,16 +89,6 @@ class ClonePlan:
     secrets_to_set: list[str]
     """Secret keys of the source that the new stack needs set again (sorted)."""
     notes: list[str]
-
-
-@dataclass(frozen=True)
-class OtherStack:
-    """An existing stack file the clone must not collide with."""
-
-    file: str
-    """File name, e.g. `Pulumi.dev.yaml`, for messages."""
-    env: Environment
-    vcenter_server: str | None
 
 
 # ---------------------------------------------------------------------------------------------
@@ -303,140 +291,7 @@ def plan_clone(view: ConfigView, source: Environment, options: CloneOptions) -> 
 
 
 # ---------------------------------------------------------------------------------------------
-# Pure collision checks
-
-
-def _claimed_hosts(env: Environment) -> dict[str, int]:
-    """ESXi hosts a strict (vm-host-rules) placement pins a worker to, with the worker's index."""
-    if env.gpu_workers.placement != "vm-host-rules":
-        return {}
-    return {node.host: j for j, node in enumerate(env.gpu_workers.nodes) if node.host is not None}
-
-
-def _mgmt_macs(env: Environment) -> dict[str, tuple[str, int, IPv4Address]]:
-    pools = (("controlPlane", env.control_plane), ("gpuWorkers", env.gpu_workers))
-    return {
-        static_mac(node.management_ip, "management"): (pool_key, j, node.management_ip)
-        for pool_key, pool in pools
-        for j, node in enumerate(pool.nodes)
-    }
-
-
-def collisions(new_file: str, env: Environment, vcenter_server: str | None, others: Iterable[OtherStack]) -> list[str]:
-    """Every way `env` would collide with another environment, each naming both files and the key."""
-    return [problem for other in others for problem in _collide(new_file, env, vcenter_server, other)]
-
-
-def _collide(new_file: str, env: Environment, server: str | None, other: OtherStack) -> Iterator[str]:
-    theirs = other.env
-
-    def clash(path: KeyPath, message: str) -> str:
-        return f"{new_file} {format_path(ENVIRONMENT_KEY, path)}: collides with {other.file}: {message}"
-
-    net, their_net = env.rdma_network, theirs.rdma_network
-    same_switch = net.switch_name == their_net.switch_name
-    if same_switch:
-        yield clash(("rdmaNetwork", "switchName"), f"switch {net.switch_name!r} is already used; pass --switch-name")
-        if net.port_group_name == their_net.port_group_name:
-            yield clash(
-                ("rdmaNetwork", "portGroupName"),
-                f"port group {net.port_group_name!r} on switch {net.switch_name!r} already exists; pass --port-group-name",
-            )
-        if net.vlan_id == their_net.vlan_id:
-            yield clash(
-                ("rdmaNetwork", "vlanId"),
-                f"VLAN {net.vlan_id} on switch {net.switch_name!r} is already used; pass another --vlan",
-            )
-    if env.vm.name_prefix == theirs.vm.name_prefix:
-        yield clash(("vm", "namePrefix"), f"VM name prefix {env.vm.name_prefix!r} is already used; pass --name-prefix")
-    if env.vcenter.folder.strip("/") == theirs.vcenter.folder.strip("/"):
-        yield clash(("vcenter", "folder"), f"VM folder {env.vcenter.folder!r} is already used; pass --folder")
-    endpoint = env.kubernetes.control_plane_endpoint
-    if endpoint is not None and endpoint == theirs.kubernetes.control_plane_endpoint:
-        yield clash(
-            ("kubernetes", "controlPlaneEndpoint"),
-            f"{endpoint!r} is already another cluster's API endpoint; pass --control-plane-endpoint",
-        )
-    # Unknown vCenter (server left to VSPHERE_SERVER) on either side: assume the same one.
-    if server is None or other.vcenter_server is None or server == other.vcenter_server:
-        ours = (("rdmaNetwork", "subnet"), net.subnet), (("managementNetwork", "subnet"), env.management_network.subnet)
-        their_ranges = (
-            ("rdmaNetwork.subnet", their_net.subnet),
-            ("managementNetwork.subnet", theirs.management_network.subnet),
-        )
-        for path, subnet in ours:
-            for their_key, their_subnet in their_ranges:
-                if subnet.overlaps(their_subnet):
-                    option = "--rdma-subnet" if path[0] == "rdmaNetwork" else "--mgmt-subnet"
-                    yield clash(
-                        path,
-                        f"{subnet} overlaps {their_key} {their_subnet} on the same vCenter; pass another {option}",
-                    )
-        if env.management_network.network_name == theirs.management_network.network_name:
-            # The MACs are derived from the low 21 bits of the address, so two subnets that agree
-            # in those bits (10.10.0.0/24 and 10.42.0.0/24) give two VMs on one network the same MAC.
-            their_macs = _mgmt_macs(theirs)
-            for mac, (pool_key, j, address) in _mgmt_macs(env).items():
-                if mac in their_macs:
-                    their_pool, their_j, their_address = their_macs[mac]
-                    yield clash(
-                        (pool_key, "nodes", j, "managementIp"),
-                        f"{address} gets MAC {mac}, the MAC of {their_pool}.nodes[{their_j}] ({their_address}) on the "
-                        f"same network {env.management_network.network_name!r}; pick a --mgmt-subnet that differs "
-                        "in the last 21 address bits",
-                    )
-    their_claims = _claimed_hosts(theirs)
-    for host_name, j in _claimed_hosts(env).items():
-        if host_name in their_claims:
-            yield clash(
-                ("gpuWorkers", "nodes", j, "host"),
-                f"ESXi host {host_name!r} is already claimed by gpuWorkers.nodes[{their_claims[host_name]}] (strict "
-                "vm-host-rules placement); map it to another host with --host-map OLD=NEW",
-            )
-    their_uplinks = {(h.name, vmnic) for h in theirs.hosts for vmnic in h.rdma_vmnics}
-    for i, host in enumerate(env.hosts):
-        for vmnic in host.rdma_vmnics:
-            if (host.name, vmnic) in their_uplinks:
-                yield clash(
-                    ("hosts", i, "rdmaVmnics"),
-                    f"{vmnic} of {host.name!r} is already the RDMA uplink of another distributed switch (a vmnic "
-                    "belongs to one switch); map the host with --host-map OLD=NEW",
-                )
-
-
-# ---------------------------------------------------------------------------------------------
 # Reading and writing
-
-
-def stack_files(project_dir: Path) -> dict[str, Path]:
-    """Stack name -> its `Pulumi.<stack>.yaml` in the project folder."""
-    found = {}
-    for path in sorted(project_dir.glob("Pulumi.*.yaml")):
-        stack = path.name[len("Pulumi.") : -len(".yaml")]
-        if stack:
-            found[stack] = path
-    return found
-
-
-def load_others(files: Mapping[str, Path], exclude: Iterable[str]) -> tuple[list[OtherStack], list[str]]:
-    """The other environments, structurally validated (their cross-field rules are their own concern)."""
-    others, problems = [], []
-    skip = set(exclude)
-    for stack, path in files.items():
-        if stack in skip:
-            continue
-        try:
-            view = read_stack_file(path)
-            env = Environment.model_validate(view.values.get(ENVIRONMENT_KEY))
-        except (InvalidEnvironment, pydantic.ValidationError):
-            problems.append(
-                f"{path.name}: not a valid environment, so a clone cannot be checked against it; "
-                f"fix it first (`python -m stacks validate {stack}`)"
-            )
-            continue
-        server = view.values.get(VCENTER_SERVER_KEY)
-        others.append(OtherStack(file=path.name, env=env, vcenter_server=str(server) if server else None))
-    return others, problems
 
 
 def parse_host_map(pairs: Sequence[str], hosts_file: Path | None) -> tuple[dict[str, str], list[str]]:
@@ -506,7 +361,7 @@ def cmd_clone(args: argparse.Namespace) -> int:
     src, dst = args.source, args.target
     src_path, dst_path = project_dir / f"Pulumi.{src}.yaml", project_dir / f"Pulumi.{dst}.yaml"
     problems: list[str] = []
-    if not _DNS_LABEL.match(dst):
+    if not DNS_LABEL.match(dst):
         problems.append(f"{dst!r}: not a valid stack/environment name; use lowercase letters, digits and '-'")
     if dst == src:
         problems.append(f"{dst!r}: the new stack must have a name other than its source's")

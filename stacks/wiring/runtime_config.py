@@ -5,8 +5,8 @@ from __future__ import annotations
 import pulumi
 from pulumi.runtime import config as runtime_config
 
-from stacks.loader import ConfigView, InvalidEnvironment, load_environment
-from stacks.model import Environment
+from stacks.environment.loader import ConfigView, InvalidEnvironment, load_environment
+from stacks.environment.model import Environment
 
 
 def current_config_view() -> ConfigView:

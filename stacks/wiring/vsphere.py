@@ -1,7 +1,8 @@
 """From the validated environment to component arguments.
 
 Components never import `stacks`: this module is the one place that knows both the stack file's
-shape and the components' arguments, so either side can change without the other.
+shape and the components' arguments, so either side can change without the other. It creates no
+resources: `__main__.py` builds each component from the arguments returned here.
 """
 
 from __future__ import annotations
@@ -13,7 +14,7 @@ import pulumi_vsphere as vsphere
 
 from components.vsphere.node_pool import NodePoolArgs, PoolNode, Subnet
 from components.vsphere.rdma_fabric import RdmaFabricArgs, RdmaHost
-from stacks.model import Environment, NodePool
+from stacks.environment.model import Environment, NodePool
 
 
 @dataclass(frozen=True)
@@ -78,15 +79,9 @@ def rdma_fabric_args(env: Environment, inventory: Inventory) -> RdmaFabricArgs:
     )
 
 
-def vm_folder(env: Environment, inventory: Inventory) -> vsphere.Folder:
+def vm_folder_args(env: Environment, inventory: Inventory) -> vsphere.FolderArgs:
     """The environment's VM folder; its parent folders must already exist (they are shared)."""
-    return vsphere.Folder(
-        "vm-folder",
-        path=env.vcenter.folder,
-        type="vm",
-        datacenter_id=inventory.datacenter_id,
-        opts=pulumi.ResourceOptions(protect=env.protect),
-    )
+    return vsphere.FolderArgs(path=env.vcenter.folder, type="vm", datacenter_id=inventory.datacenter_id)
 
 
 def _pool_args(

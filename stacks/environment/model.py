@@ -3,7 +3,7 @@
 The stack file holds it under the key `vsphere-gpu-cluster:environment`, in camelCase (Pulumi's
 convention); fields here are snake_case. Every model is frozen and forbids unknown keys, so a typo
 is an error rather than a silently ignored option. Field-level rules live on the fields; rules
-that relate several parts of the environment live in `stacks.rules`, where each one reports the
+that relate several parts of the environment live in `stacks.environment.rules`, where each one reports the
 exact key path it is about.
 """
 
@@ -16,7 +16,8 @@ from typing import Annotated, Literal
 from pydantic import AfterValidator, BaseModel, ConfigDict, Field
 from pydantic.alias_generators import to_camel
 
-_DNS_LABEL = re.compile(r"^[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?$")
+from components.k8s.facts import DEFAULT_CALICO_VERSION, DNS_LABEL, SUPPORTED_KUBERNETES_MINORS
+
 # NVIDIA vGPU type names as vSphere lists them: grid_<board>-<framebuffer GB><series>, with an
 # optional MIG slice count for A100/H100-class boards (grid_a100-3-20c). Series: A (app streaming),
 # B (virtual PC), C (compute: what training needs), Q (workstation).
@@ -26,12 +27,10 @@ _TAG = re.compile(r"^[A-Za-z0-9_][A-Za-z0-9_.-]{0,127}$")
 _DIGEST = re.compile(r"^sha256:[a-f0-9]{64}$")
 _QUANTITY = re.compile(r"^[0-9]+(\.[0-9]+)?(Ki|Mi|Gi|Ti|K|M|G|T)?$")
 
-SUPPORTED_KUBERNETES_MINORS = range(32, 36)
-"""kubeadm v1beta4 config needs 1.31+, the pinned Calico (v3.31) supports 1.32 to 1.35."""
 
 
 def _dns_label(value: str) -> str:
-    if not _DNS_LABEL.match(value):
+    if not DNS_LABEL.match(value):
         raise ValueError(
             f"{value!r} is not a valid name: use lowercase letters, digits and '-', "
             "starting and ending with a letter or digit, at most 63 characters"
@@ -206,7 +205,7 @@ class VmSettings(Model):
 
 class Cni(Model):
     name: Literal["calico"] = "calico"
-    version: Annotated[str, Field(pattern=r"^v\d+\.\d+\.\d+$")] = "v3.31.3"
+    version: Annotated[str, Field(pattern=r"^v\d+\.\d+\.\d+$")] = DEFAULT_CALICO_VERSION
     """Calico release; v3.31 supports Kubernetes 1.32-1.35 (see docs/bootstrap.md)."""
 
 

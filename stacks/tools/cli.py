@@ -11,11 +11,11 @@ import sys
 from collections.abc import Sequence
 from pathlib import Path
 
-from stacks.loader import ENVIRONMENT_KEY, InvalidEnvironment, load_environment, read_stack_file
-from stacks.model import Environment
-from stacks.plan_errors import GraphvizMissing
+from stacks import PROJECT_DIR
+from stacks.environment.loader import ENVIRONMENT_KEY, InvalidEnvironment, load_environment, read_stack_file
+from stacks.environment.model import Environment
+from stacks.tools.plan_errors import GraphvizMissing
 
-PROJECT_DIR = Path(__file__).resolve().parent.parent
 EXIT_INVALID = 2
 
 
@@ -36,7 +36,7 @@ def cmd_validate(args: argparse.Namespace) -> int:
 
 
 def cmd_plan(args: argparse.Namespace) -> int:
-    from stacks.plan import plan_stack, summary_tree  # imports the Pulumi SDK: only when planning
+    from stacks.tools.plan import plan_stack, summary_tree  # imports the Pulumi SDK: only when planning
 
     path = stack_file(args.stack, args.file)
     out_dir = Path(args.out)
@@ -82,11 +82,11 @@ def build_parser() -> argparse.ArgumentParser:
     schema.add_argument("--out", help="write to this file instead of stdout")
     schema.set_defaults(func=cmd_schema)
 
-    from stacks.clone import register as register_clone  # here, not at the top: clone imports the loader too
+    from stacks.tools.clone import register as register_clone  # here, not at the top: clone imports the loader too
 
     register_clone(commands)
 
-    from stacks.preflight import register as register_preflight  # pyVmomi loads only when preflight runs
+    from stacks.tools.preflight import register as register_preflight  # pyVmomi loads only when preflight runs
 
     register_preflight(commands)
     return parser

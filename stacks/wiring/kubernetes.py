@@ -1,4 +1,4 @@
-"""From the validated environment to the Kubernetes layer's component arguments."""
+"""From the validated environment to the Kubernetes layer's component arguments (no resources)."""
 
 from __future__ import annotations
 
@@ -6,20 +6,20 @@ import dataclasses
 
 import pulumi
 
-from components.k8s.addons.device_plugin import DevicePluginSettings, GpuDevicePlugin, GpuDevicePluginArgs
+from components.k8s.addons.device_plugin import DevicePluginSettings, GpuDevicePluginArgs
 from components.k8s.addons.gpu_operator import GpuOperatorArgs
 from components.k8s.addons.mpi_operator import MpiOperator, MpiOperatorArgs, MpiOperatorSettings
-from components.k8s.addons.rdma_plugin import RdmaDevicePlugin, RdmaDevicePluginArgs, RdmaPluginSettings, RdmaResource
-from components.k8s.api_ready import ApiServerReady, ApiServerReadyArgs
+from components.k8s.addons.rdma_plugin import RdmaDevicePluginArgs, RdmaPluginSettings, RdmaResource
+from components.k8s.api_ready import ApiServerReadyArgs
 from components.k8s.bootstrap import ClusterBootstrap, ClusterBootstrapArgs
 from components.k8s.cloud_init import CalicoSettings, ClusterNode
 from components.k8s.cluster_access import ClusterAccess, ClusterAccessArgs
 from components.k8s.jobs.benchmark import BenchmarkJob
 from components.k8s.jobs.fabric_check import FabricCheckJob
 from components.k8s.jobs.pods import WorkerShape
-from components.k8s.jobs.training_jobs import TrainingJobs, TrainingJobsArgs
-from stacks.loader import KUBECONFIG_KEY, LICENSE_TOKEN_KEY
-from stacks.model import Environment
+from components.k8s.jobs.training_jobs import TrainingJobsArgs
+from stacks.environment.loader import KUBECONFIG_KEY, LICENSE_TOKEN_KEY
+from stacks.environment.model import Environment
 
 
 def cluster_name(env: Environment) -> str:
@@ -58,46 +58,19 @@ def bootstrap_args(env: Environment) -> ClusterBootstrapArgs:
     )
 
 
-def cluster_access_when_bootstrapped(
-    env: Environment, bootstrap: ClusterBootstrap, control_plane: pulumi.Resource
-) -> ClusterAccess:
-    """The provider for a cluster this stack bootstraps: usable once its API server answers."""
-    ready = ApiServerReady(
-        "api-server-ready",
-        ApiServerReadyArgs(
-            host=control_plane_endpoint(env),
-            ca_certificate_pem=bootstrap.ca_certificate_pem,
-            timeout_seconds=env.kubernetes.api_ready_timeout_minutes * 60,
-        ),
-        # The control-plane VMs must exist before there is anything to poll.
-        opts=pulumi.ResourceOptions(depends_on=[control_plane]),
-    )
-    return ClusterAccess(
-        "cluster",
-        ClusterAccessArgs.for_bootstrap(bootstrap, ready, cluster_identifier=cluster_name(env)),
+def api_ready_args(env: Environment, bootstrap: ClusterBootstrap) -> ApiServerReadyArgs:
+    """Poll the endpoint the kubeconfig names, trusting the cluster CA this stack generated."""
+    return ApiServerReadyArgs(
+        host=control_plane_endpoint(env),
+        ca_certificate_pem=bootstrap.ca_certificate_pem,
+        timeout_seconds=env.kubernetes.api_ready_timeout_minutes * 60,
     )
 
 
-def cluster_access_existing(env: Environment) -> ClusterAccess:
-    """The provider for an existing cluster whose kubeconfig is the stack secret."""
+def existing_cluster_args(env: Environment) -> ClusterAccessArgs:
+    """Access to an existing cluster whose kubeconfig is the stack secret."""
     kubeconfig = pulumi.Config().require_secret(KUBECONFIG_KEY.split(":", 1)[1])
-    return ClusterAccess(
-        "cluster",
-        ClusterAccessArgs.for_existing_cluster(kubeconfig, cluster_identifier=cluster_name(env)),
-    )
-
-
-def bootstrap_if_asked(env: Environment) -> ClusterBootstrap | None:
-    """The kubeadm bootstrap of the VMs, unless the stack targets an existing cluster."""
-    if env.kubernetes.mode != "bootstrap":
-        return None
-    return ClusterBootstrap("bootstrap", bootstrap_args(env))
-
-
-def cluster_access(env: Environment, bootstrap: ClusterBootstrap | None, control_plane: pulumi.Resource) -> ClusterAccess:
-    if bootstrap is None:
-        return cluster_access_existing(env)
-    return cluster_access_when_bootstrapped(env, bootstrap, control_plane)
+    return ClusterAccessArgs.for_existing_cluster(kubeconfig, cluster_identifier=cluster_name(env))
 
 
 def _secret_config(key: str) -> pulumi.Output[str]:
@@ -105,7 +78,7 @@ def _secret_config(key: str) -> pulumi.Output[str]:
     return pulumi.Config(namespace).require_secret(name)
 
 
-def gpu_support(env: Environment, cluster: ClusterAccess) -> GpuDevicePlugin:
+def gpu_support_args(env: Environment, cluster: ClusterAccess) -> GpuDevicePluginArgs:
     """GPUs for pods: NVIDIA's device plugin, or the GPU Operator with the vGPU guest driver."""
     gpu = env.gpu
     operator = None
@@ -119,18 +92,15 @@ def gpu_support(env: Environment, cluster: ClusterAccess) -> GpuDevicePlugin:
             gridd_conf=settings.gridd_conf,
             chart_version=settings.chart_version,
         )
-    return GpuDevicePlugin(
-        "gpu",
-        GpuDevicePluginArgs(
-            provider=cluster.provider,
-            mode=gpu.mode,
-            device_plugin=DevicePluginSettings(image=gpu.device_plugin_image) if operator is None else DevicePluginSettings(),
-            gpu_operator=operator,
-        ),
+    return GpuDevicePluginArgs(
+        provider=cluster.provider,
+        mode=gpu.mode,
+        device_plugin=DevicePluginSettings(image=gpu.device_plugin_image) if operator is None else DevicePluginSettings(),
+        gpu_operator=operator,
     )
 
 
-def rdma_support(env: Environment, cluster: ClusterAccess) -> RdmaDevicePlugin:
+def rdma_support_args(env: Environment, cluster: ClusterAccess) -> RdmaDevicePluginArgs:
     """The PVRDMA device advertised to pods as `<resourcePrefix>/<resourceName>`."""
     rdma = env.rdma
     resource = RdmaResource(
@@ -141,17 +111,15 @@ def rdma_support(env: Environment, cluster: ClusterAccess) -> RdmaDevicePlugin:
         device_ids=tuple(rdma.device_ids),
         drivers=tuple(rdma.drivers),
     )
-    return RdmaDevicePlugin(
-        "rdma-pods", RdmaDevicePluginArgs(provider=cluster.provider, settings=RdmaPluginSettings(resources=(resource,)))
-    )
+    return RdmaDevicePluginArgs(provider=cluster.provider, settings=RdmaPluginSettings(resources=(resource,)))
 
 
-def mpi_operator(env: Environment, cluster: ClusterAccess) -> MpiOperator:
+def mpi_operator_args(env: Environment, cluster: ClusterAccess) -> MpiOperatorArgs:
     settings = MpiOperatorSettings(version=env.mpi_operator.version, crd_url=env.mpi_operator.crd_url)
-    return MpiOperator("mpi-operator", MpiOperatorArgs(provider=cluster.provider, settings=settings))
+    return MpiOperatorArgs(provider=cluster.provider, settings=settings)
 
 
-def training_jobs(env: Environment, cluster: ClusterAccess, operator: MpiOperator) -> TrainingJobs | None:
+def training_jobs_args(env: Environment, cluster: ClusterAccess, operator: MpiOperator) -> TrainingJobsArgs | None:
     """The sample benchmark and the fabric check, over the one transport switch."""
     jobs = env.jobs
     if not (jobs.sample.enabled or jobs.fabric_check.enabled):
@@ -180,14 +148,11 @@ def training_jobs(env: Environment, cluster: ClusterAccess, operator: MpiOperato
         fabric = FabricCheckJob(workers=workers, namespace=jobs.namespace, shape=shape)
         if jobs.fabric_check.image:
             fabric = dataclasses.replace(fabric, image=jobs.fabric_check.image)
-    return TrainingJobs(
-        "training",
-        TrainingJobsArgs(
-            provider=cluster.provider,
-            namespace=jobs.namespace,
-            benchmark=benchmark,
-            fabric_check=fabric,
-            # MPIJob is a custom resource: it exists only once the operator's CRD is installed.
-            depends_on=[operator],
-        ),
+    return TrainingJobsArgs(
+        provider=cluster.provider,
+        namespace=jobs.namespace,
+        benchmark=benchmark,
+        fabric_check=fabric,
+        # MPIJob is a custom resource: it exists only once the operator's CRD is installed.
+        depends_on=[operator],
     )

@@ -16,9 +16,9 @@ from typing import Any
 import pydantic
 import yaml
 
-from stacks import rules
-from stacks.model import Environment
-from stacks.rules import Problem
+from stacks.environment import rules
+from stacks.environment.model import Environment
+from stacks.environment.rules import Problem
 
 PROJECT = "vsphere-gpu-cluster"
 ENVIRONMENT_KEY = f"{PROJECT}:environment"
