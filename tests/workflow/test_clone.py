@@ -21,7 +21,7 @@ from stacks.environment.collisions import OtherStack, collisions, load_others, s
 from stacks.environment.loader import ENVIRONMENT_KEY, ConfigView, load_environment, read_stack_file
 from stacks.environment.model import Environment
 from stacks.tools import plan
-from stacks.tools.clone import (
+from stacks.tools.clone_plan import (
     CloneOptions,
     CloneRefused,
     derive_folder,
