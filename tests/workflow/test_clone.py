@@ -33,6 +33,10 @@ from stacks.tools.clone_plan import (
 )
 
 PROJECT = Path(__file__).resolve().parents[2]
+SHIPPED_STACKS = ("dev", "staging", "prod")
+"""The stack files the repository ships. Tests compare against these alone, never against whatever
+`Pulumi.*.yaml` a user has added (the documented `clone dev qa` writes one into the project)."""
+SHIPPED_FILES = {stack: PROJECT / f"Pulumi.{stack}.yaml" for stack in SHIPPED_STACKS}
 HOST_MAP = {f"esxi-0{i}.lab.example.com": f"esxi-1{i}.lab.example.com" for i in range(1, 5)}
 QA_ARGS = [
     "dev",
@@ -228,7 +232,7 @@ def test_plan_clone_raises_with_every_problem() -> None:
 
 
 def _others() -> list[OtherStack]:
-    others, problems = load_others(stack_files(PROJECT), exclude={"qa"})
+    others, problems = load_others(SHIPPED_FILES, exclude=set())
     assert problems == []
     return others
 
@@ -307,7 +311,7 @@ def test_a_broken_other_stack_file_blocks_the_check(tmp_path: Path) -> None:
 
 
 def _project(tmp_path: Path) -> Path:
-    for path in PROJECT.glob("Pulumi.*.yaml"):
+    for path in SHIPPED_FILES.values():
         shutil.copy(path, tmp_path / path.name)
     return tmp_path
 
@@ -632,3 +636,43 @@ def test_cli_hosts_file_and_dry_run(tmp_path: Path) -> None:
     assert env.kubernetes.control_plane_endpoint == "k8s-api.perf.corp.example.com"
     assert env.vcenter.resource_pool == "gpu-perf"
     assert "note: vcenter.resourcePool 'gpu-perf' must exist" in result.stdout
+
+
+def test_the_documented_clone_leaves_these_tests_green(tmp_path: Path) -> None:
+    """docs/environments.md has users run `clone dev qa` in the project; the suite must still pass.
+
+    A copy of the project gets exactly that stack file, then this module's tests run there.
+    """
+    copy_of_project = tmp_path / "project"
+    for name in ("Pulumi.yaml", "__main__.py", "pyproject.toml", *(path.name for path in SHIPPED_FILES.values())):
+        copy_of_project.mkdir(exist_ok=True)
+        shutil.copy(PROJECT / name, copy_of_project / name)
+    for package in ("components", "stacks", "tests/workflow"):
+        shutil.copytree(PROJECT / package, copy_of_project / package, ignore=shutil.ignore_patterns("__pycache__"))
+    clone = subprocess.run(
+        [sys.executable, "-m", "stacks", "clone", *QA_ARGS],
+        cwd=copy_of_project,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert clone.returncode == 0, clone.stderr
+    assert (copy_of_project / "Pulumi.qa.yaml").exists()
+    suite = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "pytest",
+            "-q",
+            "-p",
+            "no:cacheprovider",
+            "tests/workflow/test_clone.py",
+            "-k",
+            "not documented_clone_leaves",
+        ],
+        cwd=copy_of_project,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert suite.returncode == 0, suite.stdout[-3000:]
