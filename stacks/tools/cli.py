@@ -14,7 +14,7 @@ from pathlib import Path
 from stacks import PROJECT_DIR
 from stacks.environment.loader import ENVIRONMENT_KEY, InvalidEnvironment, load_environment, read_stack_file
 from stacks.environment.model import Environment
-from stacks.tools.plan_errors import GraphvizMissing
+from stacks.tools.plan_errors import GraphRefused, ManifestFolderRefused
 
 EXIT_INVALID = 2
 
@@ -75,7 +75,9 @@ def build_parser() -> argparse.ArgumentParser:
     plan.add_argument("stack")
     plan.add_argument("--file")
     plan.add_argument("--out", required=True, help="folder for resources.json and manifests/")
-    plan.add_argument("--graph", help="also write the component graph: FILE.dot, or FILE.svg (needs Graphviz)")
+    plan.add_argument(
+        "--graph", help="also draw the components and what each waits for: FILE.dot, FILE.svg or FILE.png (Graphviz)"
+    )
     plan.set_defaults(func=cmd_plan)
 
     schema = commands.add_parser("schema", help="JSON Schema of the environment, for editors")
@@ -101,6 +103,6 @@ def main(argv: Sequence[str] | None = None) -> int:
             print(line, file=sys.stderr)
         print(f"{len(invalid.problems)} problem(s) found", file=sys.stderr)
         return EXIT_INVALID
-    except (OSError, GraphvizMissing) as error:
+    except (OSError, GraphRefused, ManifestFolderRefused) as error:
         print(f"error: {error}", file=sys.stderr)
         return EXIT_INVALID

@@ -3,15 +3,13 @@
 Runs the project's real `__main__.py` under the SDK's mock runtime and writes:
 - `resources.json`: every resource with type, parent, dependencies and inputs, secrets redacted;
 - `manifests/`: every Kubernetes object the stack would apply, as YAML;
-- optionally a DOT/SVG picture of the components and their dependencies.
+- optionally a DOT, SVG or PNG picture of the components and their dependencies (`plan_graph`).
 It never replaces `pulumi preview`, which diffs against real state.
 """
 
 from __future__ import annotations
 
 import json
-import shutil
-import subprocess
 from collections import Counter
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
@@ -29,7 +27,8 @@ from stacks.tools.mock_runtime import (
     run_program,
     run_project_main,
 )
-from stacks.tools.plan_errors import GraphvizMissing
+from stacks.tools.plan_errors import GraphRefused, ManifestFolderRefused
+from stacks.tools.plan_graph import graph_problem, write_graph
 
 SECRET_PLACEHOLDER = "plan-placeholder-for-an-unreadable-secret"
 """The value secret config keys take in a plan: `secure:` values cannot be decrypted offline."""
@@ -54,8 +53,10 @@ def plan_stack(
     graph_file: Path | None = None,
     secret_placeholder: str = SECRET_PLACEHOLDER,
 ) -> PlanResult:
-    """Validate, run under mocks and write the plan. Raises `InvalidEnvironment` on bad input."""
+    """Validate, run under mocks and write the plan. Raises `InvalidEnvironment` on bad input, and
+    `GraphRefused`/`ManifestFolderRefused` for an output it cannot write, all before the program runs."""
     load_environment(view)  # every problem reported before anything runs
+    refuse_unwritable_outputs(out_dir, graph_file)
     config, secret_keys = config_for_runtime(view, secret_placeholder)
     run = run_program(
         run_project_main(PROJECT_DIR),
@@ -68,6 +69,21 @@ def plan_stack(
     if graph_file is not None:
         write_graph(run.resources, graph_file)
     return PlanResult(run=run, manifest_files=manifests)
+
+
+def refuse_unwritable_outputs(out_dir: Path, graph_file: Path | None) -> None:
+    """What `plan` could only find out after running the program, found out before."""
+    if graph_file is not None and (problem := graph_problem(graph_file)) is not None:
+        raise GraphRefused(problem)
+    if out_dir.exists() and not out_dir.is_dir():
+        raise ManifestFolderRefused(f"--out {out_dir}: is a file; give a folder for resources.json and manifests/")
+    strangers = foreign_manifest_files(out_dir / "manifests")
+    if strangers:
+        names = ", ".join(sorted(path.name for path in strangers)[:5])
+        raise ManifestFolderRefused(
+            f"--out {out_dir}: {out_dir / 'manifests'} holds {len(strangers)} file(s) no plan wrote ({names}); "
+            "plan replaces only the manifests it wrote there: pick an empty or earlier plan's folder"
+        )
 
 
 def write_plan(run: ProgramRun, out_dir: Path) -> list[Path]:
@@ -126,16 +142,44 @@ def kubernetes_objects(resources: Iterable[RecordedResource]) -> list[tuple[Reco
     return found
 
 
+MANIFEST_INDEX = ".plan-manifests"
+"""File in `OUT/manifests/` listing the manifests the last plan wrote: the only files a re-plan removes."""
+
+
+def foreign_manifest_files(manifest_dir: Path) -> list[Path]:
+    """Files in `manifest_dir` that no earlier plan wrote (a user's own, or another tool's)."""
+    if not manifest_dir.is_dir():
+        return []
+    index = manifest_dir / MANIFEST_INDEX
+    # A plan from before the index: its resources.json names the groups it wrote.
+    owned = set(index.read_text().split()) if index.is_file() else _groups_in(manifest_dir.parent / "resources.json")
+    return [path for path in manifest_dir.iterdir() if path.name != MANIFEST_INDEX and path.name not in owned]
+
+
+def _groups_in(resources_json: Path) -> set[str]:
+    try:
+        document = json.loads(resources_json.read_text())
+        return {f"{r['name']}.yaml" for r in document["resources"] if r["type"] == _CONFIG_GROUP}
+    except (OSError, ValueError, KeyError, TypeError):
+        return set()
+
+
 def write_manifests(resources: Iterable[RecordedResource], manifest_dir: Path) -> list[Path]:
-    if manifest_dir.exists():
-        shutil.rmtree(manifest_dir)
-    manifest_dir.mkdir(parents=True)
+    """One YAML file per ConfigGroup; replaces what the previous plan wrote, and nothing else."""
+    strangers = foreign_manifest_files(manifest_dir)
+    if strangers:
+        raise ManifestFolderRefused(f"{manifest_dir} holds files no plan wrote: {sorted(p.name for p in strangers)}")
+    if manifest_dir.is_dir():
+        for path in manifest_dir.iterdir():  # all of them the previous plan's (checked above)
+            path.unlink()
+    manifest_dir.mkdir(parents=True, exist_ok=True)
     written = []
     for resource, objs in kubernetes_objects(resources):
         path = manifest_dir / f"{resource.name}.yaml"
         # Sorted keys: deterministic, and apiVersion/kind/metadata/spec still come first.
         path.write_text(yaml.dump_all(objs, Dumper=_YamlDumper, sort_keys=True))
         written.append(path)
+    (manifest_dir / MANIFEST_INDEX).write_text("".join(f"{path.name}\n" for path in sorted(written)))
     return written
 
 
@@ -167,47 +211,3 @@ def summary_tree(run: ProgramRun) -> str:
     totals = Counter(r.type for r in run.resources if r.custom)
     lines.append(f"total: {sum(totals.values())} resources in {len(run.resources) - sum(totals.values())} components")
     return "\n".join(lines)
-
-
-def write_graph(resources: list[RecordedResource], path: Path) -> None:
-    """Components and the dependencies between them, as DOT (or SVG when the name says so).
-
-    Individual resources are folded into their nearest component so the picture stays readable
-    at 500 workers; an edge means some resource in one component waits on one in the other.
-    """
-    by_urn = {r.urn: r for r in resources}
-
-    def component_of(resource: RecordedResource) -> RecordedResource:
-        current = resource
-        while current.custom and current.parent in by_urn:
-            current = by_urn[current.parent]
-        return current
-
-    nodes: dict[str, RecordedResource] = {}
-    edges: set[tuple[str, str]] = set()
-    for resource in resources:
-        owner = component_of(resource)
-        nodes[owner.urn] = owner
-        for dependency in resource.dependencies:
-            if dependency in by_urn:
-                target = component_of(by_urn[dependency])
-                if target.urn != owner.urn:
-                    edges.add((owner.urn, target.urn))
-    ids = {urn: f"n{i}" for i, urn in enumerate(nodes)}
-    lines = ["digraph plan {", "  rankdir=LR;", '  node [shape=box, style=rounded, fontname="Helvetica"];']
-    for urn, node in nodes.items():
-        label = f"{node.name}\\n{node.type.split(':')[-1]}"
-        lines.append(f'  {ids[urn]} [label="{label}"];')
-    for source_urn, target_urn in sorted(edges):
-        lines.append(f"  {ids[source_urn]} -> {ids[target_urn]};")
-    lines.append("}")
-    dot = "\n".join(lines) + "\n"
-    if path.suffix == ".svg":
-        if shutil.which("dot") is None:
-            raise GraphvizMissing(
-                "writing SVG needs Graphviz's `dot` (apt-get install graphviz); or ask for a .dot file"
-            )
-        svg = subprocess.run(["dot", "-Tsvg"], input=dot.encode(), capture_output=True, check=True).stdout
-        path.write_bytes(svg)
-    else:
-        path.write_text(dot)

@@ -1,5 +1,9 @@
 """Errors of `plan` that are the user's to fix (shown as one line, no traceback)."""
 
 
-class GraphvizMissing(Exception):
-    """An SVG graph was asked for but Graphviz's `dot` is not installed."""
+class GraphRefused(Exception):
+    """The picture asked for with `--graph` cannot be drawn (format, Graphviz missing, a folder)."""
+
+
+class ManifestFolderRefused(Exception):
+    """`OUT/manifests` holds files an earlier plan did not write; plan will not delete them."""

@@ -1,0 +1,161 @@
+"""What `python -m stacks plan` writes besides resources.json: the picture and the manifest folder.
+
+Run as a user runs them (a child process); a refusal is one line, exit 2, and comes before the
+program runs (the output folder is not even created).
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import shutil
+import struct
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from stacks.tools.plan import MANIFEST_INDEX
+
+ROOT = Path(__file__).resolve().parents[2]
+PNG_SIGNATURE = b"\x89PNG\r\n\x1a\n"
+needs_graphviz = pytest.mark.skipif(
+    shutil.which("dot") is None and os.environ.get("CI") != "true",
+    reason="Graphviz's `dot` is not installed (scripts/setup.sh installs it; CI fails instead of skipping)",
+)
+
+
+def plan(*args: str | Path, path: str | None = None) -> subprocess.CompletedProcess[str]:
+    env = dict(os.environ)
+    if path is not None:
+        env["PATH"] = path
+    return subprocess.run(
+        [sys.executable, "-m", "stacks", "plan", "dev", *map(str, args)],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=180,
+        env=env,
+    )
+
+
+def refused_before_planning(result: subprocess.CompletedProcess[str], out: Path) -> list[str]:
+    assert "Traceback" not in result.stdout + result.stderr, result.stderr
+    assert result.returncode == 2, result.stdout
+    assert not (out / "resources.json").exists(), "the program ran before the refusal"
+    return result.stderr.splitlines()
+
+
+@pytest.fixture(scope="module")
+def drawn(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """One dev plan with a PNG picture, its parent folder not there yet."""
+    out = tmp_path_factory.mktemp("drawn")
+    if shutil.which("dot") is None:
+        if os.environ.get("CI") == "true":
+            pytest.fail("Graphviz's `dot` is missing: scripts/setup.sh installs it")
+        pytest.skip("Graphviz's `dot` is not installed")
+    result = plan("--out", out / "plan", "--graph", out / "pictures" / "dev.png")
+    assert result.returncode == 0, result.stderr
+    return out
+
+
+def test_png_is_a_png(drawn: Path) -> None:
+    data = (drawn / "pictures" / "dev.png").read_bytes()
+    assert data[:8] == PNG_SIGNATURE
+    assert data[12:16] == b"IHDR"
+    width, height = struct.unpack(">II", data[16:24])
+    assert width > 200 and height > 100
+
+
+@needs_graphviz
+def test_svg_is_svg(tmp_path: Path) -> None:
+    result = plan("--out", tmp_path, "--graph", tmp_path / "g.svg")
+    assert result.returncode == 0, result.stderr
+    assert "<svg" in (tmp_path / "g.svg").read_text()
+
+
+@pytest.mark.parametrize("name", ["g.jpg", "graph", "g.pdf"])
+def test_a_format_it_cannot_draw_is_refused_before_planning(tmp_path: Path, name: str) -> None:
+    lines = refused_before_planning(plan("--out", tmp_path / "out", "--graph", tmp_path / name), tmp_path / "out")
+    assert len(lines) == 1
+    assert lines[0].startswith(f"error: --graph {tmp_path / name}: cannot draw a ")
+    assert "FILE.dot, FILE.svg or FILE.png" in lines[0]
+
+
+@pytest.mark.parametrize("name", ["g.svg", "g.png"])
+def test_svg_or_png_without_graphviz_is_refused_before_planning(tmp_path: Path, name: str) -> None:
+    no_graphviz = tmp_path / "bin"
+    no_graphviz.mkdir()
+    out = tmp_path / "out"
+    lines = refused_before_planning(plan("--out", out, "--graph", tmp_path / name, path=str(no_graphviz)), out)
+    kind = name.rsplit(".", 1)[1].upper()
+    assert lines == [
+        f"error: --graph {tmp_path / name}: drawing {kind} needs Graphviz's `dot` (apt-get install graphviz); "
+        "or ask for a .dot file"
+    ]
+
+
+def _dot(out: Path) -> str:
+    result = plan("--out", out, "--graph", out / "sub" / "g.dot")
+    assert result.returncode == 0, result.stderr
+    return (out / "sub" / "g.dot").read_text()
+
+
+@pytest.fixture(scope="module")
+def dot_text(tmp_path_factory: pytest.TempPathFactory) -> str:
+    return _dot(tmp_path_factory.mktemp("dot"))
+
+
+def _edges(dot: str) -> set[tuple[str, str]]:
+    labels = dict(re.findall(r'^  (n\d+) \[label="([^"]+)"\];$', dot, re.MULTILINE))
+    return {(labels[a], labels[b]) for a, b in re.findall(r"^  (n\d+) -> (n\d+);$", dot, re.MULTILINE)}
+
+
+def test_dependencies_sit_on_the_components_a_user_recognises(dot_text: str) -> None:
+    edges = _edges(dot_text)
+    # The MPIJobs' ConfigGroups wait on the operator: drawn as TrainingJobs -> MpiOperator.
+    assert ("training\\nTrainingJobs", "mpi-operator\\nMpiOperator") in edges
+    assert ("gpu-workers\\nNodePool", "rdma\\nRdmaFabric") in edges
+    # No anonymous ConfigGroup boxes: every box is one of ours or a top-level resource.
+    labels = re.findall(r'^  n\d+ \[label="[^"]+\\n([A-Za-z]+)"\];$', dot_text, re.MULTILINE)
+    assert "ConfigGroup" not in labels and "ConfigFile" not in labels
+
+
+def test_the_legend_says_which_way_an_arrow_points(dot_text: str) -> None:
+    assert 'legend_a -> legend_b [label="A waits for B"];' in dot_text
+
+
+def test_the_picture_is_the_same_every_run(dot_text: str, tmp_path: Path) -> None:
+    assert _dot(tmp_path) == dot_text
+
+
+def test_plan_refuses_a_manifest_folder_it_did_not_write(tmp_path: Path) -> None:
+    manifests = tmp_path / "manifests"
+    manifests.mkdir()
+    mine = manifests / "my-notes.yaml"
+    mine.write_text("keep: me\n")
+    lines = refused_before_planning(plan("--out", tmp_path), tmp_path)
+    assert len(lines) == 1 and "holds 1 file(s) no plan wrote (my-notes.yaml)" in lines[0]
+    assert mine.read_text() == "keep: me\n"
+
+
+def test_a_re_plan_replaces_only_the_previous_plans_manifests(tmp_path: Path) -> None:
+    assert plan("--out", tmp_path).returncode == 0
+    manifests = tmp_path / "manifests"
+    written = sorted(p.name for p in manifests.iterdir())
+    assert MANIFEST_INDEX in written
+    # A manifest the previous plan wrote and this one no longer does goes; the rest is rewritten.
+    (manifests / "retired-group.yaml").write_text("old: plan\n")
+    with (manifests / MANIFEST_INDEX).open("a") as index:
+        index.write("retired-group.yaml\n")
+    again = plan("--out", tmp_path)
+    assert again.returncode == 0, again.stderr
+    assert sorted(p.name for p in manifests.iterdir()) == written
+
+
+def test_a_plan_folder_from_before_the_index_is_still_a_plan(tmp_path: Path) -> None:
+    assert plan("--out", tmp_path).returncode == 0
+    (tmp_path / "manifests" / MANIFEST_INDEX).unlink()  # as an older plan left it
+    again = plan("--out", tmp_path)
+    assert again.returncode == 0, again.stderr
