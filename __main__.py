@@ -66,7 +66,4 @@ pulumi.export("kubeconfig", cluster.kubeconfig)
 pulumi.export("rdmaSwitchId", fabric.switch_id)
 pulumi.export("rdmaPortGroup", fabric.port_group_name)
 pulumi.export("pvrdmaVmknics", fabric.vmknic_devices)
-pulumi.export(
-    "nodes",
-    {name: vars(node) for pool in (control_plane, gpu_workers) for name, node in pool.nodes.items()},
-)
+pulumi.export("nodes", vsphere_wiring.node_exports(control_plane, gpu_workers))

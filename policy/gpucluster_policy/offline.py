@@ -132,21 +132,55 @@ def run(
     return violations
 
 
+PLAN_HINT = "give the resources.json that `python -m stacks plan STACK --out DIR` wrote (or DIR itself)"
+
+
+def _read_json(path: Path, what: str, problems: list[str]) -> Any:
+    """The parsed file, or None with one line in `problems` saying what is wrong and what to do."""
+    try:
+        return json.loads(path.read_text())
+    except FileNotFoundError:
+        problems.append(f"{what} {path}: no such file")
+    except IsADirectoryError:
+        problems.append(f"{what} {path}: is a folder, not a JSON file")
+    except OSError as error:
+        problems.append(f"{what} {path}: cannot be read ({error.strerror})")
+    except ValueError as error:
+        problems.append(f"{what} {path}: not JSON ({error})")
+    return None
+
+
+def _read_plan(path: Path, problems: list[str]) -> list[Mapping[str, Any]] | None:
+    """A plan's resources; a plan folder stands for its resources.json."""
+    if path.is_dir() and (path / "resources.json").is_file():
+        path = path / "resources.json"
+    before = len(problems)
+    document = _read_json(path, "resources", problems)
+    if len(problems) > before:
+        problems[-1] += f"; {PLAN_HINT}"
+        return None
+    if not isinstance(document, dict) or not isinstance(document.get("resources"), list):
+        problems.append(f"resources {path}: has no 'resources' list; {PLAN_HINT}")
+        return None
+    return document["resources"]
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(
         prog="python -m policy.gpucluster_policy.offline", description=__doc__.split("\n")[0]
     )
-    parser.add_argument("resources", help="resources.json written by `python -m stacks plan`")
+    parser.add_argument("resources", help="resources.json written by `python -m stacks plan` (or its folder)")
     parser.add_argument("--config", help="policy pack config JSON, as passed to --policy-pack-config")
     parser.add_argument("--stack", help="judge as this stack (what PULUMI_STACK tells the pack in a real run)")
     args = parser.parse_args(argv)
     if args.stack:
         os.environ["PULUMI_STACK"] = args.stack
-    try:
-        entries = json.loads(Path(args.resources).read_text())["resources"]
-        config = json.loads(Path(args.config).read_text()) if args.config else {}
-    except (OSError, ValueError, KeyError) as error:
-        print(f"error: {error}", file=sys.stderr)
+    problems: list[str] = []
+    entries = _read_plan(Path(args.resources), problems)
+    config = _read_json(Path(args.config), "--config", problems) if args.config else {}
+    if problems or entries is None or not isinstance(config, dict):
+        for problem in problems:
+            print(f"error: {problem}", file=sys.stderr)
         return 2
     violations = run(entries, config)
     for violation in violations:

@@ -1,4 +1,4 @@
-"""Command line: validate, plan and schema for the stack files in this project.
+"""`python -m stacks`: the offline companion of the Pulumi CLI for this project's stack files.
 
 Every user mistake ends as one line per problem and exit status 2, never a traceback.
 """
@@ -63,7 +63,12 @@ def cmd_schema(args: argparse.Namespace) -> int:
 
 
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="python -m stacks", description=__doc__)
+    parser = argparse.ArgumentParser(
+        prog="python -m stacks",
+        description=__doc__,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+        epilog="Each command has its own --help, e.g. `python -m stacks plan --help`.",
+    )
     commands = parser.add_subparsers(dest="command", required=True)
 
     validate = commands.add_parser("validate", help="check a stack file; one line per problem")

@@ -11,7 +11,9 @@ from dataclasses import dataclass
 
 import pulumi
 import pulumi_vsphere as vsphere
+from pydantic.alias_generators import to_camel
 
+from components.vsphere.node_pool import NodePool as NodePoolComponent
 from components.vsphere.node_pool import NodePoolArgs, PoolNode, Subnet
 from components.vsphere.rdma_fabric import RdmaFabricArgs, RdmaHost
 from stacks.environment.model import Environment, NodePool
@@ -151,3 +153,12 @@ def gpu_worker_args(
         host_ids=inventory.host_ids,
         **_pool_args(env, workers, inventory, folder, user_data),
     )
+
+
+def node_exports(*pools: NodePoolComponent) -> dict[str, dict[str, object]]:
+    """The `nodes` stack output: per node name its VM and addresses, keys in Pulumi's camelCase."""
+    return {
+        name: {to_camel(key): value for key, value in vars(node).items()}
+        for pool in pools
+        for name, node in pool.nodes.items()
+    }

@@ -237,3 +237,34 @@ def test_offline_command_line(monkeypatch, tmp_path: Path, dev_plan: list[dict[s
     assert offline.main([str(path), "--stack", "prod"]) == 1
     assert "protected-in-prod: VirtualMachine" in capsys.readouterr().out
     assert offline.main([str(tmp_path / "missing.json")]) == 2
+
+
+def test_offline_command_line_takes_a_plan_folder(
+    monkeypatch, tmp_path: Path, dev_plan: list[dict[str, Any]], capsys
+) -> None:
+    monkeypatch.setenv("PULUMI_STACK", "dev")
+    (tmp_path / "resources.json").write_text(json.dumps({"resources": dev_plan}))
+    assert offline.main([str(tmp_path)]) == 0
+    assert capsys.readouterr().out.strip() == "0 violation(s)"
+
+
+@pytest.mark.parametrize(
+    ("make", "expected"),
+    [
+        (lambda d: d / "missing.json", "resources {path}: no such file; give the resources.json"),
+        (lambda d: d, "resources {path}: is a folder, not a JSON file; give the resources.json"),
+        (lambda d: _written(d / "x.json", "not json"), "resources {path}: not JSON ("),
+        (lambda d: _written(d / "x.json", "[1, 2]"), "resources {path}: has no 'resources' list; give the"),
+    ],
+)
+def test_offline_command_line_says_what_is_wrong_without_an_errno(tmp_path: Path, capsys, make, expected) -> None:
+    path = make(tmp_path)
+    assert offline.main([str(path)]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("error: " + expected.format(path=path)), err
+    assert "Errno" not in err
+
+
+def _written(path: Path, text: str) -> Path:
+    path.write_text(text)
+    return path

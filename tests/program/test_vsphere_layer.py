@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import base64
 import json
+import re
 from collections.abc import Callable, Iterable
 from ipaddress import IPv4Address
 from typing import Any
@@ -325,5 +326,8 @@ def test_stack_outputs_name_the_fabric_and_every_node(dev_run: ProgramRun, dev_e
     assert set(outputs["pvrdmaVmknics"]) == {host.name for host in dev_env.hosts}
     nodes = outputs["nodes"]
     assert set(nodes) == {"master", "worker-1", "worker-2", "worker-3", "worker-4"}
-    assert nodes["worker-2"]["rdma_ip"] == "192.168.0.52"
-    assert IPv4Address(nodes["master"]["management_ip"]) == IPv4Address("10.10.0.50")
+    assert nodes["worker-2"]["rdmaIp"] == "192.168.0.52"
+    assert IPv4Address(nodes["master"]["managementIp"]) == IPv4Address("10.10.0.50")
+    # Stack outputs use Pulumi's camelCase throughout, like the stack file's keys.
+    keys = {key for node in nodes.values() for key in node} | set(outputs)
+    assert all(re.fullmatch(r"[a-z][A-Za-z0-9]*", key) for key in keys), sorted(keys)
