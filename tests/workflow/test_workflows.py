@@ -291,3 +291,71 @@ def test_run_scripts_take_untrusted_values_through_env(path: Path) -> None:
     for job_id, step in _steps(_load(path)):
         script = str(step.get("run", ""))
         assert "${{" not in script, f"{path.name} {job_id}: {script!r}"
+
+
+# ---------------------------------------------------------------------------------------------
+# On premises: a runner next to vCenter, a self-managed state backend
+
+RUNNER_VARIABLE = "vars.PULUMI_RUNNER_LABELS"
+STATE_SECRETS = {
+    "AWS_ACCESS_KEY_ID": "STATE_ACCESS_KEY_ID",
+    "AWS_SECRET_ACCESS_KEY": "STATE_SECRET_ACCESS_KEY",
+    "PULUMI_CONFIG_PASSPHRASE": "PULUMI_CONFIG_PASSPHRASE",
+}
+
+
+def _evaluate_runs_on(expression: str, *, labels: str | None, same_repo: bool) -> Any:
+    """Evaluate the few GitHub expression forms our `runs-on` uses, as the runner service would."""
+    inner = expression.strip()
+    assert inner.startswith("${{") and inner.endswith("}}"), expression
+    text = inner[3:-2].strip()
+    same = "github.event.pull_request.head.repo.full_name == github.repository"
+    fallback = "fromJSON(vars.PULUMI_RUNNER_LABELS || '[\"ubuntu-latest\"]')"
+    chosen = json.loads(labels) if labels else ["ubuntu-latest"]
+    if text == fallback:
+        return chosen
+    assert text == f"{same} && {fallback} || 'ubuntu-latest'", text
+    return chosen if same_repo else "ubuntu-latest"
+
+
+@pytest.mark.parametrize("path", [PREVIEW, DEPLOY], ids=lambda p: p.name)
+def test_jobs_that_reach_vcenter_run_where_the_repository_variable_says(path: Path) -> None:
+    workflow = _load(path)
+    for job_id in _pulumi_steps(workflow):
+        runs_on = str(workflow["jobs"][job_id]["runs-on"])
+        assert RUNNER_VARIABLE in runs_on, f"{path.name} {job_id}: {runs_on}"
+        labels = '["self-hosted", "vcenter-lab"]'
+        assert _evaluate_runs_on(runs_on, labels=labels, same_repo=True) == ["self-hosted", "vcenter-lab"]
+        assert _evaluate_runs_on(runs_on, labels=None, same_repo=True) == ["ubuntu-latest"]
+
+
+def test_a_forks_pull_request_never_reaches_a_self_hosted_runner() -> None:
+    workflow = _load(PREVIEW)
+    for job_id, job in workflow["jobs"].items():
+        runs_on = str(job["runs-on"])
+        if RUNNER_VARIABLE in runs_on:
+            labels = '["self-hosted"]'
+            assert _evaluate_runs_on(runs_on, labels=labels, same_repo=False) == "ubuntu-latest", job_id
+
+
+@pytest.mark.parametrize("path", [PREVIEW, DEPLOY], ids=lambda p: p.name)
+def test_pulumi_steps_use_the_configured_state_backend(path: Path) -> None:
+    workflow = _load(path)
+    for job_id, step in _pulumi_steps(workflow).items():
+        # pulumi/actions logs in to `cloud-url`; empty means Pulumi Cloud (its action.yml default).
+        assert step["with"]["cloud-url"] == "${{ vars.PULUMI_BACKEND_URL }}", f"{path.name} {job_id}"
+        env = _effective_env(workflow, job_id, step)
+        for variable, secret in STATE_SECRETS.items():
+            assert env.get(variable) == f"${{{{ secrets.{secret} }}}}", f"{path.name} {job_id}: {variable}"
+
+
+def test_the_backend_and_runner_settings_are_documented() -> None:
+    doc = (PROJECT / "docs" / "environments.md").read_text()
+    for name in ("PULUMI_RUNNER_LABELS", "PULUMI_BACKEND_URL", *STATE_SECRETS.values(), "s3://"):
+        assert name in doc, name
+
+
+def test_project_file_carries_no_empty_template_tag() -> None:
+    project = yaml.safe_load((PROJECT / "Pulumi.yaml").read_text())
+    tags = (project.get("config") or {}).get("pulumi:tags", {}).get("value", {})
+    assert all(value for value in tags.values()), tags
