@@ -1,0 +1,147 @@
+"""The README and docs/ say only what is true: every stack key and command-line flag they name exists.
+
+A newcomer copies these names into a stack file or a shell; a key that the model does not know is
+refused by `validate` (good) but sends them looking for a setting that is not there (bad).
+"""
+
+from __future__ import annotations
+
+import argparse
+import re
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+
+from stacks.environment.model import Environment
+from stacks.tools.cli import build_parser
+
+PROJECT = Path(__file__).resolve().parents[2]
+DOCS = [PROJECT / "README.md", *sorted((PROJECT / "docs").glob("*.md"))]
+SCHEMA = Environment.model_json_schema(by_alias=True)
+TOP_KEYS = set(SCHEMA["properties"])
+# A dotted key path in backticks whose first part is a top-level environment key: `jobs.transport`,
+# `gpuWorkers.nodes[].host`, `kubernetes.cni.version`. An optional `vsphere-gpu-cluster:environment.` prefix.
+KEY_PATH = re.compile(r"`(?:vsphere-gpu-cluster:environment\.)?([a-z][A-Za-z0-9]*(?:\.[A-Za-z0-9]+|\[[^\]`]*\])+)(?:[:= ][^`]*)?`")
+COMMAND = re.compile(r"python -m stacks (\w+)((?: [^\n|`#]*)?)")
+
+
+def _resolve(node: dict[str, Any]) -> dict[str, Any]:
+    while "$ref" in node:
+        node = SCHEMA["$defs"][node["$ref"].rsplit("/", 1)[1]]
+    for combinator in ("anyOf", "oneOf", "allOf"):
+        for option in node.get(combinator, []):
+            resolved = _resolve(option)
+            if resolved.get("type") != "null":
+                return resolved
+    return node
+
+
+def _key_exists(path: str) -> bool:
+    node: dict[str, Any] = SCHEMA
+    for part in re.findall(r"[A-Za-z0-9]+|\[[^\]]*\]", path):
+        node = _resolve(node)
+        if part.startswith("["):
+            if node.get("type") != "array":
+                return False
+            node = node["items"]
+            continue
+        if node.get("type") == "array":
+            node = _resolve(node["items"])
+        properties = node.get("properties")
+        if properties is None:
+            additional = node.get("additionalProperties")
+            if isinstance(additional, dict):  # a mapping: any key, e.g. jobs.extraEnv.NCCL_DEBUG
+                node = additional
+                continue
+            return False
+        if part not in properties:
+            return False
+        node = properties[part]
+    return True
+
+
+def _named_key_paths() -> Iterator[tuple[str, str]]:
+    for doc in DOCS:
+        for match in KEY_PATH.finditer(doc.read_text()):
+            path = match.group(1)
+            if path.split(".", 1)[0].split("[", 1)[0] in TOP_KEYS:
+                yield doc.relative_to(PROJECT).as_posix(), path
+
+
+YAML_BLOCK = re.compile(r"^([ \t]*)```ya?ml\n(.*?)^[ \t]*```", re.MULTILINE | re.DOTALL)
+ENVIRONMENT_KEY = "vsphere-gpu-cluster:environment"
+
+
+def _leaf_paths(value: Any, prefix: str = "") -> Iterator[str]:
+    if isinstance(value, dict) and value:
+        for key, child in value.items():
+            yield from _leaf_paths(child, f"{prefix}.{key}" if prefix else str(key))
+    elif isinstance(value, list) and value and isinstance(value[0], dict):
+        for item in value:
+            yield from _leaf_paths(item, f"{prefix}[]")
+    else:
+        yield prefix
+
+
+def _yaml_key_paths() -> Iterator[tuple[str, str]]:
+    """Key paths of every stack-file snippet (a YAML block under `vsphere-gpu-cluster:environment`)."""
+    for doc in DOCS:
+        for match in YAML_BLOCK.finditer(doc.read_text()):
+            indent = len(match.group(1))
+            text = "\n".join(line[indent:] for line in match.group(2).splitlines())
+            snippet = yaml.safe_load(text)
+            if isinstance(snippet, dict) and "config" in snippet:
+                snippet = snippet["config"]
+            if isinstance(snippet, dict) and isinstance(snippet.get(ENVIRONMENT_KEY), dict):
+                for path in _leaf_paths(snippet[ENVIRONMENT_KEY]):
+                    yield doc.relative_to(PROJECT).as_posix(), path
+
+
+@pytest.mark.parametrize(("doc", "path"), sorted(set(_yaml_key_paths())))
+def test_every_key_of_a_stack_file_snippet_exists(doc: str, path: str) -> None:
+    assert _key_exists(path), f"{doc} shows a stack file with `{path}`, which the model does not have"
+
+
+def test_docs_name_stack_keys_at_all() -> None:
+    assert len(list(_named_key_paths())) > 20  # the pattern still finds what the docs write
+
+
+@pytest.mark.parametrize(("doc", "path"), sorted(set(_named_key_paths())))
+def test_every_stack_key_the_docs_name_exists(doc: str, path: str) -> None:
+    assert _key_exists(path), f"{doc} names `{path}`, which no stack file can set"
+
+
+def _options_by_command() -> dict[str, set[str]]:
+    parser = build_parser()
+    commands = next(a for a in parser._actions if isinstance(a, argparse._SubParsersAction))
+    return {
+        name: {option for action in sub._actions for option in action.option_strings}
+        for name, sub in commands.choices.items()
+    }
+
+
+def _commands_in_docs() -> Iterator[tuple[str, str, str]]:
+    for doc in DOCS:
+        for match in COMMAND.finditer(doc.read_text()):
+            yield doc.relative_to(PROJECT).as_posix(), match.group(1), match.group(2)
+
+
+@pytest.mark.parametrize(("doc", "command", "rest"), sorted(set(_commands_in_docs())))
+def test_every_command_and_flag_the_docs_name_exists(doc: str, command: str, rest: str) -> None:
+    options = _options_by_command()
+    assert command in options, f"{doc}: `python -m stacks {command}` is not a command"
+    for flag in re.findall(r"(?<![\w-])(--[a-z][a-z-]*)", rest):
+        assert flag in options[command], f"{doc}: `python -m stacks {command}` has no {flag}"
+
+
+def test_the_deploy_block_creates_the_policy_packs_virtualenv() -> None:
+    pack = yaml.safe_load((PROJECT / "policy" / "PulumiPolicy.yaml").read_text())
+    venv = pack["runtime"]["options"]["virtualenv"]
+    readme = (PROJECT / "README.md").read_text()
+    deploy = readme[readme.index("## Deploy an environment") :]
+    deploy = deploy[: deploy.index("```", deploy.index("```bash") + 7)]
+    assert f"python3 -m venv policy/{venv} && policy/{venv}/bin/pip install -r policy/requirements.txt" in deploy
+    assert deploy.index(f"policy/{venv}") < deploy.index("--policy-pack policy")
