@@ -11,10 +11,12 @@ import sys
 from collections.abc import Sequence
 from pathlib import Path
 
+import yaml
+
 from stacks import PROJECT_DIR
 from stacks.environment.loader import ENVIRONMENT_KEY, InvalidEnvironment, load_environment, read_stack_file
 from stacks.environment.model import Environment
-from stacks.tools.plan_errors import GraphRefused, ManifestFolderRefused
+from stacks.tools.plan_errors import GraphRefused, ManifestFolderRefused, PlanOptionRefused
 
 EXIT_INVALID = 2
 
@@ -36,13 +38,25 @@ def cmd_validate(args: argparse.Namespace) -> int:
 
 
 def cmd_plan(args: argparse.Namespace) -> int:
+    from stacks.tools import deploy_time
     from stacks.tools.plan import plan_stack, summary_tree  # imports the Pulumi SDK: only when planning
 
     path = stack_file(args.stack, args.file)
     out_dir = Path(args.out)
     graph = Path(args.graph) if args.graph else None
+    try:
+        durations = deploy_time.load_durations(Path(args.durations) if args.durations else None)
+    except (ValueError, yaml.YAMLError) as error:
+        raise PlanOptionRefused(f"--durations: {error}") from None
     result = plan_stack(read_stack_file(path), stack=args.stack, out_dir=out_dir, graph_file=graph)
+    timing = deploy_time.estimate(result.run.resources, durations)
+    written = [str(out_dir / "resources.json"), *map(str, result.manifest_files), *([str(graph)] if graph else [])]
+    if args.json:
+        document = {"stack": args.stack, "resources": len(result.run.resources), "deployment": timing.as_dict()}
+        print(json.dumps({**document, "wrote": written}, indent=2))
+        return 0
     print(summary_tree(result.run))
+    print("\n".join(deploy_time.summary_lines(timing)))
     print(
         f"wrote {out_dir / 'resources.json'} and {len(result.manifest_files)} manifest file(s) under {out_dir / 'manifests'}"
     )
@@ -83,6 +97,10 @@ def build_parser() -> argparse.ArgumentParser:
     plan.add_argument(
         "--graph", help="also draw the components and what each waits for: FILE.dot, FILE.svg or FILE.png (Graphviz)"
     )
+    plan.add_argument("--json", action="store_true", help="print a JSON summary (with the deployment estimate) instead")
+    plan.add_argument(
+        "--durations", help="JSON/YAML file overriding the deployment model's durations (docs/deployment-time.md)"
+    )
     plan.set_defaults(func=cmd_plan)
 
     schema = commands.add_parser("schema", help="JSON Schema of the environment, for editors")
@@ -108,6 +126,6 @@ def main(argv: Sequence[str] | None = None) -> int:
             print(line, file=sys.stderr)
         print(f"{len(invalid.problems)} problem(s) found", file=sys.stderr)
         return EXIT_INVALID
-    except (OSError, GraphRefused, ManifestFolderRefused) as error:
+    except (OSError, GraphRefused, ManifestFolderRefused, PlanOptionRefused) as error:
         print(f"error: {error}", file=sys.stderr)
         return EXIT_INVALID

@@ -7,3 +7,7 @@ class GraphRefused(Exception):
 
 class ManifestFolderRefused(Exception):
     """`OUT/manifests` holds files an earlier plan did not write; plan will not delete them."""
+
+
+class PlanOptionRefused(Exception):
+    """A `plan` option's value is unusable (e.g. a `--durations` file with an unknown name)."""

@@ -1,0 +1,140 @@
+"""The deployment-time model on small hand-made graphs whose answer is known, then on real plans."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from stacks.tools.deploy_model import CycleError, Operation, critical_path_bound, simulate
+from stacks.tools.deploy_time import TEMPLATE_HOST, Durations, estimate, load_durations
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def op(key: str, seconds: float, *deps: str, holds: dict[str, int] | None = None, engine: bool = True) -> Operation:
+    return Operation(key, key, seconds, deps, holds or {}, engine_slot=engine, kind=key)
+
+
+def test_a_chain_takes_the_sum_and_is_its_own_critical_path() -> None:
+    ops = [op("a", 10), op("b", 5, "a"), op("c", 1, "b")]
+    assert critical_path_bound(ops).seconds == 16
+    schedule = simulate(ops)
+    assert schedule.seconds == 16
+    assert schedule.critical_path == ("a", "b", "c")
+    assert (schedule.start["b"], schedule.end["b"]) == (10, 15)
+
+
+def test_a_diamond_waits_for_its_longer_branch() -> None:
+    ops = [op("a", 1), op("slow", 10, "a"), op("fast", 3, "a"), op("d", 1, "slow", "fast")]
+    bound = critical_path_bound(ops)
+    assert bound.seconds == 12
+    assert bound.critical_path == ("a", "slow", "d")
+    assert simulate(ops).seconds == 12
+
+
+def test_engine_parallelism_serialises_independent_operations() -> None:
+    ops = [op("x", 5), op("y", 5), op("z", 5)]
+    assert critical_path_bound(ops).seconds == 5
+    assert simulate(ops).seconds == 5  # unbounded: Pulumi's default
+    assert simulate(ops, parallel=2).seconds == 10
+    assert simulate(ops, parallel=1).seconds == 15
+
+
+def test_guest_work_does_not_take_an_engine_slot() -> None:
+    ops = [op("a-vm", 5), op("boot", 20, "a-vm", engine=False), op("b-other", 5)]
+    assert simulate(ops, parallel=1).seconds == 25  # vm, then other while the guest boots
+
+
+def test_a_capacity_queues_clones_in_waves() -> None:
+    clones = [op(f"clone-{i}", 10, holds={TEMPLATE_HOST: 1}) for i in range(5)]
+    assert critical_path_bound(clones).seconds == 10
+    schedule = simulate(clones, capacity={TEMPLATE_HOST: 2})
+    assert schedule.seconds == 30  # 2 + 2 + 1
+    assert sorted(schedule.start.values()) == [0, 0, 10, 10, 20]
+    assert len(schedule.critical_path) == 3  # each wave waited for one of the one before
+
+
+def test_capacity_units_add_up() -> None:
+    ops = [op("big", 10, holds={"host:h": 3}), op("small", 10, holds={"host:h": 2})]
+    assert simulate(ops, capacity={"host:h": 4}).seconds == 20
+    assert simulate(ops, capacity={"host:h": 5}).seconds == 10
+
+
+def test_a_cycle_is_refused() -> None:
+    with pytest.raises(CycleError):
+        critical_path_bound([op("a", 1, "b"), op("b", 1, "a")])
+    with pytest.raises(CycleError):
+        simulate([op("a", 1, "b"), op("b", 1, "a")])
+
+
+def test_an_operation_larger_than_its_capacity_is_refused() -> None:
+    with pytest.raises(ValueError, match="holds 3"):
+        simulate([op("a", 1, holds={"host:h": 3})], capacity={"host:h": 2})
+
+
+def _vm(name: str, *, linked: bool, host: str) -> dict[str, object]:
+    return {
+        "urn": f"urn:vm:{name}",
+        "type": "vsphere:index/virtualMachine:VirtualMachine",
+        "name": name,
+        "custom": True,
+        "dependencies": [],
+        "inputs": {"clone": {"linkedClone": linked}, "hostSystemId": host, "datastoreId": "ds-1"},
+    }
+
+
+def test_clones_share_the_template_hosts_units() -> None:
+    d = Durations(linked_clone=20, full_clone=100, power_on=0, host_units=4)
+    linked = [_vm(f"w{i}", linked=True, host=f"h{i}") for i in range(8)]
+    assert estimate(linked, d).pulumi_up.seconds == 40  # 4 units, 1 each: two waves
+    assert estimate(linked, d).bound.seconds == 20
+    full = [_vm(f"w{i}", linked=False, host=f"h{i}") for i in range(4)]
+    assert estimate(full, d).pulumi_up.seconds == 200  # 2 units each: two at a time
+
+
+def test_durations_file_overrides_and_refuses_typos(tmp_path: Path) -> None:
+    good = tmp_path / "d.yaml"
+    good.write_text("linked_clone: 5\nparallel: 10\n")
+    assert load_durations(good) == Durations(linked_clone=5, parallel=10)
+    bad = tmp_path / "bad.yaml"
+    bad.write_text("linked_clones: 5\n")
+    with pytest.raises(ValueError, match="unknown duration"):
+        load_durations(bad)
+
+
+def test_plan_json_carries_the_estimate(tmp_path: Path) -> None:
+    result = subprocess.run(
+        [sys.executable, "-m", "stacks", "plan", "dev", "--out", str(tmp_path), "--json"],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=180,
+    )
+    assert result.returncode == 0, result.stderr
+    deployment = json.loads(result.stdout)["deployment"]
+    assert deployment["boundSeconds"] <= deployment["pulumiUpSeconds"] <= deployment["readyForTrainingSeconds"]
+    path = deployment["criticalPath"]
+    # What a fresh dev deployment waits for: the control plane's clone, its boot and init, the add-ons.
+    assert path[1].startswith("linked clone + power-on: control-plane-")
+    assert any(step.startswith("guest boot + kubeadm init") for step in path)
+    assert any(step.startswith("add-on rollout") for step in path)
+
+
+def test_plan_refuses_a_bad_durations_file_before_planning(tmp_path: Path) -> None:
+    bad = tmp_path / "d.json"
+    bad.write_text('{"linked_clone": "fast"}')
+    result = subprocess.run(
+        [sys.executable, "-m", "stacks", "plan", "dev", "--out", str(tmp_path / "out"), "--durations", str(bad)],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=180,
+    )
+    assert result.returncode == 2
+    assert result.stderr.startswith("error: --durations: ")
+    assert "must be numbers" in result.stderr
+    assert not (tmp_path / "out").exists()
