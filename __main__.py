@@ -15,6 +15,7 @@ from components.k8s.api_ready import ApiServerReady
 from components.k8s.bootstrap import ClusterBootstrap
 from components.k8s.cluster_access import ClusterAccess, ClusterAccessArgs
 from components.k8s.jobs.training_jobs import TrainingJobs
+from components.k8s.node_drain import NodeDrain
 from components.vsphere.node_pool import NodePool
 from components.vsphere.rdma_fabric import RdmaFabric
 from stacks.wiring import kubernetes as k8s_wiring
@@ -53,6 +54,16 @@ if bootstrap is not None:
 else:
     cluster_args = k8s_wiring.existing_cluster_args(env)
 cluster = ClusterAccess("cluster", cluster_args)
+
+# Scale in and VM replacement: a GPU worker's node is drained and removed before its VM goes
+# (Pulumi deletes these guards before the VMs they depend on; docs/environments.md, day two).
+for node_name, node in gpu_workers.nodes.items():
+    NodeDrain(
+        f"drain-{node_name}",
+        k8s_wiring.node_drain_args(env, node_name, node.vm_id, cluster),
+        # Deleted before the API server goes too, so a whole-stack destroy can still drain.
+        opts=pulumi.ResourceOptions(depends_on=[ready] if bootstrap is not None else None),
+    )
 
 # Add-ons are independent of each other; the jobs need the MPIJob CRD from the operator.
 GpuDevicePlugin("gpu", k8s_wiring.gpu_support_args(env, cluster))

@@ -224,6 +224,10 @@ class KubernetesSettings(Model):
     """Taint GPU workers `nvidia.com/gpu=present:NoSchedule` so only GPU work lands there."""
     ssh_authorized_keys: list[str] = Field(default_factory=list)
     api_ready_timeout_minutes: int = Field(default=20, ge=1)
+    drain_timeout_minutes: int = Field(default=15, ge=1, le=24 * 60)
+    """How long a GPU worker being removed (scale in, or a VM replaced) may take to drain: evictions
+    a PodDisruptionBudget refuses are retried until then, after which the removal fails and the VM
+    stays. Longer waits out slow reschedules; shorter surfaces a budget that never allows one."""
 
 
 class GpuOperatorSettings(Model):

@@ -18,6 +18,7 @@ from components.k8s.jobs.benchmark import BenchmarkJob
 from components.k8s.jobs.fabric_check import FabricCheckJob
 from components.k8s.jobs.pods import WorkerShape
 from components.k8s.jobs.training_jobs import TrainingJobsArgs
+from components.k8s.node_drain import NodeDrainArgs
 from stacks.environment.loader import KUBECONFIG_KEY, LICENSE_TOKEN_KEY
 from stacks.environment.model import Environment
 
@@ -71,6 +72,16 @@ def existing_cluster_args(env: Environment) -> ClusterAccessArgs:
     """Access to an existing cluster whose kubeconfig is the stack secret."""
     kubeconfig = pulumi.Config().require_secret(KUBECONFIG_KEY.split(":", 1)[1])
     return ClusterAccessArgs.for_existing_cluster(kubeconfig, cluster_identifier=cluster_name(env))
+
+
+def node_drain_args(env: Environment, node_name: str, vm_id: pulumi.Input[str], cluster: ClusterAccess) -> NodeDrainArgs:
+    """The guard that drains a GPU worker's node before its VM is deleted or replaced."""
+    return NodeDrainArgs(
+        node_name=node_name,
+        vm_id=vm_id,
+        kubeconfig=cluster.kubeconfig,
+        timeout_seconds=env.kubernetes.drain_timeout_minutes * 60,
+    )
 
 
 def _secret_config(key: str) -> pulumi.Output[str]:

@@ -1,0 +1,174 @@
+"""A Kubernetes API double for the drain: nodes, pods, ReplicaSets and PodDisruptionBudgets.
+
+It answers the calls `drain_node` makes the way kube-apiserver does, and is no kinder:
+- an eviction is checked against every PodDisruptionBudget whose selector matches the pod: more
+  than one is a 500, a budget with no disruption left is a 429 with the API server's own message
+  ("Cannot evict pod as it would violate the pod's disruption budget.", pkg/registry/core/pod/
+  storage/eviction.go), otherwise the budget's allowance drops by one and the pod starts
+  terminating (it is gone `grace_ticks` later);
+- the disruption controller recomputes each budget's allowance only when time passes (a tick):
+  healthy pods (Running, Ready, not terminating) minus `minAvailable`;
+- a ReplicaSet replaces a deleted pod on another schedulable node; the replacement is Ready only
+  `ready_ticks` later, so a budget at its floor lets the next eviction through only then.
+"""
+
+from __future__ import annotations
+
+import copy
+import itertools
+from dataclasses import dataclass, field
+from typing import Any
+from urllib.parse import parse_qs, unquote, urlparse
+
+from components.k8s.kube_api import Response
+
+PDB_REFUSAL = "Cannot evict pod as it would violate the pod's disruption budget."
+
+
+@dataclass
+class Pdb:
+    namespace: str
+    name: str
+    selector: dict[str, str]
+    min_available: int
+    allowed: int = 0
+
+
+@dataclass
+class KubeDouble:
+    nodes: dict[str, dict[str, Any]] = field(default_factory=dict)
+    pods: dict[str, dict[str, Any]] = field(default_factory=dict)
+    pdbs: list[Pdb] = field(default_factory=list)
+    grace_ticks: int = 1
+    ready_ticks: int = 2
+    now: int = 0
+    calls: list[tuple[str, str]] = field(default_factory=list)
+    refusals: int = 0
+    """Evictions refused by a budget (429)."""
+    _ids: Any = field(default_factory=lambda: itertools.count(1))
+
+    # --- building the world -------------------------------------------------------------------
+    def add_node(self, name: str) -> None:
+        self.nodes[name] = {"metadata": {"name": name}, "spec": {}}
+
+    def add_pod(
+        self, namespace: str, name: str, node: str, *, labels: dict[str, str] | None = None, owner: str | None = None
+    ) -> None:
+        owners = [{"kind": owner.split("/")[0], "name": owner.split("/")[1]}] if owner else []
+        self.pods[f"{namespace}/{name}"] = {
+            "metadata": {"namespace": namespace, "name": name, "labels": labels or {}, "ownerReferences": owners},
+            "spec": {"nodeName": node},
+            "status": {"phase": "Running", "ready_at": self.now},
+        }
+
+    def add_pdb(self, namespace: str, name: str, selector: dict[str, str], min_available: int) -> None:
+        self.pdbs.append(Pdb(namespace, name, selector, min_available))
+        self._recompute()
+
+    # --- time -----------------------------------------------------------------------------------
+    def tick(self, _seconds: float = 0) -> None:
+        self.now += 1
+        for key, pod in list(self.pods.items()):
+            gone_at = pod["metadata"].get("gone_at")
+            if gone_at is not None and self.now >= gone_at:
+                del self.pods[key]
+                self._replace(pod)
+        self._recompute()
+
+    def _replace(self, pod: dict[str, Any]) -> None:
+        owners = pod["metadata"]["ownerReferences"]
+        if not owners or owners[0]["kind"] != "ReplicaSet":
+            return
+        target = next((n for n, node in sorted(self.nodes.items()) if not node["spec"].get("unschedulable")), None)
+        if target is None:
+            return  # nowhere to go: stays Pending, unscheduled (not modelled further)
+        meta = pod["metadata"]
+        name = f"{owners[0]['name']}-r{next(self._ids)}"
+        self.add_pod(meta["namespace"], name, target, labels=meta["labels"], owner=f"ReplicaSet/{owners[0]['name']}")
+        self.pods[f"{meta['namespace']}/{name}"]["status"]["ready_at"] = self.now + self.ready_ticks
+
+    def _healthy(self, pod: dict[str, Any]) -> bool:
+        return "deletionTimestamp" not in pod["metadata"] and pod["status"]["ready_at"] <= self.now
+
+    def _matches(self, pdb: Pdb, pod: dict[str, Any]) -> bool:
+        labels = pod["metadata"]["labels"]
+        return pod["metadata"]["namespace"] == pdb.namespace and all(
+            labels.get(k) == v for k, v in pdb.selector.items()
+        )
+
+    def _recompute(self) -> None:
+        for pdb in self.pdbs:
+            healthy = sum(1 for pod in self.pods.values() if self._matches(pdb, pod) and self._healthy(pod))
+            pdb.allowed = max(0, healthy - pdb.min_available)
+
+    # --- the API ----------------------------------------------------------------------------------
+    def request(self, method: str, path: str, body: dict[str, Any] | None = None, *, patch: bool = False) -> Response:
+        self.calls.append((method, path))
+        url = urlparse(path)
+        parts = [unquote(p) for p in url.path.strip("/").split("/")]
+        if parts[:3] == ["api", "v1", "nodes"] and len(parts) == 4:
+            return self._node(method, parts[3], body, patch)
+        if parts == ["api", "v1", "pods"] and method == "GET":
+            selector = parse_qs(url.query)["fieldSelector"][0]
+            node = selector.split("=", 1)[1]
+            items = [self._public(p) for p in self.pods.values() if p["spec"]["nodeName"] == node]
+            return Response(200, {"kind": "PodList", "items": items})
+        if (
+            len(parts) == 7
+            and parts[:3] == ["api", "v1", "namespaces"]
+            and parts[4] == "pods"
+            and parts[6] == "eviction"
+        ):
+            assert method == "POST" and body is not None and body["kind"] == "Eviction", (method, body)
+            return self._evict(f"{parts[3]}/{parts[5]}")
+        return Response(
+            404, {"kind": "Status", "message": f"the server could not find the requested resource ({path})"}
+        )
+
+    def _public(self, pod: dict[str, Any]) -> dict[str, Any]:
+        public = copy.deepcopy(pod)
+        public["status"] = {"phase": pod["status"]["phase"]}
+        public["metadata"].pop("gone_at", None)
+        return public
+
+    def _node(self, method: str, name: str, body: dict[str, Any] | None, patch: bool) -> Response:
+        node = self.nodes.get(name)
+        if node is None:
+            return Response(404, {"kind": "Status", "message": f'nodes "{name}" not found', "code": 404})
+        if method == "GET":
+            return Response(200, copy.deepcopy(node))
+        if method == "PATCH":
+            assert patch and body is not None
+            node["spec"].update(body.get("spec", {}))
+            return Response(200, copy.deepcopy(node))
+        if method == "DELETE":
+            del self.nodes[name]
+            return Response(200, {"kind": "Status", "status": "Success"})
+        return Response(405, {"kind": "Status", "message": "method not allowed"})
+
+    def _evict(self, key: str) -> Response:
+        pod = self.pods.get(key)
+        if pod is None:
+            return Response(404, {"kind": "Status", "message": f'pods "{key.split("/")[1]}" not found', "code": 404})
+        if "deletionTimestamp" in pod["metadata"]:
+            return Response(200, {"kind": "Status", "status": "Success"})  # already terminating
+        budgets = [pdb for pdb in self.pdbs if self._matches(pdb, pod)]
+        if len(budgets) > 1:
+            return Response(
+                500,
+                {
+                    "kind": "Status",
+                    "code": 500,
+                    "message": "This pod has more than one PodDisruptionBudget, which the eviction subresource does not support.",
+                },
+            )
+        if budgets and self._healthy(pod):
+            if budgets[0].allowed <= 0:
+                self.refusals += 1
+                return Response(
+                    429, {"kind": "Status", "code": 429, "reason": "TooManyRequests", "message": PDB_REFUSAL}
+                )
+            budgets[0].allowed -= 1
+        pod["metadata"]["deletionTimestamp"] = f"t{self.now}"
+        pod["metadata"]["gone_at"] = self.now + self.grace_ticks
+        return Response(201, {"kind": "Status", "status": "Success", "code": 201})
