@@ -38,8 +38,8 @@ def cmd_validate(args: argparse.Namespace) -> int:
 
 
 def cmd_plan(args: argparse.Namespace) -> int:
-    from stacks.tools import deploy_time
-    from stacks.tools.plan import plan_stack, summary_tree  # imports the Pulumi SDK: only when planning
+    from stacks.tools import deploy_time, plan_diff
+    from stacks.tools.plan import plan_stack, run_plan, summary_tree  # imports the Pulumi SDK: only when planning
 
     path = stack_file(args.stack, args.file)
     out_dir = Path(args.out)
@@ -48,15 +48,42 @@ def cmd_plan(args: argparse.Namespace) -> int:
         durations = deploy_time.load_durations(Path(args.durations) if args.durations else None)
     except (ValueError, yaml.YAMLError) as error:
         raise PlanOptionRefused(f"--durations: {error}") from None
-    result = plan_stack(read_stack_file(path), stack=args.stack, out_dir=out_dir, graph_file=graph)
+    view = read_stack_file(path)
+    before = None
+    if args.against:
+        # The old file is validated first: its problems would otherwise surface as a confusing diff.
+        old_view = read_stack_file(Path(args.against))
+        old_env, new_env = load_environment(old_view), load_environment(view)
+        before = (run_plan(old_view, stack=args.stack), old_env.kubernetes.version, new_env.kubernetes.version)
+    result = plan_stack(view, stack=args.stack, out_dir=out_dir, graph_file=graph)
     timing = deploy_time.estimate(result.run.resources, durations)
+    changes = None
+    if before is not None:
+        old_run, old_version, new_version = before
+        changes = plan_diff.diff_plans(
+            old_run.resources, result.run.resources, plan_diff.version_notes(old_version, new_version)
+        )
     written = [str(out_dir / "resources.json"), *map(str, result.manifest_files), *([str(graph)] if graph else [])]
     if args.json:
-        document = {"stack": args.stack, "resources": len(result.run.resources), "deployment": timing.as_dict()}
+        document: dict[str, object] = {
+            "stack": args.stack,
+            "resources": len(result.run.resources),
+            "deployment": timing.as_dict(),
+        }
+        if changes is not None:
+            document["against"] = {
+                "file": args.against,
+                "nodes": {c.node: {"verdict": c.verdict, "reasons": c.reasons} for c in changes.nodes},
+                "notes": changes.notes,
+                "downAtOnce": changes.down_at_once,
+            }
         print(json.dumps({**document, "wrote": written}, indent=2))
         return 0
     print(summary_tree(result.run))
     print("\n".join(deploy_time.summary_lines(timing)))
+    if changes is not None:
+        print(f"against {args.against}:")
+        print("\n".join(f"  {line}" for line in changes.lines()))
     print(
         f"wrote {out_dir / 'resources.json'} and {len(result.manifest_files)} manifest file(s) under {out_dir / 'manifests'}"
     )
@@ -96,6 +123,9 @@ def build_parser() -> argparse.ArgumentParser:
     plan.add_argument("--out", required=True, help="folder for resources.json and manifests/")
     plan.add_argument(
         "--graph", help="also draw the components and what each waits for: FILE.dot, FILE.svg or FILE.png (Graphviz)"
+    )
+    plan.add_argument(
+        "--against", metavar="OLD_STACK_FILE", help="also say, per node, what changing from this stack file does"
     )
     plan.add_argument("--json", action="store_true", help="print a JSON summary (with the deployment estimate) instead")
     plan.add_argument(

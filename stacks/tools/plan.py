@@ -57,18 +57,17 @@ def plan_stack(
     `GraphRefused`/`ManifestFolderRefused` for an output it cannot write, all before the program runs."""
     load_environment(view)  # every problem reported before anything runs
     refuse_unwritable_outputs(out_dir, graph_file)
-    config, secret_keys = config_for_runtime(view, secret_placeholder)
-    run = run_program(
-        run_project_main(PROJECT_DIR),
-        project=PROJECT,
-        stack=stack,
-        config=config,
-        secret_keys=secret_keys,
-    )
+    run = run_plan(view, stack=stack, secret_placeholder=secret_placeholder)
     manifests = write_plan(run, out_dir)
     if graph_file is not None:
         write_graph(run.resources, graph_file)
     return PlanResult(run=run, manifest_files=manifests)
+
+
+def run_plan(view: ConfigView, *, stack: str, secret_placeholder: str = SECRET_PLACEHOLDER) -> ProgramRun:
+    """The program under the mock runtime for an already validated stack file; writes nothing."""
+    config, secret_keys = config_for_runtime(view, secret_placeholder)
+    return run_program(run_project_main(PROJECT_DIR), project=PROJECT, stack=stack, config=config, secret_keys=secret_keys)
 
 
 def refuse_unwritable_outputs(out_dir: Path, graph_file: Path | None) -> None:

@@ -1,0 +1,185 @@
+"""`plan --against OLD_STACK_FILE`: what a change does to each node, before `pulumi preview`.
+
+Both stack files are planned under the mock runtime; resources are matched by URN and their inputs
+compared. What a change of input does is the provider's rule, written down here with its source:
+- a VM is *replaced* when anything under `clone` but its timeout changes (terraform-provider-vsphere
+  marks the clone block ForceNew: `resource_vsphere_virtual_machine.go`, `clone` schema);
+  this stack replaces VMs delete-first, so a replaced node is down from its drain until the new VM
+  has booted and joined;
+- a VM *reboots* for a CPU or memory change (the provider shuts a VM down for changes that need it
+  off when hot-add is not enabled, and ours never enable it: vGPU VMs do not support hot-add);
+- first-boot data (`guestinfo.*` in extraConfig) is ignored after creation: a change there, such
+  as a new Kubernetes version in user-data, changes nothing on an existing node;
+- a vGPU profile change shuts the VM down through VMware Tools and powers it on again;
+- other input changes update in place without taking the node down.
+
+"Down at once" is the worst case the plan allows: nodes whose disruptive changes are not ordered
+by a dependency between them can all be down together (Pulumi runs independent steps in parallel).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Iterator, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any, Literal
+
+from stacks.tools.mock_runtime import unwrap
+
+VM = "vsphere:index/virtualMachine:VirtualMachine"
+VGPU = "pulumi-python:dynamic/vsphere:VgpuAttachment"
+NODE_DRAIN = "pulumi-python:dynamic/kubernetes:NodeDrain"
+_FIRST_BOOT_KEYS = ("guestinfo.",)
+_REBOOT_KEYS = ("numCpus", "memory")
+
+Verdict = Literal["unchanged", "updated in place", "rebooted", "power-cycled", "replaced", "added", "removed"]
+_DISRUPTIVE: frozenset[str] = frozenset({"rebooted", "power-cycled", "replaced", "removed"})
+
+
+@dataclass(frozen=True)
+class PlannedResource:
+    urn: str
+    type: str
+    name: str
+    dependencies: tuple[str, ...]
+    inputs: Mapping[str, Any]
+
+
+@dataclass
+class NodeChange:
+    node: str
+    """The VM's resource name, e.g. `gpu-workers-worker-1`."""
+    verdict: Verdict
+    reasons: list[str] = field(default_factory=list)
+
+
+@dataclass
+class PlanDiff:
+    nodes: list[NodeChange]
+    notes: list[str]
+    down_at_once: int
+
+    def lines(self) -> list[str]:
+        width = max((len(change.node) for change in self.nodes), default=0)
+        out = [
+            f"{change.node:<{width}}  {change.verdict}" + (f": {'; '.join(change.reasons)}" if change.reasons else "")
+            for change in self.nodes
+        ]
+        out += [f"note: {note}" for note in self.notes]
+        out.append(f"worst case: {self.down_at_once} node(s) down at once")
+        return out
+
+
+def planned(entries: Iterable[Any]) -> list[PlannedResource]:
+    """`RecordedResource`s (or `resources.json` entries) as the differ needs them."""
+    found = []
+    for entry in entries:
+        get = entry.get if isinstance(entry, Mapping) else lambda key, e=entry: getattr(e, key, None)
+        found.append(
+            PlannedResource(
+                urn=str(get("urn")),
+                type=str(get("type")),
+                name=str(get("name")),
+                dependencies=tuple(get("dependencies") or ()),
+                inputs=unwrap(get("inputs") or {}),  # a secret's change is a change too
+            )
+        )
+    return found
+
+
+def _flatten(value: Any, prefix: str = "") -> Iterator[tuple[str, Any]]:
+    if isinstance(value, Mapping):
+        for key, child in value.items():
+            yield from _flatten(child, f"{prefix}.{key}" if prefix else str(key))
+    else:
+        yield prefix, value
+
+
+def changed_paths(old: Mapping[str, Any], new: Mapping[str, Any]) -> list[str]:
+    a, b = dict(_flatten(old)), dict(_flatten(new))
+    return sorted(path for path in a.keys() | b.keys() if a.get(path) != b.get(path))
+
+
+def _vm_verdict(paths: Sequence[str]) -> tuple[Verdict, list[str]]:
+    replace = [p for p in paths if p.startswith("clone.") and p != "clone.timeout"]
+    if replace:
+        return "replaced", [f"{', '.join(replace)} changed (the provider replaces the VM)"]
+    first_boot = [p for p in paths if any(p.startswith(f"extraConfig.{k}") for k in _FIRST_BOOT_KEYS)]
+    reboot = [p for p in paths if p in _REBOOT_KEYS]
+    rest = [p for p in paths if p not in first_boot and p not in reboot]
+    reasons = []
+    if first_boot:
+        reasons.append("first-boot data changed; ignored on an existing VM (it reads it once)")
+    if reboot:
+        return "rebooted", [*reasons, f"{', '.join(reboot)} changed (the VM is shut down for it)"]
+    if rest:
+        return "updated in place", [*reasons, f"{', '.join(rest)} changed"]
+    return "unchanged", reasons
+
+
+def diff_plans(before: Iterable[Any], after: Iterable[Any], notes: Sequence[str] = ()) -> PlanDiff:
+    old = {r.urn: r for r in planned(before)}
+    new = {r.urn: r for r in planned(after)}
+    changes: dict[str, NodeChange] = {}
+    for urn in sorted(old.keys() | new.keys()):
+        o, n = old.get(urn), new.get(urn)
+        resource = n or o
+        assert resource is not None
+        if resource.type != VM:
+            continue
+        if o is None:
+            changes[resource.name] = NodeChange(resource.name, "added")
+        elif n is None:
+            drained = any(r.type == NODE_DRAIN and urn in r.dependencies for r in old.values())
+            reason = "drained and removed from the cluster first" if drained else "not drained: no guard depends on it"
+            changes[resource.name] = NodeChange(resource.name, "removed", [reason])
+        else:
+            verdict, reasons = _vm_verdict(changed_paths(o.inputs, n.inputs))
+            changes[resource.name] = NodeChange(resource.name, verdict, reasons)
+    for urn in sorted(old.keys() & new.keys()):
+        o, n = old[urn], new[urn]
+        if o.type != VGPU or o.inputs.get("profiles") == n.inputs.get("profiles"):
+            continue
+        vm = next((dep for dep in n.dependencies if new.get(dep) and new[dep].type == VM), None)
+        change = changes.get(new[vm].name) if vm else None
+        if change is not None and change.verdict not in ("replaced", "removed", "added"):
+            change.verdict = "power-cycled"
+            change.reasons.append(
+                f"vGPU profiles {o.inputs.get('profiles')} -> {n.inputs.get('profiles')} (shut down through Tools)"
+            )
+    return PlanDiff(
+        nodes=sorted(changes.values(), key=lambda c: c.node),
+        notes=list(notes),
+        down_at_once=_down_at_once(changes, old, new),
+    )
+
+
+def version_notes(before: str, after: str) -> list[str]:
+    """What a `kubernetes.version` change does (and does not do) to existing nodes."""
+    if before == after:
+        return []
+    return [
+        f"kubernetes.version {before} -> {after}: existing nodes keep {before} (first-boot data is read once); "
+        f"only added or replaced nodes get {after}. This stack does not upgrade nodes in place: replace them "
+        "one at a time (docs/environments.md, day two)"
+    ]
+
+
+def _down_at_once(changes: Mapping[str, NodeChange], old: Mapping[str, PlannedResource], new: Mapping[str, PlannedResource]) -> int:
+    """Disruptive nodes, with those ordered by a dependency counted as one chain."""
+    disruptive = {name for name, change in changes.items() if change.verdict in _DISRUPTIVE}
+    if not disruptive:
+        return 0
+    by_name = {r.name: r for r in (*old.values(), *new.values()) if r.type == VM}
+    parent = {name: name for name in disruptive}
+
+    def root(name: str) -> str:
+        while parent[name] != name:
+            name = parent[name]
+        return name
+
+    for name in disruptive:
+        for dep in by_name[name].dependencies:
+            dep_resource = new.get(dep) or old.get(dep)
+            if dep_resource is not None and dep_resource.name in disruptive:
+                parent[root(name)] = root(dep_resource.name)
+    return len({root(name) for name in disruptive})

@@ -1,0 +1,160 @@
+"""Day two: each change a team makes to a running stack, planned before and after.
+
+Each scenario plans dev and an edited dev with the real program under the mock runtime and asserts
+what `plan --against` tells the user, the resources and their ordering. Pulumi deletes a resource's
+dependents before the resource itself, so a guard that depends on a VM runs its delete first.
+"""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from stacks.tools.mock_runtime import ProgramRun, contains_secret
+from stacks.tools.plan_diff import NODE_DRAIN, diff_plans, version_notes
+from tests.program.conftest import ROOT, EnvEdit
+
+WORKERS = [f"gpu-workers-worker-{i}" for i in range(1, 5)]
+
+
+def verdicts(before: ProgramRun, after: ProgramRun) -> dict[str, str]:
+    return {change.node: change.verdict for change in diff_plans(before.resources, after.resources).nodes}
+
+
+def drop_last_worker_and_host(env: dict[str, Any]) -> None:
+    env["gpuWorkers"]["nodes"].pop()
+    env["hosts"].pop()
+
+
+def add_worker_and_host(env: dict[str, Any]) -> None:
+    env["hosts"].append({"name": "esxi-05.lab.example.com", "rdmaVmnics": ["vmnic4"], "vmknicIp": "192.168.0.28"})
+    env["gpuWorkers"]["nodes"].append(
+        {"name": "worker-5", "managementIp": "10.10.0.55", "rdmaIp": "192.168.0.55", "host": "esxi-05.lab.example.com"}
+    )
+
+
+def test_every_gpu_worker_has_a_drain_guard_on_its_own_vm(dev_run: ProgramRun) -> None:
+    ready = dev_run.named("api-server-ready").urn
+    for i in range(1, 5):
+        guard = dev_run.named(f"drain-worker-{i}")
+        vm = dev_run.named(f"gpu-workers-worker-{i}").urn
+        others = {dev_run.named(name).urn for name in WORKERS} - {vm}
+        assert vm in guard.dependencies and ready in guard.dependencies
+        assert not others & set(guard.dependencies)  # one guard per node, no false serialisation
+        assert contains_secret(guard.inputs["kubeconfig"])
+        assert guard.inputs["timeout_seconds"] == 15 * 60
+
+
+def test_scale_in_drains_the_removed_worker_and_touches_no_other(
+    dev_run: ProgramRun, run_edited: Callable[[EnvEdit], ProgramRun]
+) -> None:
+    after = run_edited(drop_last_worker_and_host)
+    diff = diff_plans(dev_run.resources, after.resources)
+    by_node = {c.node: c for c in diff.nodes}
+    assert by_node["gpu-workers-worker-4"].verdict == "removed"
+    assert by_node["gpu-workers-worker-4"].reasons == ["drained and removed from the cluster first"]
+    assert {n: c.verdict for n, c in by_node.items() if n != "gpu-workers-worker-4"} == dict.fromkeys(
+        ["control-plane-master", *WORKERS[:3]], "unchanged"
+    )
+    assert diff.down_at_once == 1
+    gone = {r.urn for r in dev_run.resources} - {r.urn for r in after.resources}
+    assert dev_run.named("drain-worker-4").urn in gone  # deleted first: it depends on the VM
+
+
+def test_scale_out_adds_the_host_and_worker_and_leaves_the_rest(
+    dev_run: ProgramRun, run_edited: Callable[[EnvEdit], ProgramRun]
+) -> None:
+    after = run_edited(add_worker_and_host)
+    assert verdicts(dev_run, after) == {
+        **dict.fromkeys(["control-plane-master", *WORKERS], "unchanged"),
+        "gpu-workers-worker-5": "added",
+    }
+    before_urns = {r.urn: r for r in dev_run.resources}
+    changed = [r.name for r in after.resources if r.urn in before_urns and r.inputs != before_urns[r.urn].inputs]
+    # Only the switch's membership list knows about every host; nothing per node changes.
+    assert all(not name.startswith(("gpu-workers-worker-", "drain-", "control-plane-")) for name in changed), changed
+    assert after.named("drain-worker-5").type == NODE_DRAIN
+
+
+def test_a_template_change_replaces_every_node_and_says_so(
+    dev_run: ProgramRun, run_edited: Callable[[EnvEdit], ProgramRun]
+) -> None:
+    after = run_edited(lambda env: env["vcenter"].update(template="rocky9-k8s-gpu-template-v2"))
+    diff = diff_plans(dev_run.resources, after.resources)
+    replaced = {c.node for c in diff.nodes if c.verdict == "replaced"}
+    assert "control-plane-master" in replaced
+    assert all("clone.templateUuid changed" in c.reasons[0] for c in diff.nodes if c.verdict == "replaced")
+    # A replaced worker's guard is replaced with it (its VM id changes), so the old node is drained
+    # before the old VM is deleted (VMs are replaced delete-first).
+    for node in replaced & set(WORKERS):
+        number = node.rsplit("-", 1)[1]
+        assert dev_run.named(node).urn in dev_run.named(f"drain-worker-{number}").dependencies
+
+
+def test_a_linked_clone_switch_replaces_every_node_at_once(
+    dev_run: ProgramRun, run_edited: Callable[[EnvEdit], ProgramRun]
+) -> None:
+    after = run_edited(lambda env: env["vm"].update(linkedClone=False))
+    diff = diff_plans(dev_run.resources, after.resources)
+    assert {c.node: c.verdict for c in diff.nodes} == dict.fromkeys(["control-plane-master", *WORKERS], "replaced")
+    assert all("clone.linkedClone" in c.reasons[0] for c in diff.nodes)
+    # Honest about the outage: nothing orders the replacements, so every node can be down together.
+    assert diff.down_at_once == 5
+
+
+def test_a_kubernetes_minor_upgrade_changes_no_node_and_says_what_it_does_not_do(
+    dev_run: ProgramRun, run_edited: Callable[[EnvEdit], ProgramRun]
+) -> None:
+    after = run_edited(lambda env: env["kubernetes"].update(version="1.35.0"))
+    diff = diff_plans(dev_run.resources, after.resources, version_notes("1.34.2", "1.35.0"))
+    assert {c.verdict for c in diff.nodes} == {"unchanged"}
+    master = next(c for c in diff.nodes if c.node == "control-plane-master")
+    assert master.reasons == ["first-boot data changed; ignored on an existing VM (it reads it once)"]
+    assert diff.down_at_once == 0
+    assert diff.notes and "existing nodes keep 1.34.2" in diff.notes[0]
+
+
+def test_a_vgpu_profile_change_power_cycles_the_workers(
+    dev_run: ProgramRun, run_edited: Callable[[EnvEdit], ProgramRun]
+) -> None:
+    after = run_edited(lambda env: env["gpuWorkers"].update(vgpuProfiles=["grid_t4-8c"]))
+    found = verdicts(dev_run, after)
+    assert found["control-plane-master"] == "unchanged"
+    assert {found[w] for w in WORKERS} <= {"power-cycled", "replaced"}
+
+
+def test_plan_against_prints_the_verdicts(tmp_path: Path) -> None:
+    document = yaml.safe_load((ROOT / "Pulumi.dev.yaml").read_text())
+    drop_last_worker_and_host(document["config"]["vsphere-gpu-cluster:environment"])
+    old = tmp_path / "Pulumi.dev.before.yaml"
+    old.write_text((ROOT / "Pulumi.dev.yaml").read_text())
+    new = tmp_path / "Pulumi.dev.after.yaml"
+    new.write_text(yaml.safe_dump(document, sort_keys=False))
+    result = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "stacks",
+            "plan",
+            "dev",
+            "--file",
+            str(new),
+            "--out",
+            str(tmp_path / "out"),
+            "--against",
+            str(old),
+        ],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=240,
+    )
+    assert result.returncode == 0, result.stderr
+    assert f"against {old}:" in result.stdout
+    assert "gpu-workers-worker-4  removed: drained and removed from the cluster first" in result.stdout
+    assert "worst case: 1 node(s) down at once" in result.stdout
