@@ -225,6 +225,10 @@ class KubernetesSettings(Model):
     """Taint GPU workers `nvidia.com/gpu=present:NoSchedule` so only GPU work lands there."""
     ssh_authorized_keys: list[str] = Field(default_factory=list)
     api_ready_timeout_minutes: int = Field(default=20, ge=1)
+    join_token_ttl_hours: int = Field(default=168, ge=2, le=87600)
+    """Lifetime of the kubeadm join token the stack keeps in the cluster (Secret
+    `kube-system/bootstrap-token-<id>`); the first `pulumi up` after half of it passed issues a
+    new one. Shorter narrows the window for a leaked token; longer rotates less often."""
 
 
 class GpuOperatorSettings(Model):

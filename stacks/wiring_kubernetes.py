@@ -18,6 +18,7 @@ from components.k8s.jobs.benchmark import BenchmarkJob
 from components.k8s.jobs.fabric_check import FabricCheckJob
 from components.k8s.jobs.pods import WorkerShape
 from components.k8s.jobs.training_jobs import TrainingJobs, TrainingJobsArgs
+from components.k8s.join_token import JoinToken, JoinTokenArgs
 from stacks.loader import KUBECONFIG_KEY, LICENSE_TOKEN_KEY
 from stacks.model import Environment
 
@@ -55,6 +56,7 @@ def bootstrap_args(env: Environment) -> ClusterBootstrapArgs:
         ssh_authorized_keys=list(k8s.ssh_authorized_keys),
         calico=CalicoSettings(version=k8s.cni.version),
         taint_gpu_nodes=k8s.gpu_node_taint,
+        join_token_ttl_hours=k8s.join_token_ttl_hours,
     )
 
 
@@ -67,15 +69,20 @@ def cluster_access_when_bootstrapped(
         ApiServerReadyArgs(
             host=control_plane_endpoint(env),
             ca_certificate_pem=bootstrap.ca_certificate_pem,
+            client_certificate_pem=bootstrap.admin_client_certificate_pem,
+            client_key_pem=bootstrap.admin_client_key_pem,
             timeout_seconds=env.kubernetes.api_ready_timeout_minutes * 60,
         ),
         # The control-plane VMs must exist before there is anything to poll.
         opts=pulumi.ResourceOptions(depends_on=[control_plane]),
     )
-    return ClusterAccess(
+    access = ClusterAccess(
         "cluster",
         ClusterAccessArgs.for_bootstrap(bootstrap, ready, cluster_identifier=cluster_name(env)),
     )
+    # The join token kubeadm registered at init expires; the stack keeps one valid from now on.
+    JoinToken("join-token", JoinTokenArgs.for_bootstrap(bootstrap, access.provider))
+    return access
 
 
 def cluster_access_existing(env: Environment) -> ClusterAccess:
