@@ -62,12 +62,16 @@ class ClusterBootstrapArgs(ClusterSpec):
 
     ca_validity_hours: int = 87600
     """Lifetime of the three CAs. Default 87600 (10 years, kubeadm's CA default). Never renewed
-    automatically: a new CA means re-keying every node."""
+    automatically: a new CA means re-keying every node, so shorter buys little and costs a
+    cluster rebuild when it runs out. Must exceed `admin_cert_validity_hours`."""
     admin_cert_validity_hours: int = 8760
-    """Lifetime of the admin client certificate in the kubeconfig. Default 8760 (1 year)."""
+    """Lifetime of the admin client certificate in the kubeconfig. Default 8760 (1 year).
+    Shorter limits a leaked kubeconfig's use but needs `pulumi up` (which re-issues it) more
+    often; a re-issue also replaces `ApiServerReady`, which then checks the new certificate."""
     admin_cert_early_renewal_hours: int = 720
     """`pulumi up` re-issues the admin certificate (and so the kubeconfig) this long before it
-    expires. Default 720 (30 days)."""
+    expires. Default 720 (30 days): a stack run at least monthly never holds an expired one;
+    larger re-issues sooner (more kubeconfig changes to fetch)."""
     join_token_ttl_hours: int = 168
     """Lifetime of each join token in the cluster (the `expiration` of its Secret). Default 168
     (7 days); 2 to 87600. The first `pulumi up` after half of it passed issues a new token, so a

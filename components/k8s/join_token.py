@@ -51,6 +51,10 @@ from dataclasses import dataclass
 import pulumi
 import pulumi_kubernetes as k8s
 
+# Loaded with this module, not lazily on first use inside the program (components/k8s/objects.py).
+from pulumi_kubernetes.core.v1 import Secret
+from pulumi_kubernetes.meta.v1 import ObjectMetaArgs
+
 from components.k8s.bootstrap import ClusterBootstrap
 
 SECRET_TYPE = "bootstrap.kubernetes.io/token"
@@ -133,9 +137,9 @@ class JoinToken(pulumi.ComponentResource):
         data: pulumi.Output[dict[str, str]] = pulumi.Output.secret(plain)
         self.secret_name = pulumi.Output.from_input(args.token_id).apply(secret_name)
         self.expires_at = pulumi.Output.from_input(args.expires_at)
-        k8s.core.v1.Secret(
+        Secret(
             f"{name}-secret",
-            metadata=k8s.meta.v1.ObjectMetaArgs(
+            metadata=ObjectMetaArgs(
                 name=self.secret_name,
                 namespace=SECRET_NAMESPACE,
                 # kubeadm init created this very Secret and owns fields we change: force the
