@@ -15,6 +15,7 @@ from components.k8s.api_ready import ApiServerReady
 from components.k8s.bootstrap import ClusterBootstrap
 from components.k8s.cluster_access import ClusterAccess, ClusterAccessArgs
 from components.k8s.jobs.training_jobs import TrainingJobs
+from components.k8s.join_token import JoinToken
 from components.k8s.node_drain import NodeDrain
 from components.vsphere.node_pool import NodePool
 from components.vsphere.rdma_fabric import RdmaFabric
@@ -54,6 +55,8 @@ if bootstrap is not None:
 else:
     cluster_args = k8s_wiring.existing_cluster_args(env)
 cluster = ClusterAccess("cluster", cluster_args)
+if bootstrap is not None:
+    JoinToken("join-token", k8s_wiring.join_token_args(bootstrap, cluster))
 
 # Scale in and VM replacement: a GPU worker's node is drained and removed before its VM goes
 # (Pulumi deletes these guards before the VMs they depend on; docs/environments.md, day two).

@@ -13,7 +13,12 @@ Pulumi generates the trust material itself, then renders each node's cloud-init 
 - a kubeadm bootstrap token (`[a-z0-9]{6}.[a-z0-9]{16}`: a `RandomString` id, which is public
   anyway as the name of its Secret, and a `RandomPassword` secret, which pulumi-random keeps
   encrypted in state); workers join with it and authenticate the API server by
-  `discovery.bootstrapToken.caCertHashes`.
+  `discovery.bootstrapToken.caCertHashes`. Both halves carry the issue time of a
+  `JoinTokenRotation` as their keeper: the token has a lifetime (`join_token_ttl_hours`) and the
+  first `pulumi up` after half of it passed issues a new one (`join_token_rotation.py`). The
+  cluster learns each token from the `JoinToken` Secret the stack applies once the API server
+  authorises it (`join_token.py`), not only from `kubeadm init`, so nodes added any time later
+  can join.
 
 The discovery hash is kubeadm's RFC 7469 pin, SHA-256 over the CA certificate's DER
 SubjectPublicKeyInfo. pulumi-tls's `public_key_pem` of the CA key is exactly that DER in PEM armour
@@ -44,6 +49,7 @@ from components.k8s.cloud_init import (
     bootstrap_token,
     spki_sha256,
 )
+from components.k8s.join_token_rotation import JoinTokenRotation, JoinTokenRotationArgs, validate_ttl_hours
 from components.k8s.kubeconfig import ADMIN_GROUP, ADMIN_USER, api_server_url, render_kubeconfig
 
 CA_USES = ["cert_signing", "crl_signing", "digital_signature", "key_encipherment"]
@@ -51,16 +57,28 @@ CA_USES = ["cert_signing", "crl_signing", "digital_signature", "key_encipherment
 
 @dataclass(frozen=True, kw_only=True)
 class ClusterBootstrapArgs(ClusterSpec):
-    """The cluster (see `ClusterSpec` for every field and its default) plus certificate lifetimes."""
+    """The cluster (see `ClusterSpec` for every field and its default) plus certificate and join
+    token lifetimes."""
 
     ca_validity_hours: int = 87600
     """Lifetime of the three CAs. Default 87600 (10 years, kubeadm's CA default). Never renewed
-    automatically: a new CA means re-keying every node."""
+    automatically: a new CA means re-keying every node, so shorter buys little and costs a
+    cluster rebuild when it runs out. Must exceed `admin_cert_validity_hours`."""
     admin_cert_validity_hours: int = 8760
-    """Lifetime of the admin client certificate in the kubeconfig. Default 8760 (1 year)."""
+    """Lifetime of the admin client certificate in the kubeconfig. Default 8760 (1 year).
+    Shorter limits a leaked kubeconfig's use but needs `pulumi up` (which re-issues it) more
+    often; a re-issue also replaces `ApiServerReady`, which then checks the new certificate."""
     admin_cert_early_renewal_hours: int = 720
     """`pulumi up` re-issues the admin certificate (and so the kubeconfig) this long before it
-    expires. Default 720 (30 days)."""
+    expires. Default 720 (30 days): a stack run at least monthly never holds an expired one;
+    larger re-issues sooner (more kubeconfig changes to fetch)."""
+    join_token_ttl_hours: int = 168
+    """Lifetime of each join token in the cluster (the `expiration` of its Secret). Default 168
+    (7 days); 2 to 87600. The first `pulumi up` after half of it passed issues a new token, so a
+    node created by any run has at least half of it to join. Shorter: a leaked token is useful for
+    less time, but a stack not run for a while rotates on its next run (harmless: only new nodes
+    use the token). Longer: fewer rotations, a longer window for a leaked token. kubeadm's own
+    `bootstrap_token_ttl` only covers the minutes until the stack's Secret takes the token over."""
 
     def validation_errors(self) -> list[str]:
         errors = super().validation_errors()
@@ -71,6 +89,7 @@ class ClusterBootstrapArgs(ClusterSpec):
             )
         if not 0 <= self.admin_cert_early_renewal_hours < self.admin_cert_validity_hours:
             errors.append("admin_cert_early_renewal_hours must be between 0 and admin_cert_validity_hours")
+        errors.extend(validate_ttl_hours(self.join_token_ttl_hours))
         return errors
 
 
@@ -118,6 +137,16 @@ class ClusterBootstrap(pulumi.ComponentResource):
     """The control-plane endpoint's host, for readiness checks."""
     api_server_port: int
     """The control-plane endpoint's port."""
+    admin_client_certificate_pem: pulumi.Output[str]
+    """The admin client certificate (`O=kubeadm:cluster-admins`), for the readiness check."""
+    admin_client_key_pem: pulumi.Output[str]
+    """Its private key, secret."""
+    join_token_id: pulumi.Output[str]
+    """The join token's public half: its Secret is `kube-system/bootstrap-token-<id>`."""
+    join_token_secret: pulumi.Output[str]
+    """The join token's secret half, secret."""
+    join_token_expires_at: pulumi.Output[str]
+    """RFC 3339 expiry of the current join token (the Secret's `expiration`)."""
 
     def __init__(
         self,
@@ -152,8 +181,14 @@ class ClusterBootstrap(pulumi.ComponentResource):
             opts=child,
         )
 
+        rotation = JoinTokenRotation(
+            f"{name}-token-rotation", JoinTokenRotationArgs(ttl_hours=args.join_token_ttl_hours), opts=child
+        )
+        # A new issue time replaces both halves: a new id (so a new Secret) and a new secret.
+        keepers = {"issuedAt": rotation.issued_at}
         token_id = random.RandomString(
             f"{name}-token-id",
+            keepers=keepers,
             length=6,
             upper=False,
             lower=True,
@@ -163,6 +198,7 @@ class ClusterBootstrap(pulumi.ComponentResource):
         )
         token_secret = random.RandomPassword(
             f"{name}-token-secret",
+            keepers=keepers,
             length=16,
             upper=False,
             lower=True,
@@ -211,6 +247,11 @@ class ClusterBootstrap(pulumi.ComponentResource):
         self.ca_certificate_pem = cluster_ca.cert_pem
         self.discovery_token_ca_cert_hash = ca_hash
         self.user_data = user_data
+        self.admin_client_certificate_pem = admin_cert.cert_pem
+        self.admin_client_key_pem = _secret(admin_key.private_key_pem)
+        self.join_token_id = token_id.result
+        self.join_token_secret = _secret(token_secret.result)
+        self.join_token_expires_at = rotation.expires_at
         self.kubeconfig = _secret(
             pulumi.Output.all(cluster_ca.cert_pem, admin_cert.cert_pem, admin_key.private_key_pem).apply(
                 lambda v: render_kubeconfig(
@@ -230,6 +271,8 @@ class ClusterBootstrap(pulumi.ComponentResource):
                 "discoveryTokenCaCertHash": self.discovery_token_ca_cert_hash,
                 "apiServerUrl": self.api_server_url,
                 "userData": self.user_data,
+                "joinTokenId": self.join_token_id,
+                "joinTokenExpiresAt": self.join_token_expires_at,
             }
         )
 

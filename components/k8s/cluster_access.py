@@ -4,7 +4,8 @@ Two ways in, one component:
 
 - bootstrap mode (`ClusterAccessArgs.for_bootstrap`): the admin kubeconfig Pulumi generated in
   `ClusterBootstrap`, and the provider depends on `ApiServerReady`, so no Kubernetes resource is
-  sent before the new API server answers;
+  sent before the new API server answers AND authorises that kubeconfig's certificate (kubeadm
+  binds its group only after the server starts: an earlier apply would be refused with 403);
 - existing-cluster mode (`ClusterAccessArgs.for_existing_cluster`): a kubeconfig the stack holds
   as a secret (config key `vsphere-gpu-cluster:kubeconfig`, read with `require_secret`).
 
@@ -39,10 +40,13 @@ class ClusterAccessArgs:
     """Stable name of the cluster: the provider (and every object it manages) is replaced only
     when this changes. Use the cluster name."""
     wait_for: Sequence[pulumi.Resource] = ()
-    """Resources the provider must wait for before its first API call. Default none; bootstrap
-    mode passes the `ApiServerReady` resource."""
+    """Resources the provider must wait for before its first API call. Default none (an
+    existing cluster is assumed to be up: the first apply fails clearly if it is not); bootstrap
+    mode passes the `ApiServerReady` resource, without which the first apply races kubeadm."""
     context: str | None = None
-    """kubeconfig context to use. Default: the kubeconfig's current context."""
+    """kubeconfig context to use. Default: the kubeconfig's current context (the only one in
+    the kubeconfig `ClusterBootstrap` renders); name one when an existing kubeconfig has several,
+    else whichever is current on the machine that wrote it wins."""
 
     def __post_init__(self) -> None:
         if not self.cluster_identifier:

@@ -4,7 +4,9 @@ The client certificate is made by Pulumi (see `bootstrap.py`), signed by the clu
 Pulumi also made, so the kubeconfig exists before any VM boots and nobody copies
 `/etc/kubernetes/admin.conf` off a control-plane node. The certificate's organisation is
 `kubeadm:cluster-admins`, the group kubeadm binds to `cluster-admin` (since 1.29): unlike
-`system:masters` it goes through RBAC, so it can be revoked by deleting that binding.
+`system:masters` it goes through RBAC, so it can be revoked by deleting that binding. kubeadm
+creates that binding only after the API server is up, so the certificate is refused for a
+while after `/readyz` first answers; `ApiServerReady` waits for it to be authorised.
 """
 
 from __future__ import annotations

@@ -228,6 +228,10 @@ class KubernetesSettings(Model):
     """How long a GPU worker being removed (scale in, or a VM replaced) may take to drain: evictions
     a PodDisruptionBudget refuses are retried until then, after which the removal fails and the VM
     stays. Longer waits out slow reschedules; shorter surfaces a budget that never allows one."""
+    join_token_ttl_hours: int = Field(default=168, ge=2, le=87600)
+    """Lifetime of the kubeadm join token the stack keeps in the cluster (Secret
+    `kube-system/bootstrap-token-<id>`); the first `pulumi up` after half of it passed issues a
+    new one. Shorter narrows the window for a leaked token; longer rotates less often."""
 
 
 class GpuOperatorSettings(Model):

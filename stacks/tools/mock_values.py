@@ -10,6 +10,7 @@ from __future__ import annotations
 import base64
 import hashlib
 import uuid
+from datetime import datetime, timedelta
 from typing import Any
 
 MOCK_VGPU_PROFILES = [f"grid_t4-{size}{kind}" for kind in "cq" for size in (1, 2, 4, 8, 16)]
@@ -73,7 +74,18 @@ def fake_outputs(type_token: str, name: str, inputs: dict[str, Any]) -> dict[str
         "random:index/randomPassword:RandomPassword",
     ):
         return {"result": _fake_random_chars(name, int(inputs.get("length", 16)))}
+    if type_token == "pulumi-python:dynamic/kubernetes:JoinTokenRotation":
+        # A fixed issue time keeps plans deterministic (the real one reads the clock).
+        return join_token_window(MOCK_JOIN_TOKEN_ISSUED_AT, float(inputs.get("ttl_hours", 0)))
     return {}
+
+
+MOCK_JOIN_TOKEN_ISSUED_AT = "2026-01-01T00:00:00Z"
+
+
+def join_token_window(issued_at: str, ttl_hours: float) -> dict[str, str]:
+    expires = datetime.fromisoformat(issued_at.replace("Z", "+00:00")) + timedelta(hours=ttl_hours)
+    return {"issued_at": issued_at, "expires_at": expires.strftime("%Y-%m-%dT%H:%M:%SZ")}
 
 
 def fake_resource_id(type_token: str, name: str, inputs: dict[str, Any]) -> str:

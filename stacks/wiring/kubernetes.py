@@ -18,6 +18,7 @@ from components.k8s.jobs.benchmark import BenchmarkJob
 from components.k8s.jobs.fabric_check import FabricCheckJob
 from components.k8s.jobs.pods import WorkerShape
 from components.k8s.jobs.training_jobs import TrainingJobsArgs
+from components.k8s.join_token import JoinTokenArgs
 from components.k8s.node_drain import NodeDrainArgs
 from stacks.environment.loader import KUBECONFIG_KEY, LICENSE_TOKEN_KEY
 from stacks.environment.model import Environment
@@ -56,16 +57,25 @@ def bootstrap_args(env: Environment) -> ClusterBootstrapArgs:
         ssh_authorized_keys=list(k8s.ssh_authorized_keys),
         calico=CalicoSettings(version=k8s.cni.version),
         taint_gpu_nodes=k8s.gpu_node_taint,
+        join_token_ttl_hours=k8s.join_token_ttl_hours,
     )
 
 
 def api_ready_args(env: Environment, bootstrap: ClusterBootstrap) -> ApiServerReadyArgs:
-    """Poll the endpoint the kubeconfig names, trusting the cluster CA this stack generated."""
+    """Poll the endpoint the kubeconfig names, trusting the cluster CA this stack generated, until
+    the stack's admin certificate is authorised there."""
     return ApiServerReadyArgs(
         host=control_plane_endpoint(env),
         ca_certificate_pem=bootstrap.ca_certificate_pem,
+        client_certificate_pem=bootstrap.admin_client_certificate_pem,
+        client_key_pem=bootstrap.admin_client_key_pem,
         timeout_seconds=env.kubernetes.api_ready_timeout_minutes * 60,
     )
+
+
+def join_token_args(bootstrap: ClusterBootstrap, cluster: ClusterAccess) -> JoinTokenArgs:
+    """The join token kubeadm registered at init expires; the stack keeps one valid from now on."""
+    return JoinTokenArgs.for_bootstrap(bootstrap, cluster.provider)
 
 
 def existing_cluster_args(env: Environment) -> ClusterAccessArgs:

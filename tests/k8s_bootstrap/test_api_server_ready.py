@@ -1,175 +1,49 @@
-"""ApiServerReady against a local HTTPS server on 127.0.0.1 with a throwaway CA."""
+"""ApiServerReady against a local HTTPS double of kube-apiserver (`apiserver_double.py`)."""
 
 from __future__ import annotations
 
 import shutil
-import ssl
-import subprocess
-import threading
 from collections.abc import Iterator
-from dataclasses import dataclass, field
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
-from pathlib import Path
 from typing import Any
 
 import pytest
 
+from components.k8s.api_probe import ACCESS_REVIEW_PATH
 from components.k8s.api_ready import (
+    ApiServerCredentialsRefusedError,
     ApiServerNotReadyError,
     ApiServerReadyArgs,
     ApiServerReadyProvider,
+    ClientCredentials,
+    probe_admin_access,
     probe_readyz,
     wait_until_ready,
 )
+from tests.k8s_bootstrap.apiserver_double import ADMIN_GROUP, LOOPBACK, FakeApiServer, Pki, identity, make_pki, serve
 
 pytestmark = pytest.mark.skipif(
     shutil.which("openssl") is None, reason="the openssl CLI makes the throwaway certificates"
 )
 
-LOOPBACK = "127.0.0.1"
-
-
-def _openssl(*args: str, cwd: Path) -> None:
-    result = subprocess.run(["openssl", *args], cwd=cwd, capture_output=True)
-    assert result.returncode == 0, result.stderr.decode()
-
-
-def _make_ca(directory: Path, name: str) -> None:
-    _openssl(
-        "req",
-        "-x509",
-        "-new",
-        "-newkey",
-        "rsa:2048",
-        "-nodes",
-        "-days",
-        "1",
-        "-subj",
-        f"/CN={name}",
-        "-keyout",
-        f"{name}.key",
-        "-out",
-        f"{name}.crt",
-        "-addext",
-        "basicConstraints=critical,CA:TRUE",
-        "-addext",
-        "keyUsage=critical,keyCertSign,cRLSign",
-        cwd=directory,
-    )
-
-
-@dataclass
-class Pki:
-    ca_pem: str
-    other_ca_pem: str
-    server_cert: Path
-    server_key: Path
-
 
 @pytest.fixture(scope="module")
 def pki(tmp_path_factory: pytest.TempPathFactory) -> Pki:
-    directory = tmp_path_factory.mktemp("pki")
-    _make_ca(directory, "ca")
-    _make_ca(directory, "other-ca")
-    (directory / "server.ext").write_text(
-        "basicConstraints=CA:FALSE\nkeyUsage=digitalSignature,keyEncipherment\n"
-        f"extendedKeyUsage=serverAuth\nsubjectAltName=IP:{LOOPBACK}\n"
-    )
-    _openssl(
-        "req",
-        "-new",
-        "-newkey",
-        "rsa:2048",
-        "-nodes",
-        "-subj",
-        "/CN=kube-apiserver",
-        "-keyout",
-        "server.key",
-        "-out",
-        "server.csr",
-        cwd=directory,
-    )
-    _openssl(
-        "x509",
-        "-req",
-        "-in",
-        "server.csr",
-        "-CA",
-        "ca.crt",
-        "-CAkey",
-        "ca.key",
-        "-CAcreateserial",
-        "-days",
-        "1",
-        "-extfile",
-        "server.ext",
-        "-out",
-        "server.crt",
-        cwd=directory,
-    )
-    return Pki(
-        ca_pem=(directory / "ca.crt").read_text(),
-        other_ca_pem=(directory / "other-ca.crt").read_text(),
-        server_cert=directory / "server.crt",
-        server_key=directory / "server.key",
-    )
-
-
-@dataclass
-class FakeApiServer:
-    """Answers /readyz with the next scripted status (the last one repeats)."""
-
-    port: int
-    statuses: list[int] = field(default_factory=lambda: [200])
-    requests: int = 0
-    paths: list[str] = field(default_factory=list)
-    headers: list[dict[str, str]] = field(default_factory=list)
-
-    def next_status(self) -> int:
-        index = min(self.requests, len(self.statuses) - 1)
-        self.requests += 1
-        return self.statuses[index]
+    return make_pki(tmp_path_factory.mktemp("pki"))
 
 
 @pytest.fixture
 def server(pki: Pki) -> Iterator[FakeApiServer]:
-    state = FakeApiServer(port=0)
-
-    class Handler(BaseHTTPRequestHandler):
-        def do_GET(self) -> None:  # http.server calls it by this name
-            state.paths.append(self.path)
-            state.headers.append(dict(self.headers.items()))
-            status = state.next_status()
-            body = b"ok" if status == 200 else b"[-]etcd failed: reason withheld\nreadyz check failed"
-            self.send_response(status)
-            self.send_header("Content-Type", "text/plain")
-            self.send_header("Content-Length", str(len(body)))
-            self.end_headers()
-            self.wfile.write(body)
-
-        def log_message(self, *args: Any) -> None:
-            pass
-
-    httpd = ThreadingHTTPServer((LOOPBACK, 0), Handler)
-    context = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
-    context.load_cert_chain(pki.server_cert, pki.server_key)
-    httpd.socket = context.wrap_socket(httpd.socket, server_side=True)
-    state.port = httpd.server_address[1]
-    thread = threading.Thread(target=httpd.serve_forever, daemon=True)
-    thread.start()
-    try:
+    with serve(pki) as state:
         yield state
-    finally:
-        httpd.shutdown()
-        httpd.server_close()
-        thread.join(timeout=5)
 
 
-def props(port: int, ca_pem: str, **overrides: Any) -> dict[str, Any]:
+def props(port: int, pki: Pki, **overrides: Any) -> dict[str, Any]:
     values: dict[str, Any] = {
         "host": LOOPBACK,
         "port": port,
-        "ca_certificate_pem": ca_pem,
+        "ca_certificate_pem": pki.ca_pem,
+        "client_certificate_pem": pki.admin.certificate_pem,
+        "client_key_pem": pki.admin.key_pem,
         "timeout_seconds": 5,
         "poll_interval_seconds": 0.05,
     }
@@ -177,31 +51,76 @@ def props(port: int, ca_pem: str, **overrides: Any) -> dict[str, Any]:
     return values
 
 
-def test_create_succeeds_once_readyz_answers_ok(server: FakeApiServer, pki: Pki) -> None:
-    result = ApiServerReadyProvider().create(props(server.port, pki.ca_pem))
+def test_create_succeeds_once_readyz_answers_and_the_admin_is_authorised(server: FakeApiServer, pki: Pki) -> None:
+    result = ApiServerReadyProvider().create(props(server.port, pki))
     assert result.id == f"{LOOPBACK}:{server.port}"
     assert result.outs is not None
     assert result.outs["url"] == f"https://{LOOPBACK}:{server.port}/readyz"
-    assert server.paths == ["/readyz"]
-    assert "Authorization" not in server.headers[0]  # anonymous probe: no credential sent
+    assert server.paths == ["/readyz", ACCESS_REVIEW_PATH]
+    assert "Authorization" not in server.headers[0]
+    assert server.peers[0] == {}  # /readyz is probed anonymously: no client certificate
+    assert identity(server.peers[1]) == ("kubernetes-admin", [ADMIN_GROUP, "system:authenticated"])
+    assert server.review_bodies[0]["kind"] == "SelfSubjectAccessReview"
+    assert server.review_bodies[0]["spec"] == {"resourceAttributes": {"verb": "*", "group": "*", "resource": "*"}}
+
+
+def test_ready_waits_until_kubeadm_binds_the_admin_group(server: FakeApiServer, pki: Pki) -> None:
+    """Defect 13.6: /readyz says 200 while kubeadm has not yet created the kubeadm:cluster-admins
+    binding; ready must wait for it (the old probe declared ready at the first 200)."""
+    server.bind_after_reviews = 3
+    ApiServerReadyProvider().create(props(server.port, pki))
+    assert server.reviews == 4  # three refusals, then allowed
+    assert server.admin_group_bound()
+
+
+def test_credentials_never_authorised_is_a_refusal_not_a_timeout(server: FakeApiServer, pki: Pki) -> None:
+    server.bind_after_reviews = None
+    with pytest.raises(ApiServerCredentialsRefusedError) as info:
+        wait_until_ready(
+            LOOPBACK, server.port, pki.ca_pem, credentials=pki.admin, timeout_seconds=0.6, poll_interval_seconds=0.1
+        )
+    message = str(info.value)
+    assert f"API server at https://{LOOPBACK}:{server.port} answered /readyz but refused" in message
+    assert "SelfSubjectAccessReview for '*' not allowed" in message
+    assert "clusterrolebinding kubeadm:cluster-admins" in message
+    assert server.reviews >= 2
+
+
+def test_a_forbidden_status_is_a_refusal_with_the_servers_message(server: FakeApiServer, pki: Pki) -> None:
+    server.rbac_bootstrapped = False
+    result = probe_admin_access(LOOPBACK, server.port, pki.ca_pem, pki.admin)
+    assert not result.ready and result.stage == "refused"
+    assert result.detail.startswith("HTTP 403: selfsubjectaccessreviews.authorization.k8s.io is forbidden")
+    assert 'User "kubernetes-admin"' in result.detail
+
+
+def test_a_certificate_from_another_ca_is_never_authorised(server: FakeApiServer, pki: Pki) -> None:
+    result = probe_admin_access(LOOPBACK, server.port, pki.ca_pem, pki.outsider, timeout=2)
+    assert not result.ready
+    assert server.reviews == 0
 
 
 def test_create_waits_through_not_ready_answers(server: FakeApiServer, pki: Pki) -> None:
     server.statuses = [500, 403, 200]
-    ApiServerReadyProvider().create(props(server.port, pki.ca_pem))
+    ApiServerReadyProvider().create(props(server.port, pki))
     assert server.requests == 3
+    assert server.reviews == 1  # the access review only once /readyz said 200
 
 
-def test_timeout_names_the_endpoint_the_limit_and_where_to_look(server: FakeApiServer, pki: Pki) -> None:
+def test_never_answered_names_the_endpoint_the_limit_and_where_to_look(server: FakeApiServer, pki: Pki) -> None:
     server.statuses = [500]
     with pytest.raises(ApiServerNotReadyError) as info:
-        wait_until_ready(LOOPBACK, server.port, pki.ca_pem, timeout_seconds=0.6, poll_interval_seconds=0.1)
+        wait_until_ready(
+            LOOPBACK, server.port, pki.ca_pem, credentials=pki.admin, timeout_seconds=0.6, poll_interval_seconds=0.1
+        )
+    assert not isinstance(info.value, ApiServerCredentialsRefusedError)
     message = str(info.value)
     assert f"API server at https://{LOOPBACK}:{server.port} did not become ready within" in message
     assert "0.01 minutes" in message
     assert "HTTP 500 [-]etcd failed" in message
     assert "check the control-plane VM console and `journalctl -u gpucluster-bootstrap`" in message
     assert server.requests >= 2
+    assert server.reviews == 0
 
 
 def test_a_server_the_ca_does_not_vouch_for_is_never_ready(server: FakeApiServer, pki: Pki) -> None:
@@ -219,6 +138,7 @@ def test_nothing_listening_is_reported_not_raised(pki: Pki, server: FakeApiServe
         closed_port = sock.getsockname()[1]
     result = probe_readyz(LOOPBACK, closed_port, pki.ca_pem, timeout=2)
     assert not result.ready
+    assert result.stage == "unreachable"
     assert "ConnectionRefusedError" in result.detail
 
 
@@ -235,9 +155,16 @@ def test_timeout_arithmetic_with_a_fake_clock(monkeypatch: pytest.MonkeyPatch) -
         sleeps.append(seconds)
         now[0] += seconds
 
-    monkeypatch.setattr(api_ready, "probe_readyz", fake_probe)
+    monkeypatch.setattr(api_ready, "probe_api_server", fake_probe)
     with pytest.raises(ApiServerNotReadyError, match="within 20 minutes"):
-        wait_until_ready("10.0.0.10", 6443, "unused", clock=lambda: now[0], sleep=fake_sleep)
+        wait_until_ready(
+            "10.0.0.10",
+            6443,
+            "unused",
+            credentials=ClientCredentials(certificate_pem="c", key_pem="k"),
+            clock=lambda: now[0],
+            sleep=fake_sleep,
+        )
     assert sum(sleeps) == pytest.approx(1200)
     assert max(sleeps) == 10
 
@@ -245,6 +172,14 @@ def test_timeout_arithmetic_with_a_fake_clock(monkeypatch: pytest.MonkeyPatch) -
 def test_bad_ca_input_is_a_clear_error() -> None:
     with pytest.raises(ValueError, match="ca_certificate_pem is not a usable PEM certificate"):
         probe_readyz(LOOPBACK, 1, "-----BEGIN CERTIFICATE-----\nAAAA\n-----END CERTIFICATE-----\n")
+
+
+def test_bad_client_credentials_are_a_clear_error_without_the_key(pki: Pki) -> None:
+    broken = ClientCredentials(certificate_pem=pki.admin.certificate_pem, key_pem="not a key SECRET-MATERIAL")
+    with pytest.raises(ValueError, match="admin client certificate or key is not usable") as info:
+        probe_admin_access(LOOPBACK, 1, pki.ca_pem, broken)
+    assert "SECRET-MATERIAL" not in str(info.value)
+    assert "SECRET-MATERIAL" not in repr(broken)
 
 
 # ------------------------------------------------------------------------------------------
@@ -255,6 +190,8 @@ OLD = {
     "host": "10.0.0.10",
     "port": 6443.0,
     "ca_certificate_pem": "CA-1",
+    "client_certificate_pem": "CERT-1",
+    "client_key_pem": "KEY-1",
     "timeout_seconds": 1200.0,
     "poll_interval_seconds": 10.0,
     "url": "https://10.0.0.10:6443/readyz",
@@ -269,6 +206,9 @@ OLD = {
         ({"host": "10.0.0.11"}, True, ["host"]),
         ({"port": 443}, True, ["port"]),
         ({"ca_certificate_pem": "CA-2"}, True, ["ca_certificate_pem"]),
+        # The yearly admin certificate renewal: check the new one is authorised too.
+        ({"client_certificate_pem": "CERT-2"}, True, ["client_certificate_pem"]),
+        ({"client_key_pem": "KEY-2"}, True, ["client_key_pem"]),
         ({"timeout_seconds": 600}, True, []),
         ({"poll_interval_seconds": 5}, True, []),
     ],
@@ -301,4 +241,6 @@ def test_update_does_not_probe_and_read_reports_the_endpoint() -> None:
 )
 def test_args_are_validated(kwargs: dict[str, Any], message: str) -> None:
     with pytest.raises(ValueError, match=message):
-        ApiServerReadyArgs(host="10.0.0.10", ca_certificate_pem="x", **kwargs)
+        ApiServerReadyArgs(
+            host="10.0.0.10", ca_certificate_pem="x", client_certificate_pem="c", client_key_pem="k", **kwargs
+        )

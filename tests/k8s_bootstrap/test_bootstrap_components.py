@@ -110,6 +110,7 @@ def test_children_have_stable_role_names_and_the_component_as_parent(run: Progra
         ("tls:index/locallySignedCert:LocallySignedCert", "c-admin-cert"),
         ("random:index/randomString:RandomString", "c-token-id"),
         ("random:index/randomPassword:RandomPassword", "c-token-secret"),
+        ("pulumi-python:dynamic/kubernetes:JoinTokenRotation", "c-token-rotation"),
     }
     assert len(run.resources) == 1 + len(children)
 
@@ -238,6 +239,8 @@ def test_bootstrap_mode_provider_waits_for_the_api_server() -> None:
                 host=bootstrap.api_server_host,
                 port=bootstrap.api_server_port,
                 ca_certificate_pem=bootstrap.ca_certificate_pem,
+                client_certificate_pem=bootstrap.admin_client_certificate_pem,
+                client_key_pem=bootstrap.admin_client_key_pem,
             ),
         )
         access = ClusterAccess("c-access", ClusterAccessArgs.for_bootstrap(bootstrap, ready, cluster_identifier="gpu"))
@@ -250,7 +253,13 @@ def test_bootstrap_mode_provider_waits_for_the_api_server() -> None:
     assert ready_inputs["port"] == 6443
     assert ready_inputs["timeout_seconds"] == 1200
     assert ready_inputs["ca_certificate_pem"].startswith("-----BEGIN CERTIFICATE-----")
-    assert not any(rpc.is_rpc_secret(v) for k, v in ready.inputs.items() if k != "__provider")
+    # The readiness check authenticates as the admin: its key is the only secret input.
+    assert ready_inputs["client_certificate_pem"] == fake_outputs(
+        "tls:index/locallySignedCert:LocallySignedCert", "c-admin-cert", {}
+    )["certPem"]
+    assert ready_inputs["client_key_pem"] == "[secret]"
+    assert ready.plain_inputs()["client_key_pem"] == fake_pem_output("c-admin-key", "privateKeyPem")
+    assert [k for k, v in ready.inputs.items() if rpc.is_rpc_secret(v)] == ["client_key_pem"]
 
     provider = _provider(run)
     (access,) = run.by_type(ACCESS)

@@ -1,0 +1,153 @@
+"""JoinToken: the kubeadm join token as a Kubernetes Secret that the stack owns and keeps valid.
+
+Why: `kubeadm init` registers the token from its InitConfiguration once, with a TTL (24 h in the
+rendered documents), and kube-controller-manager's tokencleaner deletes the Secret when it
+expires. First-boot data is read once per VM and ignored on later runs, so nothing would ever
+register the token again: a worker added on day 3 would carry a token the cluster has forgotten.
+Instead the stack declares the token's Secret itself, through the cluster's Kubernetes provider,
+with an expiration the stack moves forward (`join_token_rotation.py`).
+
+The Secret is what the bootstrap-token authenticator and the bootstrap signer read
+(k8s.io/cluster-bootstrap/token/api/types.go):
+- name `bootstrap-token-<token-id>` in `kube-system`, type `bootstrap.kubernetes.io/token`;
+- `token-id`, `token-secret`: the two halves of `<id>.<secret>`;
+- `expiration`: RFC 3339 UTC; the authenticator refuses the token after it and tokencleaner
+  deletes the Secret;
+- `usage-bootstrap-authentication: "true"`: `kubeadm join` authenticates with it (TLS bootstrap);
+- `usage-bootstrap-signing: "true"`: the bootstrap signer signs the `kube-public/cluster-info`
+  ConfigMap with it (`jws-kubeconfig-<id>`), which is how a joining node checks discovery before
+  it checks the CA pin (`discovery.bootstrapToken.caCertHashes`, unchanged: it pins the CA, not
+  the token);
+- `auth-extra-groups: system:bootstrappers:kubeadm:default-node-token`: the group kubeadm's
+  bootstrap RBAC names. `kubeadm init` (phase bootstrap-token) binds that GROUP, not a token, to
+  CSR creation (`kubeadm:kubelet-bootstrap`), CSR auto-approval
+  (`kubeadm:node-autoapprove-bootstrap`) and reading nodes (`kubeadm:get-nodes`), so the
+  bindings keep working for every later token in the group.
+
+Taking over kubeadm's Secret: the provider applies server-side, and an apply creates the object
+or applies to the existing one (pulumi-kubernetes "upsert"). On the first run kubeadm's copy of
+the same token already exists, written by `kubeadm` with an update, so it owns `expiration` and
+`description`, whose values we change: a server-side apply conflict. The annotation
+`pulumi.com/patchForce: "true"` makes the provider force the apply, so the stack becomes the
+owner of those fields (pulumi-kubernetes, "Managing Resources with Server-Side Apply"). Nothing
+else manages the Secret afterwards. A rotation gives a new token id and so a new Secret name: a
+replacement, created before the old Secret is deleted (a Secret already removed by tokencleaner
+counts as deleted).
+
+Security: the token is a standing credential for joining nodes as long as it is valid. Anyone
+holding it can register a node (and get a kubelet certificate for that node's name), not more.
+It lives encrypted in the stack state and in user-data (guestinfo is wiped after first boot).
+A shorter TTL narrows the window, a longer one lets rarely run stacks keep a token; either way the
+stack renews it when half of it is gone. `pulumi up --replace <token-secret urn>` rotates it at
+once.
+"""
+
+from __future__ import annotations
+
+import base64
+from collections.abc import Mapping
+from dataclasses import dataclass
+
+import pulumi
+import pulumi_kubernetes as k8s
+
+# Loaded with this module, not lazily on first use inside the program (components/k8s/objects.py).
+from pulumi_kubernetes.core.v1 import Secret
+from pulumi_kubernetes.meta.v1 import ObjectMetaArgs
+
+from components.k8s.bootstrap import ClusterBootstrap
+
+SECRET_TYPE = "bootstrap.kubernetes.io/token"
+SECRET_NAMESPACE = "kube-system"
+SECRET_NAME_PREFIX = "bootstrap-token-"
+NODE_BOOTSTRAP_GROUP = "system:bootstrappers:kubeadm:default-node-token"
+"""kubeadm's `NodeBootstrapTokenAuthGroup`: the group its bootstrap RBAC bindings name."""
+PATCH_FORCE_ANNOTATION = "pulumi.com/patchForce"
+DEFAULT_DESCRIPTION = "joins nodes to the cluster; kept valid and rotated by the vsphere-gpu-cluster stack"
+
+
+def secret_name(token_id: str) -> str:
+    return f"{SECRET_NAME_PREFIX}{token_id}"
+
+
+def token_secret_data(*, token_id: str, token_secret: str, expires_at: str, description: str) -> dict[str, str]:
+    """The Secret's data, unencoded (see the module docstring for each key)."""
+    return {
+        "token-id": token_id,
+        "token-secret": token_secret,
+        "expiration": expires_at,
+        "usage-bootstrap-authentication": "true",
+        "usage-bootstrap-signing": "true",
+        "auth-extra-groups": NODE_BOOTSTRAP_GROUP,
+        "description": description,
+    }
+
+
+def encoded(data: Mapping[str, str]) -> dict[str, str]:
+    """`data` as the API stores it (base64). Written as `data`, not `stringData`: `stringData`
+    is write-only and never read back, which would leave the provider an input it cannot
+    compare with the live object."""
+    return {key: base64.b64encode(value.encode()).decode() for key, value in data.items()}
+
+
+@dataclass(frozen=True, kw_only=True)
+class JoinTokenArgs:
+    provider: k8s.Provider
+    """The cluster's provider (`ClusterAccess.provider`). Required. In bootstrap mode it waits
+    for `ApiServerReady`, i.e. for the admin credentials to be authorised, so the apply is not
+    refused."""
+    token_id: pulumi.Input[str]
+    """The public half of the token (`ClusterBootstrap.join_token_id`). Required."""
+    token_secret: pulumi.Input[str]
+    """The secret half (`ClusterBootstrap.join_token_secret`). Required; made a secret whatever
+    is passed."""
+    expires_at: pulumi.Input[str]
+    """RFC 3339 expiry (`ClusterBootstrap.join_token_expires_at`). Required."""
+    description: str = DEFAULT_DESCRIPTION
+    """Human-readable `description` key. Default says the stack owns the token."""
+
+    @classmethod
+    def for_bootstrap(cls, bootstrap: ClusterBootstrap, provider: k8s.Provider) -> JoinTokenArgs:
+        """The token `bootstrap` renders into the nodes' user-data, on the cluster's provider."""
+        return cls(
+            provider=provider,
+            token_id=bootstrap.join_token_id,
+            token_secret=bootstrap.join_token_secret,
+            expires_at=bootstrap.join_token_expires_at,
+        )
+
+
+class JoinToken(pulumi.ComponentResource):
+    """The `kube-system/bootstrap-token-<id>` Secret of the cluster's current join token."""
+
+    secret_name: pulumi.Output[str]
+    """`bootstrap-token-<id>` (public: the id is the token's public half)."""
+    expires_at: pulumi.Output[str]
+    """When the current token stops authenticating, unless a `pulumi up` renewed it earlier."""
+
+    def __init__(self, name: str, args: JoinTokenArgs, opts: pulumi.ResourceOptions | None = None) -> None:
+        super().__init__("gpucluster:kubernetes:JoinToken", name, None, opts)
+        plain: pulumi.Output[dict[str, str]] = pulumi.Output.all(
+            args.token_id, args.token_secret, args.expires_at
+        ).apply(
+            lambda v: encoded(
+                token_secret_data(token_id=v[0], token_secret=v[1], expires_at=v[2], description=args.description)
+            )
+        )
+        data: pulumi.Output[dict[str, str]] = pulumi.Output.secret(plain)
+        self.secret_name = pulumi.Output.from_input(args.token_id).apply(secret_name)
+        self.expires_at = pulumi.Output.from_input(args.expires_at)
+        Secret(
+            f"{name}-secret",
+            metadata=ObjectMetaArgs(
+                name=self.secret_name,
+                namespace=SECRET_NAMESPACE,
+                # kubeadm init created this very Secret and owns fields we change: force the
+                # server-side apply so the stack takes them over (module docstring).
+                annotations={PATCH_FORCE_ANNOTATION: "true"},
+            ),
+            type=SECRET_TYPE,
+            data=data,
+            opts=pulumi.ResourceOptions(parent=self, provider=args.provider),
+        )
+        self.register_outputs({"secretName": self.secret_name, "expiresAt": self.expires_at})
