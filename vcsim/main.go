@@ -6,6 +6,8 @@
 //     when Xorg restarts, a HostServiceSystem with the "xorg" service, and
 //     vGPU power-on refused unless the active type is Shared Direct
 //     (graphics.go, host_services.go, graphics_power.go),
+//   - VMkernel adapters on distributed switch ports, and host removal from a
+//     switch refused while they are attached (dvs_hosts.go),
 //   - vGPU profiles offered by every host (HostConfigInfo.sharedPassthruGpuTypes),
 //   - extra physical NICs (default vmnic4, vmnic5: ConnectX-style RDMA uplinks),
 //   - the ESXi firewall ruleset "pvrdma" (TCP/UDP 28250), disabled by default,
@@ -143,6 +145,7 @@ func extendHost(host *simulator.HostSystem, profiles, pnics []string, graphicsDe
 	ref := gm.Reference()
 	host.ConfigManager.GraphicsManager = &ref
 	extendHostServices(host)
+	extendHostNetwork(host)
 }
 
 func main() {
@@ -188,6 +191,7 @@ func main() {
 		extendHost(obj.(*simulator.HostSystem), profiles, pnics, *graphicsDefault)
 	}
 	registerGpuPowerHook()
+	registerDvsMemberHook()
 
 	// Loopback only, plain HTTP (TLS stays nil): tests never leave the machine.
 	// Explicit credentials: the simulator then refuses other logins, as vCenter does (with its
