@@ -264,10 +264,14 @@ class HostGraphicsModeProvider(VsphereProvider):
 class HostGraphicsMode(DynamicResource, module="vsphere", name="HostGraphicsMode"):
     """Sets (manage=True) or verifies (manage=False) the host default graphics type Shared Direct.
 
-    Type token: `pulumi-python:dynamic/vsphere:HostGraphicsMode`. With manage=False a host not in
-    Shared Direct mode fails `pulumi preview` (when vCenter is reachable) and `pulumi up`, with a
-    message naming the host and the fix. Delete restores the previous mode when manage=True.
-    Switching manage from true to false leaves the host as it is.
+    Type token: `pulumi-python:dynamic/vsphere:HostGraphicsMode`. With manage=True it configures
+    Shared Direct, restarts the host's `xorg` service when the GPU does not run in it yet, and
+    succeeds only once the NVIDIA GPU's *active* type is Shared Direct; running VMs that hold the
+    GPU prevent the switch and are named in the error (power them off, run again). With
+    manage=False a host whose GPU does not run in Shared Direct fails `pulumi preview` (when
+    vCenter is reachable) and `pulumi up`, with a message naming the host and the fix. Delete
+    restores the previous mode when manage=True (recorded on the host, so a lost state does not
+    lose it). Switching manage from true to false leaves the host as it is.
     """
 
     host_name: pulumi.Output[str]
@@ -298,7 +302,8 @@ class HostGraphicsMode(DynamicResource, module="vsphere", name="HostGraphicsMode
     ) -> None:
         """
         :param host_name: the ESXi host's name as vCenter shows it.
-        :param manage: True: set Shared Direct (and restore on delete). False: only verify.
+        :param manage: True: set Shared Direct and restart Xorg (needs the GPU's VMs off; restore
+            on delete). False: only verify, for hosts an admin manages by hand.
         :param assignment_policy: shared passthrough assignment policy when managing; default
             "performance", vSphere's own default.
         """

@@ -46,9 +46,15 @@ class RdmaHost:
 @dataclass(frozen=True, kw_only=True)
 class RdmaFabricArgs:
     datacenter_id: pulumi.Input[str]
+    """Managed object id of the datacenter the switch is created in (required)."""
     switch_name: str
+    """The distributed switch's name in vCenter (required; unique in the datacenter)."""
     port_group_name: str
+    """The PVRDMA port group's name in vCenter (required)."""
     hosts: Sequence[RdmaHost]
+    """The GPU hosts (required). Each becomes a switch member of its own (`DvsHostMember`), gets a
+    vmknic, PVRDMA settings and, unless `host_graphics="leave"`, a graphics mode; removing one
+    deletes what is on it before it leaves the switch."""
     switch_version: str = "8.0.0"
     """Distributed switch version; every member host must run at least this ESXi version."""
     vlan_id: int = 0
@@ -56,11 +62,15 @@ class RdmaFabricArgs:
     mtu: int = 9000
     """Switch MTU; RoCE wants jumbo frames end to end."""
     vmknic_mtu: int = 9000
+    """MTU of each host's PVRDMA vmknic; at most `mtu`. Default 9000 (jumbo, like the switch)."""
     lldp: Literal["listen", "advertise", "both", "none"] = "both"
     """LLDP operation on the switch (vSphere's `LinkDiscoveryProtocolConfig.operation`)."""
     host_graphics: Literal["manage", "check", "leave"] = "leave"
-    """manage: set each host's default graphics type to Shared Direct (vGPU); check: fail early
-    when a host is not in that mode; leave: do not look (no vGPU in this environment)."""
+    """manage: set each host's default graphics type to Shared Direct (vGPU) and restart the host's
+    `xorg` service so the GPU runs in it; this needs the GPU's VMs powered off (true on a fresh
+    deployment: workers wait for it), else `up` fails naming them. check: change nothing, fail
+    early when a host's GPU does not run in Shared Direct (for estates whose hosts are managed by
+    hand). leave (default): do not look (no vGPU in this environment)."""
     protect: bool = False
     """Protect the switch and port group against deletion (prod)."""
 
