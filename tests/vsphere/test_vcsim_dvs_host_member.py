@@ -102,3 +102,24 @@ def test_harness_refuses_removing_a_host_whose_vmknic_is_on_the_switch(
     provider.delete(created.id, created.outs)
     assert _members(switch) == []
 
+
+
+def test_create_adopts_a_member_the_switch_already_has(
+    provider: DvsHostMemberProvider, switch: Any, host_name: str, find: Callable[[Any, str], Any]
+) -> None:
+    # Stacks from before DvsHostMember: the switch resource added its hosts itself. A second
+    # "add" would fail (AlreadyExists), so create must see the membership and keep it.
+    host = find(vim.HostSystem, host_name)
+    member = vim.dvs.HostMember.ConfigSpec(
+        operation="add",
+        host=host,
+        backing=vim.dvs.HostMember.PnicBacking(pnicSpec=[vim.dvs.HostMember.PnicSpec(pnicDevice="vmnic4")]),
+    )
+    spec = vim.dvs.VmwareDistributedVirtualSwitch.ConfigSpec(configVersion=switch.config.configVersion, host=[member])
+    wait_for_task(switch.ReconfigureDvs_Task(spec=spec))
+
+    created = provider.create(_inputs(provider, switch, host_name))
+
+    assert _members(switch) == [host_name]
+    provider.delete(created.id, created.outs)
+    assert _members(switch) == []
