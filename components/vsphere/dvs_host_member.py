@@ -55,7 +55,7 @@ def member_vmnics(dvs: Any, host: Any) -> list[str] | None:
     return []  # a member whose backing vCenter does not show
 
 
-def reconfigure_member(dvs: Any, host: Any, operation: str, vmnics: list[str]) -> None:
+def reconfigure_member(dvs: Any, host: Any, operation: str, vmnics: list[str], *, host_name: str) -> None:
     backing = vim.dvs.HostMember.PnicBacking(
         pnicSpec=[vim.dvs.HostMember.PnicSpec(pnicDevice=vmnic) for vmnic in vmnics]
     )
@@ -64,7 +64,14 @@ def reconfigure_member(dvs: Any, host: Any, operation: str, vmnics: list[str]) -
         member.backing = backing
     # The switch's current configVersion: a concurrent edit is refused instead of overwritten.
     spec = vim.dvs.VmwareDistributedVirtualSwitch.ConfigSpec(configVersion=dvs.config.configVersion, host=[member])
-    wait_for_task(dvs.ReconfigureDvs_Task(spec=spec), object_name=dvs.name, what=f"{operation} host {host.name}")
+    try:
+        wait_for_task(dvs.ReconfigureDvs_Task(spec=spec), object_name=dvs.name, what=f"{operation} host {host_name}")
+    except VsphereError as exc:
+        if isinstance(exc.fault, vim.fault.ConcurrentAccess):
+            # Hosts join in parallel, each sending the configVersion it read: all but one are
+            # refused. Transient: the retry reads the switch, and its new version, again.
+            raise VsphereError(str(exc), object_name=dvs.name, fault=exc.fault, transient=True) from exc
+        raise
 
 
 class DvsHostMemberProvider(VsphereProvider):
@@ -105,9 +112,9 @@ class DvsHostMemberProvider(VsphereProvider):
             host = find_host(si, host_name)
             current = member_vmnics(dvs, host)
             if current is None:
-                reconfigure_member(dvs, host, "add", vmnics)
+                reconfigure_member(dvs, host, "add", vmnics, host_name=host_name)
             elif current and current != vmnics:
-                reconfigure_member(dvs, host, "edit", vmnics)
+                reconfigure_member(dvs, host, "edit", vmnics, host_name=host_name)
             return {"host_name": host_name, "switch_uuid": uuid, "vmnics": vmnics}
 
         return self.run(op, what=f"membership of host {host_name} in switch {uuid}")
@@ -140,7 +147,7 @@ class DvsHostMemberProvider(VsphereProvider):
             host = find_host_or_none(si, host_name)
             if dvs is None or host is None or member_vmnics(dvs, host) is None:
                 return
-            reconfigure_member(dvs, host, "remove", [])
+            reconfigure_member(dvs, host, "remove", [], host_name=host_name)
 
         self.run(op, what=f"remove host {host_name} from switch {uuid}")
 
