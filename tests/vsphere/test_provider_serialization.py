@@ -16,6 +16,7 @@ import pytest
 from pulumi.dynamic.dynamic import serialize_provider
 
 from components.k8s.api_ready import ApiServerReadyProvider
+from components.vsphere.dvs_host_member import DvsHostMemberProvider
 from components.vsphere.host_graphics import HostGraphicsModeProvider
 from components.vsphere.pvrdma_host import PvrdmaHostSettingsProvider
 from components.vsphere.vgpu import VgpuAttachmentProvider
@@ -32,7 +33,13 @@ print(type(provider).__module__ + "." + type(provider).__qualname__)
 
 @pytest.mark.parametrize(
     "provider",
-    [PvrdmaHostSettingsProvider(), HostGraphicsModeProvider(), VgpuAttachmentProvider(), ApiServerReadyProvider()],
+    [
+        PvrdmaHostSettingsProvider(),
+        HostGraphicsModeProvider(),
+        VgpuAttachmentProvider(),
+        ApiServerReadyProvider(),
+        DvsHostMemberProvider(),
+    ],
     ids=lambda p: type(p).__name__,
 )
 def test_serialized_provider_loads_in_a_fresh_process_from_the_project_directory(provider: object) -> None:
