@@ -135,3 +135,13 @@ def test_workers_are_still_independent_of_each_other(dev_run: ProgramRun) -> Non
     vms = {vm.urn for vm in workers(dev_run)}
     for vm in dev_run.by_type(VM):
         assert not closure(dev_run, vm) & (vms - {vm.urn})
+
+
+def test_prod_workers_wait_on_the_graphics_check_of_their_host(prod_run: ProgramRun) -> None:
+    # hostGraphics.manage: false still registers a verifying HostGraphicsMode per host; a worker
+    # must not start before its host passed it.
+    for vm in workers(prod_run):
+        graphics = {name for name in waits_on(prod_run, vm) if name.startswith("rdma-graphics-")}
+        assert len(graphics) == 1, vm.name
+        [name] = graphics
+        assert prod_run.named(name).inputs["manage"] is False
