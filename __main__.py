@@ -27,7 +27,7 @@ env = environment_from_stack_config()
 inventory = vsphere_wiring.lookup_inventory(env)
 
 # vSphere: the RDMA fabric and the node VMs. Bootstrap data is computed before the VMs exist
-# (it needs only addresses), so nothing here waits on the fabric except the workers' PVRDMA NIC.
+# (it needs only addresses), so only the GPU workers wait on the fabric (their own host's part).
 fabric = RdmaFabric("rdma", vsphere_wiring.rdma_fabric_args(env, inventory))
 folder = vsphere.Folder(
     "vm-folder",
@@ -39,8 +39,10 @@ folder = vsphere.Folder(
 bootstrap = ClusterBootstrap("bootstrap", k8s_wiring.bootstrap_args(env)) if env.kubernetes.mode == "bootstrap" else None
 user_data = bootstrap.user_data if bootstrap else {}
 control_plane = NodePool("control-plane", vsphere_wiring.control_plane_args(env, inventory, folder, user_data))
+# Each worker waits for its own host's switch membership, PVRDMA settings and graphics mode.
 gpu_workers = NodePool(
-    "gpu-workers", vsphere_wiring.gpu_worker_args(env, inventory, folder, fabric.port_group_id, user_data)
+    "gpu-workers",
+    vsphere_wiring.gpu_worker_args(env, inventory, folder, fabric.port_group_id, user_data, fabric.host_resources),
 )
 
 # Kubernetes: one explicit provider, usable once the API server answers.

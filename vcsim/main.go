@@ -2,8 +2,12 @@
 // loopback port for the vsphere-gpu-cluster tests, extended with what our
 // pyvmomi code uses and govmomi 0.24's simulator lacks:
 //
-//   - a HostGraphicsManager per host (graphicsConfig, UpdateGraphicsConfig,
-//     IsSharedGraphicsActive, RefreshGraphicsManager),
+//   - a HostGraphicsManager per host whose configured type takes effect only
+//     when Xorg restarts, a HostServiceSystem with the "xorg" service, and
+//     vGPU power-on refused unless the active type is Shared Direct
+//     (graphics.go, host_services.go, graphics_power.go),
+//   - VMkernel adapters on distributed switch ports, and host removal from a
+//     switch refused while they are attached (dvs_hosts.go),
 //   - vGPU profiles offered by every host (HostConfigInfo.sharedPassthruGpuTypes),
 //   - extra physical NICs (default vmnic4, vmnic5: ConnectX-style RDMA uplinks),
 //   - the ESXi firewall ruleset "pvrdma" (TCP/UDP 28250), disabled by default,
@@ -37,113 +41,8 @@ import (
 	"syscall"
 
 	"github.com/vmware/govmomi/simulator"
-	"github.com/vmware/govmomi/vim25/methods"
-	"github.com/vmware/govmomi/vim25/mo"
-	"github.com/vmware/govmomi/vim25/soap"
 	"github.com/vmware/govmomi/vim25/types"
 )
-
-// Graphics types and shared passthru assignment policies of the vim API
-// (HostGraphicsConfigGraphicsType, HostGraphicsConfigSharedPassthruAssignmentPolicy).
-var (
-	graphicsTypes     = map[string]bool{"shared": true, "sharedDirect": true}
-	assignmentPolices = map[string]bool{"performance": true, "consolidation": true}
-)
-
-// HostGraphicsManager implements the vim HostGraphicsManager managed object.
-type HostGraphicsManager struct {
-	mo.HostGraphicsManager
-
-	host *simulator.HostSystem
-}
-
-func newHostGraphicsManager(host *simulator.HostSystem, defaultType string, profiles []string) *HostGraphicsManager {
-	m := &HostGraphicsManager{host: host}
-	m.Self = types.ManagedObjectReference{
-		Type:  "HostGraphicsManager",
-		Value: "graphicsManager-" + host.Self.Value,
-	}
-	m.GraphicsConfig = &types.HostGraphicsConfig{
-		HostDefaultGraphicsType:        defaultType,
-		SharedPassthruAssignmentPolicy: "performance",
-	}
-	m.SharedPassthruGpuTypes = append([]string(nil), profiles...)
-	m.GraphicsInfo = []types.HostGraphicsInfo{{
-		DeviceName:     "NVIDIA Tesla T4",
-		VendorName:     "NVIDIA Corporation",
-		PciId:          "0000:3b:00.0",
-		GraphicsType:   graphicsTypeForDevice(defaultType),
-		MemorySizeInKB: 16 * 1024 * 1024,
-	}}
-	m.syncHost()
-	return m
-}
-
-// graphicsTypeForDevice maps a host default graphics type to the per-device
-// type vCenter reports (HostGraphicsInfoGraphicsType).
-func graphicsTypeForDevice(hostDefault string) string {
-	if hostDefault == "sharedDirect" {
-		return "sharedDirect"
-	}
-	return "shared"
-}
-
-// syncHost mirrors the manager's config into HostSystem.config.graphicsConfig,
-// as ESXi does.
-func (m *HostGraphicsManager) syncHost() {
-	cfg := *m.GraphicsConfig
-	m.host.Config.GraphicsConfig = &cfg
-	m.host.Config.GraphicsInfo = append([]types.HostGraphicsInfo(nil), m.GraphicsInfo...)
-}
-
-// UpdateGraphicsConfig validates and applies a HostGraphicsConfig.
-func (m *HostGraphicsManager) UpdateGraphicsConfig(req *types.UpdateGraphicsConfig) soap.HasFault {
-	body := &methods.UpdateGraphicsConfigBody{}
-	cfg := *m.GraphicsConfig
-
-	if t := req.Config.HostDefaultGraphicsType; t != "" {
-		if !graphicsTypes[t] {
-			body.Fault_ = simulator.Fault(
-				fmt.Sprintf("invalid hostDefaultGraphicsType %q", t),
-				&types.InvalidArgument{InvalidProperty: "hostDefaultGraphicsType"})
-			return body
-		}
-		cfg.HostDefaultGraphicsType = t
-	}
-	if p := req.Config.SharedPassthruAssignmentPolicy; p != "" {
-		if !assignmentPolices[p] {
-			body.Fault_ = simulator.Fault(
-				fmt.Sprintf("invalid sharedPassthruAssignmentPolicy %q", p),
-				&types.InvalidArgument{InvalidProperty: "sharedPassthruAssignmentPolicy"})
-			return body
-		}
-		cfg.SharedPassthruAssignmentPolicy = p
-	}
-	if req.Config.DeviceType != nil {
-		cfg.DeviceType = append([]types.HostGraphicsConfigDeviceType(nil), req.Config.DeviceType...)
-	}
-
-	m.GraphicsConfig = &cfg
-	for i := range m.GraphicsInfo {
-		m.GraphicsInfo[i].GraphicsType = graphicsTypeForDevice(cfg.HostDefaultGraphicsType)
-	}
-	m.syncHost()
-
-	body.Res = &types.UpdateGraphicsConfigResponse{}
-	return body
-}
-
-// RefreshGraphicsManager is a no-op in the simulator.
-func (m *HostGraphicsManager) RefreshGraphicsManager(req *types.RefreshGraphicsManager) soap.HasFault {
-	return &methods.RefreshGraphicsManagerBody{Res: &types.RefreshGraphicsManagerResponse{}}
-}
-
-// IsSharedGraphicsActive reports whether the host's graphics run in a shared mode.
-func (m *HostGraphicsManager) IsSharedGraphicsActive(req *types.IsSharedGraphicsActive) soap.HasFault {
-	return &methods.IsSharedGraphicsActiveBody{
-		Res: &types.IsSharedGraphicsActiveResponse{Returnval: true},
-	}
-}
 
 // pvrdmaRuleset is the ESXi 6.5+ firewall ruleset for PVRDMA (TCP/UDP 28250).
 func pvrdmaRuleset() types.HostFirewallRuleset {
@@ -245,6 +144,8 @@ func extendHost(host *simulator.HostSystem, profiles, pnics []string, graphicsDe
 	simulator.Map.Put(gm)
 	ref := gm.Reference()
 	host.ConfigManager.GraphicsManager = &ref
+	extendHostServices(host)
+	extendHostNetwork(host)
 }
 
 func main() {
@@ -289,6 +190,8 @@ func main() {
 	for _, obj := range simulator.Map.All("HostSystem") {
 		extendHost(obj.(*simulator.HostSystem), profiles, pnics, *graphicsDefault)
 	}
+	registerGpuPowerHook()
+	registerDvsMemberHook()
 
 	// Loopback only, plain HTTP (TLS stays nil): tests never leave the machine.
 	// Explicit credentials: the simulator then refuses other logins, as vCenter does (with its

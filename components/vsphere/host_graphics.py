@@ -1,10 +1,12 @@
-"""Host graphics mode: NVIDIA vGPU needs the host's default graphics type "Shared Direct".
+"""Host graphics mode: NVIDIA vGPU needs the host's GPU running in "Shared Direct" mode.
 
-pulumi-vsphere cannot set it, so this dynamic provider does, over pyvmomi
-(`HostGraphicsManager.UpdateGraphicsConfig`), or, with `manage=False`, only verifies it and
-fails early with the fix spelled out. ESXi applies a new default graphics type after Xorg is
-restarted or the host reboots; vCenter shows the pending change under
-Host > Configure > Hardware > Graphics.
+pulumi-vsphere cannot set it, so this dynamic provider does, over pyvmomi, or, with
+`manage=False`, only verifies it and fails early with the fix spelled out. Setting it takes two
+steps on ESXi (see `host_graphics_ops`): `HostGraphicsManager.UpdateGraphicsConfig` changes the
+configured default graphics type, and a restart of the host's `xorg` service
+(`HostServiceSystem.RestartService`) makes it active, provided no running VM holds the GPU. We do
+both, and report and wait for the *active* type of the NVIDIA device(s), which is what a vGPU VM's
+power-on needs: a configured but inactive Shared Direct fails here, naming the VMs to power off.
 """
 
 from __future__ import annotations
@@ -14,7 +16,6 @@ from typing import Any
 
 import pulumi
 import pulumi.dynamic
-from pyVmomi import vim
 
 from components.dynamic_resource import DynamicResource
 from components.vsphere._vsphere import (
@@ -26,13 +27,29 @@ from components.vsphere._vsphere import (
     is_unknown,
     public_props,
 )
+from components.vsphere.host_graphics_ops import (
+    ASSIGNMENT_POLICIES,
+    DEFAULT_ASSIGNMENT_POLICY,
+    SHARED_DIRECT,
+    GraphicsState,
+    not_active_message,
+    read_previous,
+    read_state,
+    restart_xorg,
+    write_config,
+    write_previous,
+)
 
 _log = logging.getLogger(__name__)
 
-SHARED_DIRECT = "sharedDirect"
-#: vSphere's default assignment policy ("Spread VMs across GPUs (best performance)").
-DEFAULT_ASSIGNMENT_POLICY = "performance"
-ASSIGNMENT_POLICIES = ("performance", "consolidation")
+__all__ = [
+    "ASSIGNMENT_POLICIES",
+    "DEFAULT_ASSIGNMENT_POLICY",
+    "SHARED_DIRECT",
+    "HostGraphicsMode",
+    "HostGraphicsModeProvider",
+    "not_shared_direct_message",
+]
 
 #: Only one attempt, with a short time budget, for the early check during `pulumi preview`.
 CHECK_RETRY = RetryPolicy(attempts=1, max_total=20.0)
@@ -40,41 +57,30 @@ CHECK_RETRY = RetryPolicy(attempts=1, max_total=20.0)
 
 def not_shared_direct_message(host_name: str, current: str) -> str:
     return (
-        f"host {host_name}: default graphics type is {current!r}, but NVIDIA vGPU needs "
+        f"host {host_name}: the NVIDIA GPU runs in {current!r} graphics mode, but NVIDIA vGPU needs "
         f"'{SHARED_DIRECT}' (Shared Direct). Fix: set `hostGraphics.manage: true` in the stack "
         "file so this program sets it, or change it in vCenter: Host > Configure > Hardware > "
-        "Graphics > Host Graphics > Edit > Shared Direct (then restart Xorg or reboot the host)."
+        "Graphics > Host Graphics > Edit > Shared Direct, then restart Xorg with the GPU's VMs "
+        "powered off (or reboot the host)."
     )
 
 
-def read_graphics(host: Any) -> tuple[str, str]:
-    """(hostDefaultGraphicsType, sharedPassthruAssignmentPolicy) of a host."""
-    manager = host.configManager.graphicsManager
-    if manager is None:
-        raise VsphereError(
-            f"host {host.name} has no graphics manager (vSphere 6.5 or later is needed for vGPU)",
-            object_name=host.name,
-        )
-    config = manager.graphicsConfig
-    if config is None:
-        return "shared", DEFAULT_ASSIGNMENT_POLICY
-    return (
-        config.hostDefaultGraphicsType or "shared",
-        config.sharedPassthruAssignmentPolicy or DEFAULT_ASSIGNMENT_POLICY,
-    )
+def verify_message(host_name: str, state: GraphicsState) -> str:
+    """manage=False and the GPU is not active in Shared Direct: say which step is missing."""
+    if state.configured_type == SHARED_DIRECT:
+        return not_active_message(host_name, state, None)
+    return not_shared_direct_message(host_name, state.active_type)
 
 
-def write_graphics(host: Any, graphics_type: str, policy: str) -> None:
-    manager = host.configManager.graphicsManager
-    current = manager.graphicsConfig
-    manager.UpdateGraphicsConfig(
-        config=vim.host.GraphicsConfig(
-            hostDefaultGraphicsType=graphics_type,
-            sharedPassthruAssignmentPolicy=policy,
-            # Per-device overrides are the admin's; send them back unchanged.
-            deviceType=list(current.deviceType or []) if current is not None else [],
-        )
-    )
+def _outputs(host_name: str, manage: bool, state: GraphicsState, before: dict[str, Any]) -> dict[str, Any]:
+    return {
+        "host_name": host_name,
+        "manage": manage,
+        "default_graphics_type": state.configured_type,
+        "active_graphics_type": state.active_type,
+        "assignment_policy": state.policy,
+        **before,
+    }
 
 
 class HostGraphicsModeProvider(VsphereProvider):
@@ -120,29 +126,32 @@ class HostGraphicsModeProvider(VsphereProvider):
         if not self.has_connection_settings:
             return None
 
-        def op(si: Any) -> str | None:
+        def op(si: Any) -> GraphicsState | None:
             host = find_host_or_none(si, host_name)
-            return None if host is None else read_graphics(host)[0]
+            return None if host is None else read_state(host)
 
         try:
-            current = self.run(op, what=f"check graphics of host {host_name}", retry=CHECK_RETRY)
+            state = self.run(op, what=f"check graphics of host {host_name}", retry=CHECK_RETRY)
         except VsphereError as exc:
             _log.debug("HostGraphicsMode check skipped for %s: %s", host_name, exc)
             return None
-        if current is None:
+        if state is None:
             return pulumi.dynamic.CheckFailure("host_name", f"host {host_name!r} not found in vCenter")
-        if current != SHARED_DIRECT:
-            return pulumi.dynamic.CheckFailure("manage", not_shared_direct_message(host_name, current))
+        if state.active_type != SHARED_DIRECT:
+            return pulumi.dynamic.CheckFailure("manage", verify_message(host_name, state))
         return None
 
     def diff(self, _id: str, olds: dict[str, Any], news: dict[str, Any]) -> pulumi.dynamic.DiffResult:
         # Another host is another object; the old host gets its previous mode back afterwards.
         replaces = ["host_name"] if olds.get("host_name") != news.get("host_name") else []
+        managed = bool(news.get("manage"))
         changes = (
             bool(replaces)
             or olds.get("manage") != news.get("manage")
-            or olds.get("default_graphics_type") != SHARED_DIRECT
-            or (bool(news.get("manage")) and olds.get("assignment_policy") != news.get("assignment_policy"))
+            # The active mode is what vGPU VMs need; state from before it was recorded has none.
+            or olds.get("active_graphics_type") != SHARED_DIRECT
+            or (managed and olds.get("default_graphics_type") != SHARED_DIRECT)
+            or (managed and olds.get("assignment_policy") != news.get("assignment_policy"))
         )
         return pulumi.dynamic.DiffResult(changes=changes, replaces=replaces, delete_before_replace=False)
 
@@ -150,29 +159,37 @@ class HostGraphicsModeProvider(VsphereProvider):
         host_name: str = news["host_name"]
         manage = bool(news.get("manage"))
         policy = news.get("assignment_policy") or DEFAULT_ASSIGNMENT_POLICY
+        # The first state seen, kept across retries of `op`: a retry after a dropped connection
+        # must not take our own half-applied change for what was there before.
         before: dict[str, Any] = dict(previous or {})
 
         def op(si: Any) -> dict[str, Any]:
             host = find_host(si, host_name)
-            current_type, current_policy = read_graphics(host)
-            if not before:
-                before.update(
-                    previous_default_graphics_type=current_type,
-                    previous_assignment_policy=current_policy,
-                )
+            state = read_state(host)
             if not manage:
-                if current_type != SHARED_DIRECT:
-                    raise VsphereError(not_shared_direct_message(host_name, current_type), object_name=host_name)
-            elif (current_type, current_policy) != (SHARED_DIRECT, policy):
-                write_graphics(host, SHARED_DIRECT, policy)
-            actual_type, actual_policy = read_graphics(host)
-            return {
-                "host_name": host_name,
-                "manage": manage,
-                "default_graphics_type": actual_type,
-                "assignment_policy": actual_policy,
-                **before,
-            }
+                if state.active_type != SHARED_DIRECT:
+                    raise VsphereError(verify_message(host_name, state), object_name=host_name)
+                before.setdefault("previous_default_graphics_type", state.configured_type)
+                before.setdefault("previous_assignment_policy", state.policy)
+                return _outputs(host_name, manage, state, before)
+            if not before:
+                # A record on the host from an earlier create of ours wins over what is
+                # configured now, which may be our own Shared Direct (state lost since).
+                recorded = read_previous(si, host) or (state.configured_type, state.policy)
+                before.update(previous_default_graphics_type=recorded[0], previous_assignment_policy=recorded[1])
+            if (state.configured_type, state.policy) != (SHARED_DIRECT, policy):
+                # Written on the host before the change, so a lost state cannot lose it.
+                write_previous(
+                    si, host, (before["previous_default_graphics_type"], before["previous_assignment_policy"])
+                )
+                write_config(host, SHARED_DIRECT, policy)
+            restart_error = None
+            if state.active_type != SHARED_DIRECT:
+                restart_error = restart_xorg(host)
+            state = read_state(host)
+            if state.active_type != SHARED_DIRECT:
+                raise VsphereError(not_active_message(host_name, state, restart_error), object_name=host_name)
+            return _outputs(host_name, manage, state, before)
 
         return self.run(op, what=f"graphics mode of host {host_name}")
 
@@ -197,11 +214,12 @@ class HostGraphicsModeProvider(VsphereProvider):
             host = find_host_or_none(si, host_name)
             if host is None:
                 return None
-            graphics_type, policy = read_graphics(host)
+            state = read_state(host)
             return {
                 **public_props(props),
-                "default_graphics_type": graphics_type,
-                "assignment_policy": policy,
+                "default_graphics_type": state.configured_type,
+                "active_graphics_type": state.active_type,
+                "assignment_policy": state.policy,
             }
 
         outs = self.run(op, what=f"read graphics mode of host {host_name}")
@@ -213,20 +231,32 @@ class HostGraphicsModeProvider(VsphereProvider):
         if not props.get("manage"):
             return  # verify-only: nothing was changed
         host_name = props["host_name"]
-        previous_type = props.get("previous_default_graphics_type") or "shared"
-        previous_policy = props.get("previous_assignment_policy") or DEFAULT_ASSIGNMENT_POLICY
 
         def op(si: Any) -> None:
             host = find_host_or_none(si, host_name)
             if host is None:
                 return
-            current = read_graphics(host)
+            recorded = read_previous(si, host)
+            previous = recorded or (
+                props.get("previous_default_graphics_type") or "shared",
+                props.get("previous_assignment_policy") or DEFAULT_ASSIGNMENT_POLICY,
+            )
+            state = read_state(host)
+            current = (state.configured_type, state.policy)
             # Restore only what still is ours; a later change by an admin stays.
-            if current == (SHARED_DIRECT, props.get("assignment_policy")) and current != (
-                previous_type,
-                previous_policy,
-            ):
-                write_graphics(host, previous_type, previous_policy)
+            if current == (SHARED_DIRECT, props.get("assignment_policy")) and current != previous:
+                write_config(host, *previous)
+                # Best effort: with GPU VMs still running the old mode waits for the next
+                # Xorg restart or reboot, which is the admin's to plan.
+                error = restart_xorg(host)
+                if error or read_state(host).active_type != previous[0]:
+                    _log.warning(
+                        "host %s: graphics type %s configured again, active after the next Xorg restart (%s)",
+                        host_name,
+                        previous[0],
+                        error or "GPU in use",
+                    )
+            write_previous(si, host, None)
 
         self.run(op, what=f"restore graphics mode of host {host_name}")
 
@@ -234,10 +264,14 @@ class HostGraphicsModeProvider(VsphereProvider):
 class HostGraphicsMode(DynamicResource, module="vsphere", name="HostGraphicsMode"):
     """Sets (manage=True) or verifies (manage=False) the host default graphics type Shared Direct.
 
-    Type token: `pulumi-python:dynamic/vsphere:HostGraphicsMode`. With manage=False a host not in
-    Shared Direct mode fails `pulumi preview` (when vCenter is reachable) and `pulumi up`, with a
-    message naming the host and the fix. Delete restores the previous mode when manage=True.
-    Switching manage from true to false leaves the host as it is.
+    Type token: `pulumi-python:dynamic/vsphere:HostGraphicsMode`. With manage=True it configures
+    Shared Direct, restarts the host's `xorg` service when the GPU does not run in it yet, and
+    succeeds only once the NVIDIA GPU's *active* type is Shared Direct; running VMs that hold the
+    GPU prevent the switch and are named in the error (power them off, run again). With
+    manage=False a host whose GPU does not run in Shared Direct fails `pulumi preview` (when
+    vCenter is reachable) and `pulumi up`, with a message naming the host and the fix. Delete
+    restores the previous mode when manage=True (recorded on the host, so a lost state does not
+    lose it). Switching manage from true to false leaves the host as it is.
     """
 
     host_name: pulumi.Output[str]
@@ -245,7 +279,11 @@ class HostGraphicsMode(DynamicResource, module="vsphere", name="HostGraphicsMode
     manage: pulumi.Output[bool]
     """Whether this resource sets the mode (True) or only verifies it (False)."""
     default_graphics_type: pulumi.Output[str]
-    """The host default graphics type (live value after a refresh): "shared" or "sharedDirect"."""
+    """The configured host default graphics type (live after a refresh): "shared" or
+    "sharedDirect". It takes effect only when Xorg restarts; see `active_graphics_type`."""
+    active_graphics_type: pulumi.Output[str]
+    """The mode the host's NVIDIA GPU runs in now (`graphicsInfo[].graphicsType`, live after a
+    refresh): "sharedDirect" once the change is in effect. vGPU VMs power on only then."""
     assignment_policy: pulumi.Output[str]
     """Shared passthrough GPU assignment policy: "performance" or "consolidation"."""
     previous_default_graphics_type: pulumi.Output[str]
@@ -264,7 +302,8 @@ class HostGraphicsMode(DynamicResource, module="vsphere", name="HostGraphicsMode
     ) -> None:
         """
         :param host_name: the ESXi host's name as vCenter shows it.
-        :param manage: True: set Shared Direct (and restore on delete). False: only verify.
+        :param manage: True: set Shared Direct and restart Xorg (needs the GPU's VMs off; restore
+            on delete). False: only verify, for hosts an admin manages by hand.
         :param assignment_policy: shared passthrough assignment policy when managing; default
             "performance", vSphere's own default.
         """
@@ -276,6 +315,7 @@ class HostGraphicsMode(DynamicResource, module="vsphere", name="HostGraphicsMode
                 "manage": manage,
                 "assignment_policy": assignment_policy,
                 "default_graphics_type": None,
+                "active_graphics_type": None,
                 "previous_default_graphics_type": None,
                 "previous_assignment_policy": None,
             },

@@ -79,6 +79,19 @@ class NodePoolArgs:
     clone_timeout_minutes: int = 30
     power_timeout_minutes: int = 10
     protect: bool = False
+    host_dependencies: Mapping[str, Sequence[pulumi.Resource]] = field(default_factory=dict)
+    """ESXi host name to the resources a VM on that host must wait for (its switch membership,
+    PVRDMA settings and graphics mode: `RdmaFabric.host_resources`). Default: none. A node with a
+    `host` waits only for its own host's, so hosts never serialise each other; a node without one
+    can land on any host and waits for all. The dependency also orders removals: Pulumi deletes the
+    VM before the host's settings and switch membership."""
+
+
+def host_dependencies(node: PoolNode, args: NodePoolArgs) -> list[pulumi.Resource]:
+    """What a node's VM waits for on the host(s) it may run on (see `host_dependencies`)."""
+    if node.host is not None:
+        return list(args.host_dependencies.get(node.host, ()))
+    return [resource for resources in args.host_dependencies.values() for resource in resources]
 
 
 @dataclass(frozen=True)
@@ -242,6 +255,7 @@ class NodePool(pulumi.ComponentResource):
             opts=pulumi.ResourceOptions(
                 parent=self,
                 protect=args.protect,
+                depends_on=host_dependencies(node, args),
                 # First-boot data is read once; the datasource then blanks guestinfo.userdata in
                 # the VM, so the live value always differs. Changing it later must not churn the
                 # VM: a node is re-bootstrapped by replacing it, not by editing extraConfig.

@@ -9,7 +9,10 @@ chapter sets up by hand.
   ruleset), plus optionally the host's default graphics type for vGPU.
 
 Per-host resources depend on the switch and port group only, never on another host, so hosts are
-configured in parallel.
+configured in parallel. Each host's membership of the switch is its own resource (`DvsHostMember`)
+that the host's vmknic, and through `host_resources` the VMs placed on the host, depend on:
+removing a host then deletes its VMs and vmknic before the host leaves the switch, the only order
+vCenter accepts (see `dvs_host_member`).
 """
 
 from __future__ import annotations
@@ -21,6 +24,7 @@ from typing import Literal
 import pulumi
 import pulumi_vsphere as vsphere
 
+from components.vsphere.dvs_host_member import DvsHostMember
 from components.vsphere.host_graphics import HostGraphicsMode
 from components.vsphere.pvrdma_host import PvrdmaHostSettings
 
@@ -42,9 +46,15 @@ class RdmaHost:
 @dataclass(frozen=True, kw_only=True)
 class RdmaFabricArgs:
     datacenter_id: pulumi.Input[str]
+    """Managed object id of the datacenter the switch is created in (required)."""
     switch_name: str
+    """The distributed switch's name in vCenter (required; unique in the datacenter)."""
     port_group_name: str
+    """The PVRDMA port group's name in vCenter (required)."""
     hosts: Sequence[RdmaHost]
+    """The GPU hosts (required). Each becomes a switch member of its own (`DvsHostMember`), gets a
+    vmknic, PVRDMA settings and, unless `host_graphics="leave"`, a graphics mode; removing one
+    deletes what is on it before it leaves the switch."""
     switch_version: str = "8.0.0"
     """Distributed switch version; every member host must run at least this ESXi version."""
     vlan_id: int = 0
@@ -52,11 +62,15 @@ class RdmaFabricArgs:
     mtu: int = 9000
     """Switch MTU; RoCE wants jumbo frames end to end."""
     vmknic_mtu: int = 9000
+    """MTU of each host's PVRDMA vmknic; at most `mtu`. Default 9000 (jumbo, like the switch)."""
     lldp: Literal["listen", "advertise", "both", "none"] = "both"
     """LLDP operation on the switch (vSphere's `LinkDiscoveryProtocolConfig.operation`)."""
     host_graphics: Literal["manage", "check", "leave"] = "leave"
-    """manage: set each host's default graphics type to Shared Direct (vGPU); check: fail early
-    when a host is not in that mode; leave: do not look (no vGPU in this environment)."""
+    """manage: set each host's default graphics type to Shared Direct (vGPU) and restart the host's
+    `xorg` service so the GPU runs in it; this needs the GPU's VMs powered off (true on a fresh
+    deployment: workers wait for it), else `up` fails naming them. check: change nothing, fail
+    early when a host's GPU does not run in Shared Direct (for estates whose hosts are managed by
+    hand). leave (default): do not look (no vGPU in this environment)."""
     protect: bool = False
     """Protect the switch and port group against deletion (prod)."""
 
@@ -74,6 +88,11 @@ class RdmaFabric(pulumi.ComponentResource):
     port_group_name: pulumi.Output[str]
     vmknic_devices: dict[str, pulumi.Output[str]]
     """Per host name, the device name of its PVRDMA vmknic (e.g. `vmk1`)."""
+    host_resources: dict[str, list[pulumi.Resource]]
+    """Per host name, what a VM on that host must wait for: the host's switch membership, its
+    PVRDMA settings and (unless `host_graphics="leave"`) its graphics mode. Give it to the GPU
+    workers' `NodePoolArgs.host_dependencies`: the VM is then created after them and deleted before
+    them."""
 
     def __init__(self, name: str, args: RdmaFabricArgs, opts: pulumi.ResourceOptions | None = None) -> None:
         super().__init__("gpucluster:vsphere:RdmaFabric", name, None, opts)
@@ -91,11 +110,12 @@ class RdmaFabric(pulumi.ComponentResource):
             standby_uplinks=[],
             link_discovery_protocol="lldp",
             link_discovery_operation=args.lldp,
-            hosts=[
-                vsphere.DistributedVirtualSwitchHostArgs(host_system_id=host.host_id, devices=[host.rdma_vmnic])
-                for host in args.hosts
-            ],
-            opts=guarded,
+            # Members are DvsHostMember resources (below). Existing stacks keep the hosts they
+            # listed here: ignore_changes keeps the old input, and the bridge drops `host` from
+            # the Terraform diff (pulumi-terraform-bridge processIgnoreChanges), so the switch
+            # itself never adds or removes a member.
+            hosts=[],
+            opts=pulumi.ResourceOptions.merge(guarded, pulumi.ResourceOptions(ignore_changes=["hosts"])),
         )
         port_group = vsphere.DistributedPortGroup(
             f"{name}-pvrdma",
@@ -108,7 +128,15 @@ class RdmaFabric(pulumi.ComponentResource):
         )
 
         self.vmknic_devices = {}
+        self.host_resources = {}
         for host in args.hosts:
+            member = DvsHostMember(
+                f"{name}-member-{host.name}",
+                host_name=host.name,
+                switch_uuid=switch.id,
+                vmnics=[host.rdma_vmnic],
+                opts=child,
+            )
             vnic = vsphere.Vnic(
                 f"{name}-vmk-{host.name}",
                 host=host.host_id,
@@ -116,23 +144,29 @@ class RdmaFabric(pulumi.ComponentResource):
                 distributed_port_group=port_group.id,
                 ipv4=vsphere.VnicIpv4Args(ip=host.vmknic_ip, netmask=host.vmknic_netmask),
                 mtu=args.vmknic_mtu,
-                opts=child,
+                # A vmknic on a switch port needs its host on the switch; the dependency also
+                # deletes the vmknic before the host leaves the switch.
+                opts=pulumi.ResourceOptions(parent=self, depends_on=[member]),
             )
             device = vnic.id.apply(vmknic_device)
-            PvrdmaHostSettings(
+            settings = PvrdmaHostSettings(
                 f"{name}-pvrdma-{host.name}",
                 host_name=host.name,
                 vmknic_device=device,
                 opts=child,
             )
+            resources: list[pulumi.Resource] = [member, settings]
             if args.host_graphics != "leave":
-                HostGraphicsMode(
-                    f"{name}-graphics-{host.name}",
-                    host_name=host.name,
-                    manage=args.host_graphics == "manage",
-                    opts=child,
+                resources.append(
+                    HostGraphicsMode(
+                        f"{name}-graphics-{host.name}",
+                        host_name=host.name,
+                        manage=args.host_graphics == "manage",
+                        opts=child,
+                    )
                 )
             self.vmknic_devices[host.name] = device
+            self.host_resources[host.name] = resources
 
         self.switch_id = switch.id
         self.port_group_id = port_group.id

@@ -7,6 +7,7 @@ resources: `__main__.py` builds each component from the arguments returned here.
 
 from __future__ import annotations
 
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
 import pulumi
@@ -143,6 +144,7 @@ def gpu_worker_args(
     folder: vsphere.Folder,
     rdma_port_group_id: pulumi.Input[str],
     user_data: dict[str, pulumi.Output[str]],
+    host_dependencies: Mapping[str, Sequence[pulumi.Resource]] | None = None,
 ) -> NodePoolArgs:
     workers = env.gpu_workers
     return NodePoolArgs(
@@ -151,6 +153,7 @@ def gpu_worker_args(
         vgpu_profiles=workers.vgpu_profiles,
         placement=workers.placement,
         host_ids=inventory.host_ids,
+        host_dependencies=dict(host_dependencies or {}),
         **_pool_args(env, workers, inventory, folder, user_data),
     )
 

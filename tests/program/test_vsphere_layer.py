@@ -86,10 +86,13 @@ def test_one_switch_with_one_uplink_and_each_hosts_rdma_vmnic(dev_run: ProgramRu
     assert switch["standbyUplinks"] == []
     assert switch["maxMtu"] == 9000
     assert (switch["linkDiscoveryProtocol"], switch["linkDiscoveryOperation"]) == ("lldp", "both")
-    assert [member["devices"] for member in switch["hosts"]] == [["vmnic4"]] * len(dev_env.hosts)
-    vmknic_hosts = {dev_run.named(f"rdma-vmk-{host.name}").inputs["host"] for host in dev_env.hosts}
-    assert {member["hostSystemId"] for member in switch["hosts"]} == vmknic_hosts
-    assert len(vmknic_hosts) == 4
+    # Members are their own resources (DvsHostMember), so removing a host never updates the switch.
+    assert switch["hosts"] == []
+    assert only(dev_run.by_type(SWITCH)).ignore_changes == ["hosts"]
+    members = dev_run.by_type("pulumi-python:dynamic/vsphere:DvsHostMember")
+    assert sorted((m.inputs["host_name"], tuple(m.inputs["vmnics"])) for m in members) == [
+        (host.name, ("vmnic4",)) for host in sorted(dev_env.hosts, key=lambda h: h.name)
+    ]
 
 
 def test_port_group_on_the_switch_with_the_vlan(dev_run: ProgramRun) -> None:
@@ -119,7 +122,7 @@ def test_each_host_gets_a_vmknic_with_its_own_address(dev_run: ProgramRun, dev_e
         assert vnic.type == VNIC
         assert vnic.inputs["ipv4"] == {"ip": str(host.vmknic_ip), "netmask": "255.255.255.0"}
         assert vnic.inputs["mtu"] == 9000
-        assert set(vnic.dependencies) == {switch.urn, port_group.urn}
+        assert set(vnic.dependencies) == {switch.urn, port_group.urn, dev_run.urn_of(f"rdma-member-{host.name}")}
 
 
 def test_no_host_waits_on_another_host(dev_run: ProgramRun, dev_env: Environment) -> None:

@@ -29,6 +29,8 @@ from pulumi.dynamic import Config, ConfigureRequest
 from pyVim.connect import Disconnect, SmartConnect
 from pyVmomi import vim
 
+from tests.vsphere.graphics_helpers import set_active_graphics
+
 ROOT = Path(__file__).resolve().parents[2]
 HARNESS = ROOT / "build" / "vcsim-harness"
 BUILD_SCRIPT = ROOT / "scripts" / "build-vcsim.sh"
@@ -229,11 +231,15 @@ def _reset_host(si: Any, name: str, extended: bool) -> None:
     )
     if extended:
         host.configManager.firewallSystem.DisableRuleset(id="pvrdma")
-        host.configManager.graphicsManager.UpdateGraphicsConfig(
-            config=vim.host.GraphicsConfig(
-                hostDefaultGraphicsType="shared", sharedPassthruAssignmentPolicy="performance"
-            )
-        )
+        set_active_graphics(host, "shared")
+        _clear_custom_values(si, host)
+
+
+def _clear_custom_values(si: Any, host: Any) -> None:
+    manager = si.content.customFieldsManager
+    for value in host.customValue or []:
+        if value.value:
+            manager.SetField(entity=host, key=value.key, value="")
 
 
 @pytest.fixture
@@ -255,6 +261,9 @@ def fresh_vm(si: Any, find: Callable[[Any, str], Any], request: Any) -> Iterator
     spec = vim.vm.CloneSpec(location=vim.vm.RelocateSpec(), powerOn=True)
     wait_for_task(template.CloneVM_Task(folder=template.parent, name=name, spec=spec))
     vm = find(vim.VirtualMachine, name)
+    # vGPU VMs power on only where the GPU runs in Shared Direct mode (vcsim/graphics_power.go).
+    if vm.runtime.host.configManager.graphicsManager is not None:
+        set_active_graphics(vm.runtime.host, "sharedDirect")
     if vm.runtime.powerState != "poweredOn":
         wait_for_task(vm.PowerOnVM_Task())
     yield vm

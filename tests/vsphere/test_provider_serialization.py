@@ -17,6 +17,7 @@ from pulumi.dynamic.dynamic import serialize_provider
 
 from components.k8s.api_ready import ApiServerReadyProvider
 from components.k8s.join_token_rotation import JoinTokenRotationProvider
+from components.vsphere.dvs_host_member import DvsHostMemberProvider
 from components.vsphere.host_graphics import HostGraphicsModeProvider
 from components.vsphere.pvrdma_host import PvrdmaHostSettingsProvider
 from components.vsphere.vgpu import VgpuAttachmentProvider
@@ -39,6 +40,7 @@ print(type(provider).__module__ + "." + type(provider).__qualname__)
         VgpuAttachmentProvider(),
         ApiServerReadyProvider(),
         JoinTokenRotationProvider(),
+        DvsHostMemberProvider(),
     ],
     ids=lambda p: type(p).__name__,
 )

@@ -1,17 +1,24 @@
-"""HostGraphicsMode against the vCenter simulator (graphics manager added by our harness)."""
+"""HostGraphicsMode against the vCenter simulator (graphics manager added by our harness).
+
+The harness keeps the configured default graphics type apart from the active one, as ESXi does:
+`UpdateGraphicsConfig` alone changes nothing a vGPU VM can use; a restart of the host's `xorg`
+service with no VM holding the GPU makes it active (vcsim/graphics.go).
+"""
 
 from __future__ import annotations
 
+import contextlib
 import socket
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from typing import Any
 
 import pytest
 from pyVmomi import vim
 
-from components.vsphere._vsphere import RetryPolicy, VsphereError
+from components.vsphere._vsphere import RetryPolicy, VsphereError, wait_for_task
 from components.vsphere.host_graphics import HostGraphicsModeProvider
+from tests.vsphere.graphics_helpers import set_active_graphics
 
 pytestmark = pytest.mark.vcsim
 
@@ -23,7 +30,19 @@ def _graphics(find: Callable[[Any, str], Any], name: str) -> tuple[str, str]:
     return config.hostDefaultGraphicsType, config.sharedPassthruAssignmentPolicy
 
 
+def _active(find: Callable[[Any, str], Any], name: str) -> str:
+    """The NVIDIA device's graphics type now (graphicsInfo), not the configured one."""
+    infos = find(vim.HostSystem, name).configManager.graphicsManager.graphicsInfo
+    return next(i.graphicsType for i in infos if "NVIDIA" in i.vendorName)
+
+
 def _set_graphics(find: Callable[[Any, str], Any], name: str, kind: str, policy: str) -> None:
+    """Configure the type and restart Xorg: the host runs in that mode afterwards."""
+    set_active_graphics(find(vim.HostSystem, name), kind, policy)
+
+
+def _configure_only(find: Callable[[Any, str], Any], name: str, kind: str, policy: str = "performance") -> None:
+    """What vCenter's dialog does without the Xorg restart VMware's procedure asks for next."""
     find(vim.HostSystem, name).configManager.graphicsManager.UpdateGraphicsConfig(
         config=vim.host.GraphicsConfig(hostDefaultGraphicsType=kind, sharedPassthruAssignmentPolicy=policy)
     )
@@ -145,3 +164,161 @@ def test_check_does_not_fail_when_vcenter_is_unreachable(configured: Callable[..
 def test_missing_host_fails_create_with_its_name(provider: HostGraphicsModeProvider) -> None:
     with pytest.raises(VsphereError, match=r"ESXi host 'esx-gone-1' not found"):
         provider.create({"host_name": "esx-gone-1", "manage": True})
+
+
+# ---------------------------------------------------------------------------------------------
+# Configured versus active (issue 14, defect 2) and what the harness refuses
+
+
+@pytest.fixture
+def vm_on_host(si: Any, host_name: str, find: Callable[[Any, str], Any], request: Any) -> Iterator[Any]:
+    """A powered-off clone on `host_name`, destroyed after the test (the simulator puts a clone on
+    its source's host, so the source is the inventory's VM on that host)."""
+    template = next(vm for vm in find(vim.HostSystem, host_name).vm if vm.name.startswith("DC0_C0_RP0_VM"))
+    name = f"gfx-{request.node.name[:30]}-{time.monotonic_ns() % 100000}"
+    spec = vim.vm.CloneSpec(location=vim.vm.RelocateSpec(), powerOn=False)
+    wait_for_task(template.CloneVM_Task(folder=template.parent, name=name, spec=spec))
+    vm = find(vim.VirtualMachine, name)
+    yield vm
+    with contextlib.suppress(Exception):
+        if vm.runtime.powerState == "poweredOn":
+            wait_for_task(vm.PowerOffVM_Task())
+        wait_for_task(vm.Destroy_Task())
+
+
+def _add_vgpu(vm: Any, profile: str = "grid_t4-16c") -> None:
+    device = vim.vm.device.VirtualPCIPassthrough(
+        key=-1, backing=vim.vm.device.VirtualPCIPassthrough.VmiopBackingInfo(vgpu=profile)
+    )
+    change = vim.vm.device.VirtualDeviceSpec(operation="add", device=device)
+    wait_for_task(vm.ReconfigVM_Task(spec=vim.vm.ConfigSpec(deviceChange=[change])))
+
+
+def _enable_3d(vm: Any) -> None:
+    """A vSGA VM: its 3D video card renders on the host GPU in shared mode and holds it."""
+    card = next(d for d in vm.config.hardware.device if isinstance(d, vim.vm.device.VirtualVideoCard))
+    card.enable3DSupport = True
+    card.use3dRenderer = "hardware"
+    change = vim.vm.device.VirtualDeviceSpec(operation="edit", device=card)
+    wait_for_task(vm.ReconfigVM_Task(spec=vim.vm.ConfigSpec(deviceChange=[change])))
+
+
+def test_harness_configured_shared_direct_is_not_active_until_xorg_restarts(
+    host_name: str, find: Callable[[Any, str], Any], vm_on_host: Any
+) -> None:
+    _add_vgpu(vm_on_host)
+    _configure_only(find, host_name, "sharedDirect")
+
+    assert _graphics(find, host_name) == ("sharedDirect", "performance")
+    assert _active(find, host_name) == "shared"
+    with pytest.raises(VsphereError) as refused:
+        wait_for_task(vm_on_host.PowerOnVM_Task())
+    assert isinstance(refused.value.fault, vim.fault.InsufficientGraphicsResourcesFault)
+
+    find(vim.HostSystem, host_name).configManager.serviceSystem.RestartService(id="xorg")
+
+    assert _active(find, host_name) == "sharedDirect"
+    wait_for_task(vm_on_host.PowerOnVM_Task())
+    holders = find(vim.HostSystem, host_name).configManager.graphicsManager.graphicsInfo[0].vm
+    assert [vm.name for vm in holders] == [vm_on_host.name]
+
+
+def test_create_restarts_xorg_and_reports_the_active_type(
+    provider: HostGraphicsModeProvider, host_name: str, find: Callable[[Any, str], Any], vm_on_host: Any
+) -> None:
+    created = provider.create(_inputs(provider, host_name, manage=True))
+
+    assert _active(find, host_name) == "sharedDirect"
+    assert created.outs["active_graphics_type"] == "sharedDirect"
+    assert created.outs["default_graphics_type"] == "sharedDirect"
+    _add_vgpu(vm_on_host)
+    wait_for_task(vm_on_host.PowerOnVM_Task())  # what the worker needs from this resource
+
+
+def test_configured_but_inactive_is_drift_and_update_makes_it_active(
+    provider: HostGraphicsModeProvider, host_name: str, find: Callable[[Any, str], Any]
+) -> None:
+    inputs = _inputs(provider, host_name, manage=True)
+    created = provider.create(inputs)
+    # An admin switches to shared and restarts Xorg, then sets Shared Direct back but forgets it.
+    _set_graphics(find, host_name, "shared", "performance")
+    _configure_only(find, host_name, "sharedDirect")
+
+    refreshed = provider.read(created.id, created.outs)
+    assert (refreshed.outs["default_graphics_type"], refreshed.outs["active_graphics_type"]) == (
+        "sharedDirect",
+        "shared",
+    )
+    assert provider.diff(created.id, refreshed.outs, inputs).changes is True
+
+    updated = provider.update(created.id, refreshed.outs, inputs)
+    assert updated.outs["active_graphics_type"] == "sharedDirect"
+    assert _active(find, host_name) == "sharedDirect"
+
+
+def test_gpu_held_by_running_vms_fails_clearly_naming_them(
+    provider: HostGraphicsModeProvider, host_name: str, find: Callable[[Any, str], Any], vm_on_host: Any
+) -> None:
+    _enable_3d(vm_on_host)
+    wait_for_task(vm_on_host.PowerOnVM_Task())
+
+    with pytest.raises(VsphereError) as info:
+        provider.create(_inputs(provider, host_name, manage=True))
+
+    message = str(info.value)
+    assert f"host {host_name}" in message
+    assert "still runs in 'shared' mode" in message
+    assert vm_on_host.name in message
+    assert "power those VMs off" in message
+    assert _active(find, host_name) == "shared"
+
+    # With the VM off, the same create converges.
+    wait_for_task(vm_on_host.PowerOffVM_Task())
+    assert provider.create(_inputs(provider, host_name, manage=True)).outs["active_graphics_type"] == "sharedDirect"
+
+
+def test_verify_only_fails_when_shared_direct_is_configured_but_not_active(
+    provider: HostGraphicsModeProvider, host_name: str, find: Callable[[Any, str], Any]
+) -> None:
+    _configure_only(find, host_name, "sharedDirect")
+
+    result = provider.check({}, {"host_name": host_name, "manage": False})
+
+    assert [f.property for f in result.failures] == ["manage"]
+    assert "configured as 'sharedDirect'" in result.failures[0].reason
+    assert "Xorg restarts" in result.failures[0].reason
+    with pytest.raises(VsphereError):
+        provider.create({"host_name": host_name, "manage": False})
+
+
+# ---------------------------------------------------------------------------------------------
+# Lost state (issue 14, defect 9)
+
+
+def test_create_after_lost_state_keeps_the_original_previous_mode(
+    provider: HostGraphicsModeProvider, host_name: str, find: Callable[[Any, str], Any]
+) -> None:
+    _set_graphics(find, host_name, "shared", "consolidation")
+    inputs = _inputs(provider, host_name, manage=True)
+    provider.create(inputs)  # its state is then lost (an interrupted up, a re-created stack)
+
+    again = provider.create(inputs)
+
+    assert again.outs["previous_default_graphics_type"] == "shared"
+    assert again.outs["previous_assignment_policy"] == "consolidation"
+    provider.delete(again.id, again.outs)
+    assert _graphics(find, host_name) == ("shared", "consolidation")
+    assert _active(find, host_name) == "shared"
+
+
+def test_shared_direct_set_by_the_admin_is_kept_on_delete(
+    provider: HostGraphicsModeProvider, host_name: str, find: Callable[[Any, str], Any]
+) -> None:
+    _set_graphics(find, host_name, "sharedDirect", "performance")
+    inputs = _inputs(provider, host_name, manage=True)
+
+    created = provider.create(inputs)
+    assert created.outs["previous_default_graphics_type"] == "sharedDirect"
+    provider.delete(created.id, created.outs)
+
+    assert _graphics(find, host_name) == ("sharedDirect", "performance")

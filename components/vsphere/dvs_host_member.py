@@ -1,0 +1,189 @@
+"""One ESXi host's membership of the RDMA distributed switch, as its own resource.
+
+Why not the switch's own `hosts` list: removing a host from an environment then *updates* the
+switch, and Pulumi runs updates before deletes, so vCenter is asked to drop the host while its
+vmknic and its worker VM's PVRDMA port are still on the switch, which it refuses
+(`ResourceInUse`, thrown by `ReconfigureDvs_Task`; vSphere Networking, "Remove Hosts from a
+vSphere Distributed Switch": migrate or remove the host's VMkernel adapters and VM network
+adapters first). As a resource of its own that the host's vmknic and VMs depend on, the
+membership is a *delete*, and Pulumi deletes dependents first: the VM, the PVRDMA settings and
+the vmknic go, then the host leaves the switch.
+
+The switch keeps `ignore_changes=["hosts"]` (see `rdma_fabric`), so its own diff never adds or
+removes members behind this resource's back. Members found already on the switch (stacks created
+before this resource existed) are adopted as they are.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pulumi
+import pulumi.dynamic
+from pyVmomi import vim
+
+from components.dynamic_resource import DynamicResource
+from components.vsphere._vsphere import (
+    RetryPolicy,
+    VsphereError,
+    VsphereProvider,
+    find_host,
+    find_host_or_none,
+    is_unknown,
+    public_props,
+    wait_for_task,
+)
+
+
+def find_switch(si: Any, uuid: str) -> Any | None:
+    """The distributed switch with this UUID (pulumi-vsphere's id of a switch), or None."""
+    content = si.RetrieveContent()
+    view = content.viewManager.CreateContainerView(content.rootFolder, [vim.DistributedVirtualSwitch], True)
+    try:
+        return next((dvs for dvs in view.view if dvs.uuid == uuid), None)
+    finally:
+        view.Destroy()
+
+
+def member_vmnics(dvs: Any, host: Any) -> list[str] | None:
+    """The host's uplink vmnics on the switch; None when the host is not a member."""
+    if host not in list(dvs.summary.hostMember or []):
+        return None
+    for member in getattr(dvs.config, "host", None) or []:
+        if member.config.host == host and member.config.backing is not None:
+            return sorted(spec.pnicDevice for spec in member.config.backing.pnicSpec or [])
+    return []  # a member whose backing vCenter does not show
+
+
+def reconfigure_member(dvs: Any, host: Any, operation: str, vmnics: list[str], *, host_name: str) -> None:
+    backing = vim.dvs.HostMember.PnicBacking(
+        pnicSpec=[vim.dvs.HostMember.PnicSpec(pnicDevice=vmnic) for vmnic in vmnics]
+    )
+    member = vim.dvs.HostMember.ConfigSpec(operation=operation, host=host)
+    if operation != "remove":
+        member.backing = backing
+    # The switch's current configVersion: a concurrent edit is refused instead of overwritten.
+    spec = vim.dvs.VmwareDistributedVirtualSwitch.ConfigSpec(configVersion=dvs.config.configVersion, host=[member])
+    try:
+        wait_for_task(dvs.ReconfigureDvs_Task(spec=spec), object_name=dvs.name, what=f"{operation} host {host_name}")
+    except VsphereError as exc:
+        if isinstance(exc.fault, vim.fault.ConcurrentAccess):
+            # Hosts join in parallel, each sending the configVersion it read: all but one are
+            # refused. Transient: the retry reads the switch, and its new version, again.
+            raise VsphereError(str(exc), object_name=dvs.name, fault=exc.fault, transient=True) from exc
+        raise
+
+
+class DvsHostMemberProvider(VsphereProvider):
+    """Dynamic provider for `DvsHostMember`."""
+
+    def __init__(self, *, retry: RetryPolicy | None = None) -> None:
+        super().__init__(retry=retry)
+
+    def check(self, _olds: dict[str, Any], news: dict[str, Any]) -> pulumi.dynamic.CheckResult:
+        inputs = public_props(news)
+        failures: list[pulumi.dynamic.CheckFailure] = []
+        for key in ("host_name", "switch_uuid"):
+            value = inputs.get(key)
+            if not is_unknown(value) and (not isinstance(value, str) or not value.strip()):
+                failures.append(pulumi.dynamic.CheckFailure(key, "must be a non-empty string"))
+        vmnics = inputs.get("vmnics")
+        if not is_unknown(vmnics):
+            if not isinstance(vmnics, list) or not vmnics or not all(isinstance(v, str) and v for v in vmnics):
+                failures.append(pulumi.dynamic.CheckFailure("vmnics", "must be a list of vmnic names"))
+            else:
+                inputs["vmnics"] = sorted(vmnics)
+        return pulumi.dynamic.CheckResult(inputs, failures)
+
+    def diff(self, _id: str, olds: dict[str, Any], news: dict[str, Any]) -> pulumi.dynamic.DiffResult:
+        # Another host or another switch is another membership: the new one is added first, the
+        # old one removed at the end, after whatever used it.
+        replaces = [k for k in ("host_name", "switch_uuid") if olds.get(k) != news.get(k)]
+        changes = bool(replaces) or sorted(olds.get("vmnics") or []) != sorted(news.get("vmnics") or [])
+        return pulumi.dynamic.DiffResult(changes=changes, replaces=replaces, delete_before_replace=False)
+
+    def _apply(self, props: dict[str, Any]) -> dict[str, Any]:
+        host_name, uuid, vmnics = props["host_name"], props["switch_uuid"], sorted(props["vmnics"])
+
+        def op(si: Any) -> dict[str, Any]:
+            dvs = find_switch(si, uuid)
+            if dvs is None:
+                raise VsphereError(f"distributed switch {uuid} not found", object_name=uuid)
+            host = find_host(si, host_name)
+            current = member_vmnics(dvs, host)
+            if current is None:
+                reconfigure_member(dvs, host, "add", vmnics, host_name=host_name)
+            elif current and current != vmnics:
+                reconfigure_member(dvs, host, "edit", vmnics, host_name=host_name)
+            return {"host_name": host_name, "switch_uuid": uuid, "vmnics": vmnics}
+
+        return self.run(op, what=f"membership of host {host_name} in switch {uuid}")
+
+    def create(self, props: dict[str, Any]) -> pulumi.dynamic.CreateResult:
+        outs = self._apply(props)
+        return pulumi.dynamic.CreateResult(id_=f"{props['switch_uuid']}:{props['host_name']}", outs=outs)
+
+    def update(self, _id: str, _olds: dict[str, Any], news: dict[str, Any]) -> pulumi.dynamic.UpdateResult:
+        return pulumi.dynamic.UpdateResult(outs=self._apply(news))
+
+    def read(self, id_: str, props: dict[str, Any]) -> pulumi.dynamic.ReadResult:
+        host_name, uuid = props["host_name"], props["switch_uuid"]
+
+        def op(si: Any) -> list[str] | None:
+            dvs = find_switch(si, uuid)
+            host = find_host_or_none(si, host_name)
+            return None if dvs is None or host is None else member_vmnics(dvs, host)
+
+        vmnics = self.run(op, what=f"read membership of host {host_name}")
+        if vmnics is None:
+            return pulumi.dynamic.ReadResult(id_="", outs={})  # not a member (any more)
+        return pulumi.dynamic.ReadResult(id_=id_, outs={**public_props(props), "vmnics": vmnics or props["vmnics"]})
+
+    def delete(self, _id: str, props: dict[str, Any]) -> None:
+        host_name, uuid = props["host_name"], props["switch_uuid"]
+
+        def op(si: Any) -> None:
+            dvs = find_switch(si, uuid)
+            host = find_host_or_none(si, host_name)
+            if dvs is None or host is None or member_vmnics(dvs, host) is None:
+                return
+            reconfigure_member(dvs, host, "remove", [], host_name=host_name)
+
+        self.run(op, what=f"remove host {host_name} from switch {uuid}")
+
+
+class DvsHostMember(DynamicResource, module="vsphere", name="DvsHostMember"):
+    """One ESXi host as a member of a distributed switch, with its uplink vmnics.
+
+    Type token: `pulumi-python:dynamic/vsphere:DvsHostMember`. The host's vmknic and the VMs
+    placed on the host depend on it, so removing the host deletes them first and takes the host
+    off the switch last, which is the only order vCenter accepts.
+    """
+
+    host_name: pulumi.Output[str]
+    """The ESXi host's name in vCenter."""
+    switch_uuid: pulumi.Output[str]
+    """UUID of the distributed switch (pulumi-vsphere's `DistributedVirtualSwitch.id`)."""
+    vmnics: pulumi.Output[list[str]]
+    """The host's physical NICs that back the switch's uplinks."""
+
+    def __init__(
+        self,
+        resource_name: str,
+        *,
+        host_name: pulumi.Input[str],
+        switch_uuid: pulumi.Input[str],
+        vmnics: pulumi.Input[list[str]],
+        opts: pulumi.ResourceOptions | None = None,
+    ) -> None:
+        """
+        :param host_name: the ESXi host's name as vCenter shows it.
+        :param switch_uuid: the switch's UUID (`DistributedVirtualSwitch.id`).
+        :param vmnics: the vmnics that become the host's uplinks (PVRDMA: exactly one).
+        """
+        super().__init__(
+            DvsHostMemberProvider(),
+            resource_name,
+            {"host_name": host_name, "switch_uuid": switch_uuid, "vmnics": vmnics},
+            opts,
+        )

@@ -1,0 +1,32 @@
+"""A switch edit refused for a stale configVersion is retried, not failed (no simulator needed:
+govmomi's simulator does not check configVersion, so the refusal is played by a task object)."""
+
+from __future__ import annotations
+
+from types import SimpleNamespace
+from typing import Any
+
+import pytest
+from pyVmomi import vim
+
+from components.vsphere._vsphere import VsphereError
+from components.vsphere.dvs_host_member import reconfigure_member
+
+
+def _switch(fault: Any) -> Any:
+    info = SimpleNamespace(state=vim.TaskInfo.State.error, error=fault, descriptionId="reconfigureDvs", entityName="sw")
+    task = SimpleNamespace(info=info, _moId="task-1")
+    return SimpleNamespace(name="sw", config=SimpleNamespace(configVersion="7"), ReconfigureDvs_Task=lambda spec: task)
+
+
+@pytest.mark.parametrize(
+    ("fault", "transient"),
+    [(vim.fault.ConcurrentAccess(), True), (vim.fault.ResourceInUse(), False)],
+    ids=["stale-config-version", "resource-in-use"],
+)
+def test_only_a_concurrent_edit_is_transient(fault: Any, transient: bool) -> None:
+    host = vim.HostSystem("host-1")
+    with pytest.raises(VsphereError) as info:
+        reconfigure_member(_switch(fault), host, "remove", [], host_name="esx-1")
+    assert info.value.transient is transient
+    assert info.value.fault is fault
