@@ -28,7 +28,7 @@ import pulumi
 import pulumi.dynamic as dynamic
 
 from components.dynamic_resource import DynamicResource
-from components.k8s.cloud_init import host_port
+from components.k8s.node_bootstrap.spec import host_port
 
 DEFAULT_TIMEOUT_SECONDS = 20 * 60
 DEFAULT_POLL_INTERVAL_SECONDS = 10
