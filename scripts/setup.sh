@@ -4,7 +4,7 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
-apt_packages=(golang-go golang-github-vmware-govmomi-dev)
+apt_packages=(golang-go golang-github-vmware-govmomi-dev shellcheck)
 # Debian's own python3 needs python3-venv for `python3 -m venv`; other Pythons ship ensurepip.
 python3 -c "import ensurepip, venv" 2>/dev/null || apt_packages+=(python3-venv)
 if command -v apt-get >/dev/null 2>&1; then
@@ -15,7 +15,7 @@ if command -v apt-get >/dev/null 2>&1; then
   if ((${#missing[@]})); then
     sudo_cmd=()
     [ "$(id -u)" -eq 0 ] || sudo_cmd=(sudo)
-    echo "setup: installing ${missing[*]} (for the vCenter simulator)"
+    echo "setup: installing ${missing[*]} (for the vCenter simulator and shellcheck)"
     "${sudo_cmd[@]}" apt-get update -qq
     DEBIAN_FRONTEND=noninteractive "${sudo_cmd[@]}" apt-get install -y -qq "${missing[@]}" >/dev/null
   fi

@@ -10,6 +10,7 @@ from typing import Any
 
 import pytest
 import yaml
+
 from components.k8s.node_bootstrap import (
     KUBEADM_API_VERSION,
     KUBEADM_CONFIG_PATH,

@@ -281,6 +281,15 @@ main() {
   esac
   [ -n "$api_endpoint" ] || die "GPUCLUSTER_API_ENDPOINT is not set (/etc/gpucluster/bootstrap.env)"
   mkdir -p "$state_dir"
+  if [ ! -f "$kubeadm_config" ]; then
+    # Removed only by the last step of a run that completed every stage.
+    if [ -f "$admin_conf" ] || [ -f "$kubelet_conf" ]; then
+      log "bootstrapped before (its kubeadm config was removed at the end): nothing to do"
+      touch "$done_marker"
+      return 0
+    fi
+    die "$kubeadm_config is missing: cloud-init did not write this node's files (cloud-init status --long)"
+  fi
   log "bootstrap of ${HOSTNAME:-this node} as $role"
   stage_host
   stage_rdma
