@@ -191,7 +191,9 @@ stage_init() {
     finish_init
   else
     install_pki
-    retry 10 kubeadm config images pull --config "$kubeadm_config"
+    # No separate `kubeadm config images pull`: it pulls every image even when present (cmd/kubeadm/
+    # app/cmd/config.go, PullControlPlaneImages), so it fails on an air-gapped site with the images
+    # pre-pulled; init's preflight (ImagePullCheck) pulls only the missing ones.
     # No `kubeadm reset` on failure, ever: it would delete etcd's data. What a failed init left
     # is finished by finish_init on the next run (the unit restarts the script).
     kubeadm init --config "$kubeadm_config" --skip-token-print ||
