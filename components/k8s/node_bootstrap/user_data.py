@@ -11,9 +11,12 @@ What each node gets (all through cloud-init's VMware datasource, `guestinfo.user
 - nodes with a PVRDMA NIC: the RDMA kernel modules to load at boot.
 
 cloud-init runs `write_files` and `runcmd` once per instance, and its VMware datasource re-reads
-guestinfo on every boot (no `check_instance_id`), where `redact` has blanked the user-data. So the
-systemd unit, not runcmd, drives the bootstrap: the last file written is a drop-in that makes
-`multi-user.target` want the unit on every boot, and runcmd only starts it on the first.
+guestinfo on every boot (no `check_instance_id`), where `redact` has set the user-data to "---"
+(`cloudinit/sources/DataSourceVMware.py`, `guestinfo_redact_keys`). So the systemd unit, not
+runcmd, drives the bootstrap: the last file written is a drop-in that makes `multi-user.target`
+want the unit on every boot, and runcmd only starts it on the first. What this cannot cover: a
+first boot cut after the datasource read (and redacted) the user-data but before `write_files`
+finished; the next boot reads "---" and the node never gets its files (docs/bootstrap.md).
 """
 
 from __future__ import annotations
