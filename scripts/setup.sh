@@ -15,7 +15,7 @@ if command -v apt-get >/dev/null 2>&1; then
   if ((${#missing[@]})); then
     sudo_cmd=()
     [ "$(id -u)" -eq 0 ] || sudo_cmd=(sudo)
-    echo "setup: installing ${missing[*]} (for the vCenter simulator and shellcheck)"
+    echo "setup: installing ${missing[*]} (for the vCenter simulator)"
     "${sudo_cmd[@]}" apt-get update -qq
     DEBIAN_FRONTEND=noninteractive "${sudo_cmd[@]}" apt-get install -y -qq "${missing[@]}" >/dev/null
   fi
