@@ -6,4 +6,10 @@ cd "$(dirname "$0")/.."
 export PULUMI_ERROR_OUTPUT_STRING=true  # an Output turned into a string fails loudly
 .venv/bin/ruff check .
 .venv/bin/mypy
+# The node bootstrap's shell, and the stand-in that plays its tools in the tests: any finding fails.
+if ! command -v shellcheck >/dev/null 2>&1; then
+  echo "test: shellcheck is missing (Debian package shellcheck); run scripts/setup.sh" >&2
+  exit 1
+fi
+shellcheck components/k8s/node_bootstrap/files/*.sh tests/k8s_bootstrap/standins/*.sh
 .venv/bin/python -m pytest "$@"

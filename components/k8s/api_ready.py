@@ -44,7 +44,7 @@ from components.k8s.api_probe import (
     probe_api_server,
     probe_readyz,
 )
-from components.k8s.cloud_init import host_port
+from components.k8s.node_bootstrap.spec import host_port
 
 __all__ = [
     "ApiServerCredentialsRefusedError",

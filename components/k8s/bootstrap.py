@@ -5,7 +5,7 @@ Pulumi generates the trust material itself, then renders each node's cloud-init 
 - the cluster CA, front-proxy CA and etcd CA (pulumi-tls `PrivateKey` + `SelfSignedCert`,
   RSA-2048 like kubeadm's own, 10 years) and the service-account signing key; the control-plane
   nodes receive them in user-data and `kubeadm init`/`join` use them instead of making their own
-  (kubeadm's "external CA files present" path; see `cloud_init.py` for why every control-plane
+  (kubeadm's "external CA files present" path; see `node_bootstrap/kubeadm.py` for why every control-plane
   node gets them rather than `--upload-certs`);
 - an admin client certificate (`CN=kubernetes-admin`, `O=kubeadm:cluster-admins`, 1 year,
   renewed by `pulumi up` within 30 days of expiry) signed by that CA, so Pulumi holds a working
@@ -42,15 +42,15 @@ import pulumi
 import pulumi_random as random
 import pulumi_tls as tls
 
-from components.k8s.cloud_init import (
+from components.k8s.join_token_rotation import JoinTokenRotation, JoinTokenRotationArgs, validate_ttl_hours
+from components.k8s.kubeconfig import ADMIN_GROUP, ADMIN_USER, api_server_url, render_kubeconfig
+from components.k8s.node_bootstrap import (
     ClusterPki,
     ClusterSpec,
     UserDataRenderer,
     bootstrap_token,
     spki_sha256,
 )
-from components.k8s.join_token_rotation import JoinTokenRotation, JoinTokenRotationArgs, validate_ttl_hours
-from components.k8s.kubeconfig import ADMIN_GROUP, ADMIN_USER, api_server_url, render_kubeconfig
 
 CA_USES = ["cert_signing", "crl_signing", "digital_signature", "key_encipherment"]
 

@@ -15,7 +15,7 @@ import base64
 
 import yaml
 
-from components.k8s.cloud_init import host_port
+from components.k8s.node_bootstrap.spec import host_port
 
 ADMIN_USER = "kubernetes-admin"
 """The client certificate's CN, as in kubeadm's own admin.conf."""

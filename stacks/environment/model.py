@@ -203,10 +203,24 @@ class VmSettings(Model):
     """How long a vGPU attachment waits for the guest to shut down before powering off."""
 
 
+def _manifest_url(value: str) -> str:
+    # It travels in the node's environment file, which systemd and the shell both read.
+    if not re.match(r"^https://[^\s'\"$`\\]+$", value):
+        raise ValueError(
+            f"{value!r} is not usable: give an https:// URL without spaces, quotes, '$', '`' or '\\', "
+            "e.g. https://mirror.example/calico/v3.31.3/tigera-operator.yaml"
+        )
+    return value
+
+
 class Cni(Model):
     name: Literal["calico"] = "calico"
     version: Annotated[str, Field(pattern=r"^v\d+\.\d+\.\d+$")] = DEFAULT_CALICO_VERSION
     """Calico release; v3.31 supports Kubernetes 1.32-1.35 (see docs/bootstrap.md)."""
+    operator_manifest_url: Annotated[str, AfterValidator(_manifest_url)] | None = None
+    """Where the first control-plane node fetches Calico's `tigera-operator.yaml`; default: the
+    release's manifest on raw.githubusercontent.com. Set a mirror for air-gapped sites (and mirror
+    Calico's images too)."""
 
 
 class KubernetesSettings(Model):

@@ -12,13 +12,13 @@ from components.k8s.addons.mpi_operator import MpiOperator, MpiOperatorArgs, Mpi
 from components.k8s.addons.rdma_plugin import RdmaDevicePluginArgs, RdmaPluginSettings, RdmaResource
 from components.k8s.api_ready import ApiServerReadyArgs
 from components.k8s.bootstrap import ClusterBootstrap, ClusterBootstrapArgs
-from components.k8s.cloud_init import CalicoSettings, ClusterNode
 from components.k8s.cluster_access import ClusterAccess, ClusterAccessArgs
 from components.k8s.jobs.benchmark import BenchmarkJob
 from components.k8s.jobs.fabric_check import FabricCheckJob
 from components.k8s.jobs.pods import WorkerShape
 from components.k8s.jobs.training_jobs import TrainingJobsArgs
 from components.k8s.join_token import JoinTokenArgs
+from components.k8s.node_bootstrap import CalicoSettings, ClusterNode
 from components.k8s.node_drain import NodeDrainArgs
 from stacks.environment.loader import KUBECONFIG_KEY, LICENSE_TOKEN_KEY
 from stacks.environment.model import Environment
@@ -55,9 +55,11 @@ def bootstrap_args(env: Environment) -> ClusterBootstrapArgs:
         ],
         search_domain=env.management_network.dns_domain,
         ssh_authorized_keys=list(k8s.ssh_authorized_keys),
-        calico=CalicoSettings(version=k8s.cni.version),
+        calico=CalicoSettings(version=k8s.cni.version, operator_manifest_url=k8s.cni.operator_manifest_url),
         taint_gpu_nodes=k8s.gpu_node_taint,
         join_token_ttl_hours=k8s.join_token_ttl_hours,
+        # The GPU Operator installs the driver and configures containerd itself.
+        configure_nvidia_runtime=env.gpu.mode == "device-plugin",
     )
 
 

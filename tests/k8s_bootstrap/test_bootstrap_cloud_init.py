@@ -11,11 +11,7 @@ from typing import Any
 import pytest
 import yaml
 
-from components.k8s.cloud_init import (
-    BOOTSTRAP_DONE_MARKER,
-    BOOTSTRAP_SCRIPT_PATH,
-    BOOTSTRAP_UNIT_NAME,
-    BOOTSTRAP_UNIT_PATH,
+from components.k8s.node_bootstrap import (
     KUBEADM_API_VERSION,
     KUBEADM_CONFIG_PATH,
     CalicoSettings,
@@ -25,11 +21,19 @@ from components.k8s.cloud_init import (
     Taint,
     UserDataRenderer,
     bootstrap_token,
-    dump_yaml,
     node_role,
-    render_bootstrap_script,
     render_user_data,
 )
+from components.k8s.node_bootstrap.paths import (
+    BOOTSTRAP_DONE_MARKER,
+    BOOTSTRAP_ENV_PATH,
+    BOOTSTRAP_SCRIPT_PATH,
+    BOOTSTRAP_UNIT_NAME,
+    BOOTSTRAP_UNIT_PATH,
+    BOOTSTRAP_WANTS_DROP_IN_PATH,
+    MODULES_LOAD_RDMA_PATH,
+)
+from components.k8s.node_bootstrap.user_data import dump_yaml, render_bootstrap_script
 
 TOKEN = "abc123.0123456789abcdef"
 CA_HASH = "sha256:" + "ab" * 32
@@ -80,6 +84,13 @@ def kubeadm_docs(document: dict[str, Any]) -> dict[str, dict[str, Any]]:
     return {doc["kind"]: doc for doc in yaml.safe_load_all(content) if doc}
 
 
+def bootstrap_env(document: dict[str, Any]) -> dict[str, str]:
+    """The node's settings for the script, as systemd's EnvironmentFile= reads them."""
+    content = files(document)[BOOTSTRAP_ENV_PATH]["content"]
+    pairs = (line.split("=", 1) for line in content.splitlines() if line and not line.startswith("#"))
+    return {key: value for key, value in pairs}
+
+
 def kubelet_args(registration: dict[str, Any]) -> dict[str, str]:
     return {arg["name"]: arg["value"] for arg in registration["kubeletExtraArgs"]}
 
@@ -100,21 +111,27 @@ def test_only_the_first_control_plane_node_runs_kubeadm_init() -> None:
     for node in spec.all_nodes:
         document = user_data(spec, node.name)
         kinds = set(kubeadm_docs(document))
-        script = files(document)[BOOTSTRAP_SCRIPT_PATH]["content"]
+        env = bootstrap_env(document)
+        assert env["GPUCLUSTER_ROLE"] == node_role(spec, node.name)
         if node.name == "cp-1":
             assert kinds == {"InitConfiguration", "ClusterConfiguration", "KubeletConfiguration"}
-            assert "kubeadm init --config" in script
-            assert "kubeadm join" not in script
         else:
             assert kinds == {"JoinConfiguration"}
-            assert "kubeadm join --config" in script
-            assert "kubeadm init" not in script
-        # runcmd only starts the bootstrap unit, which re-runs the script on every boot until it
-        # has succeeded (a GPU worker is power-cycled by the vGPU attachment mid-first-boot).
+        # runcmd only starts the bootstrap unit on the first boot; the drop-in, written last,
+        # makes multi-user.target want it on every boot until the script has succeeded.
         assert ["systemctl", "start", "--no-block", BOOTSTRAP_UNIT_NAME] in document["runcmd"]
+        assert document["write_files"][-1]["path"] == BOOTSTRAP_WANTS_DROP_IN_PATH
+        assert f"Wants={BOOTSTRAP_UNIT_NAME}" in document["write_files"][-1]["content"]
         unit = files(document)[BOOTSTRAP_UNIT_PATH]["content"]
         assert f"ExecStart={BOOTSTRAP_SCRIPT_PATH}" in unit
+        assert f"EnvironmentFile={BOOTSTRAP_ENV_PATH}" in unit
         assert f"ConditionPathExists=!{BOOTSTRAP_DONE_MARKER}" in unit
+
+
+def test_the_script_is_byte_identical_on_every_node() -> None:
+    spec = make_spec()
+    scripts = {files(user_data(spec, node.name))[BOOTSTRAP_SCRIPT_PATH]["content"] for node in spec.all_nodes}
+    assert scripts == {render_bootstrap_script()}
 
 
 def test_all_kubeadm_documents_use_v1beta4() -> None:
@@ -248,7 +265,7 @@ def test_file_modes_keep_keys_and_token_root_only() -> None:
 
 def test_workers_receive_no_key_material() -> None:
     text = render_user_data(make_spec(), "gpu-1", token=TOKEN, ca_cert_hash=CA_HASH, pki=PKI)
-    assert "/pki/" not in text
+    assert not [path for path in files(yaml.safe_load(text)) if "/pki/" in path]
     for value in dataclasses.asdict(PKI).values():
         assert value.strip() not in text
 
@@ -275,44 +292,49 @@ def test_calico_installation_uses_the_pod_cidr_and_the_kubelet_node_ip() -> None
     assert network["ipPools"][0]["cidr"] == "10.244.0.0/16"
     assert network["ipPools"][0]["encapsulation"] == "IPIP"
     assert network["nodeAddressAutodetectionV4"] == {"kubernetes": "NodeInternalIP"}
-    script = cp[BOOTSTRAP_SCRIPT_PATH]["content"]
-    assert (
-        "kubectl apply --server-side --force-conflicts -f "
-        "https://raw.githubusercontent.com/projectcalico/calico/v3.31.3/manifests/"
-        "tigera-operator.yaml"
-    ) in script
+    assert bootstrap_env(user_data(spec, "cp-1"))["GPUCLUSTER_CALICO_MANIFEST"] == (
+        "https://raw.githubusercontent.com/projectcalico/calico/v3.31.3/manifests/tigera-operator.yaml"
+    )
 
 
 def test_calico_manifest_mirror_is_used_when_given() -> None:
     mirror = "https://mirror.example/calico/tigera-operator.yaml"
     spec = make_spec(calico=CalicoSettings(operator_manifest_url=mirror))
-    assert mirror in render_bootstrap_script(spec, "init", "cp-1")
-    assert "raw.githubusercontent.com" not in render_bootstrap_script(spec, "init", "cp-1")
+    assert bootstrap_env(user_data(spec, "cp-1"))["GPUCLUSTER_CALICO_MANIFEST"] == mirror
+    assert "GPUCLUSTER_CALICO_MANIFEST" not in bootstrap_env(user_data(spec, "cp-2"))
 
 
-def test_joining_nodes_wait_for_the_api_and_retry_with_reset() -> None:
+def test_each_node_gets_its_role_endpoint_gpu_and_rdma_settings() -> None:
     spec = make_spec()
-    worker = render_bootstrap_script(spec, "worker", "cpu-1")
-    assert "https://10.0.0.10:6443/readyz" in worker
-    assert "kubeadm reset --force" in worker
-    assert "install_pki" not in worker
-    control_plane = render_bootstrap_script(spec, "control-plane", "cp-2")
-    assert "install_pki; kubeadm join" in control_plane
+    assert bootstrap_env(user_data(spec, "gpu-1")) == {
+        "GPUCLUSTER_ROLE": "worker",
+        "GPUCLUSTER_API_ENDPOINT": "10.0.0.10:6443",
+        "GPUCLUSTER_GPU": "true",
+        "GPUCLUSTER_RDMA": "true",
+        "GPUCLUSTER_NVIDIA_RUNTIME_HANDLER": "nvidia",
+        "GPUCLUSTER_ROOT": "",
+    }
+    cpu = bootstrap_env(user_data(spec, "cpu-1"))
+    assert (cpu["GPUCLUSTER_GPU"], cpu["GPUCLUSTER_RDMA"], cpu["GPUCLUSTER_NVIDIA_RUNTIME_HANDLER"]) == (
+        "false",
+        "false",
+        "",
+    )
+    operator = bootstrap_env(user_data(make_spec(configure_nvidia_runtime=False), "gpu-1"))
+    assert operator["GPUCLUSTER_NVIDIA_RUNTIME_HANDLER"] == ""
 
 
-def test_only_gpu_workers_wait_for_the_vgpu_before_joining() -> None:
+def test_only_rdma_nodes_load_the_rdma_modules_at_boot() -> None:
     spec = make_spec()
-    assert "0x10de" in render_bootstrap_script(spec, "worker", "gpu-1")
-    assert "0x10de" not in render_bootstrap_script(spec, "worker", "cpu-1")
-    assert "0x10de" not in render_bootstrap_script(spec, "control-plane", "cp-2")
+    rdma = files(user_data(spec, "gpu-1"))[MODULES_LOAD_RDMA_PATH]["content"].split()
+    assert {"ib_umad", "ib_uverbs", "rdma_ucm"} <= set(rdma)
+    assert MODULES_LOAD_RDMA_PATH not in files(user_data(spec, "cpu-1"))
+    assert MODULES_LOAD_RDMA_PATH not in files(user_data(spec, "cp-1"))
 
 
 @pytest.mark.skipif(shutil.which("bash") is None, reason="bash is needed to syntax-check")
-@pytest.mark.parametrize("role", ["init", "control-plane", "worker"])
-def test_bootstrap_script_is_valid_bash(role: str) -> None:
-    node = {"init": "cp-1", "control-plane": "cp-2", "worker": "gpu-1"}[role]
-    script = render_bootstrap_script(make_spec(), role, node)  # type: ignore[arg-type]
-    result = subprocess.run(["bash", "-n"], input=script, text=True, capture_output=True)
+def test_bootstrap_script_is_valid_bash() -> None:
+    result = subprocess.run(["bash", "-n"], input=render_bootstrap_script(), text=True, capture_output=True)
     assert result.returncode == 0, result.stderr
 
 
@@ -344,7 +366,8 @@ def test_render_rejects_a_malformed_token() -> None:
 @pytest.mark.parametrize(
     ("overrides", "message"),
     [
-        ({"kubernetes_version": "1.30.5"}, "kubernetes_version: '1.30.5' is older than 1.31"),
+        ({"kubernetes_version": "1.31.5"}, "kubernetes_version: '1.31.5' is not supported by the bootstrap; use 1.32"),
+        ({"kubernetes_version": "1.36.0"}, "kubernetes_version: '1.36.0' is not supported"),
         ({"kubernetes_version": "latest"}, "kubernetes_version: 'latest' is not a release"),
         ({"pod_cidr": "10.244.0.1/16"}, "pod_cidr: '10.244.0.1/16' is not a network"),
         ({"service_cidr": "10.244.128.0/20"}, "service_cidr: 10.244.128.0/20 overlaps pod_cidr"),
@@ -382,6 +405,10 @@ def test_render_rejects_a_malformed_token() -> None:
         ),
         ({"ssh_authorized_keys": ["-----BEGIN OPENSSH PRIVATE KEY-----"]}, "this is a private key"),
         ({"calico": CalicoSettings(version="3.31")}, "calico.version"),
+        (
+            {"calico": CalicoSettings(operator_manifest_url="https://m.example/a b.yaml")},
+            "calico.operator_manifest_url",
+        ),
         ({"bootstrap_token_ttl": "1 day"}, "bootstrap_token_ttl"),
     ],
 )

@@ -14,8 +14,8 @@ from pulumi.runtime import rpc
 
 from components.k8s.api_ready import ApiServerReady, ApiServerReadyArgs
 from components.k8s.bootstrap import ClusterBootstrap, ClusterBootstrapArgs
-from components.k8s.cloud_init import KUBEADM_CONFIG_PATH, ClusterNode
 from components.k8s.cluster_access import ClusterAccess, ClusterAccessArgs
+from components.k8s.node_bootstrap import KUBEADM_CONFIG_PATH, ClusterNode
 from stacks.tools.mock_runtime import ProgramRun, RecordedResource, run_program
 from stacks.tools.mock_values import fake_outputs
 

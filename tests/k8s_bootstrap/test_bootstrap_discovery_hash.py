@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from components.k8s.cloud_init import pem_body, spki_sha256
+from components.k8s.node_bootstrap import pem_body, spki_sha256
 
 pytestmark = pytest.mark.skipif(
     shutil.which("openssl") is None, reason="the openssl CLI is the independent reference here"

@@ -25,9 +25,9 @@ from pulumi.runtime import rpc
 
 from components.k8s import join_token_rotation as rotation
 from components.k8s.bootstrap import ClusterBootstrapArgs
-from components.k8s.cloud_init import KUBEADM_CONFIG_PATH, ClusterNode
 from components.k8s.join_token import NODE_BOOTSTRAP_GROUP, SECRET_TYPE
 from components.k8s.join_token_rotation import JoinTokenRotationArgs, JoinTokenRotationProvider
+from components.k8s.node_bootstrap import KUBEADM_CONFIG_PATH, ClusterNode
 from stacks.environment.loader import PROJECT, config_for_runtime, read_stack_file
 from stacks.tools.mock_runtime import ProgramRun, RecordedResource, run_program, run_project_main
 from stacks.tools.mock_values import MOCK_JOIN_TOKEN_ISSUED_AT

@@ -1,0 +1,202 @@
+"""The checks a `ClusterSpec` must pass: every problem at once, each naming its field.
+
+Facts shared with the stack's own validation (DNS patterns, the supported Kubernetes minors) come
+from `components/k8s/facts.py`, so the two cannot drift.
+"""
+
+from __future__ import annotations
+
+import ipaddress
+import re
+from collections.abc import Mapping, Sequence
+from typing import TYPE_CHECKING
+
+from components.k8s.facts import DNS_LABEL as _DNS_LABEL
+from components.k8s.facts import DNS_SUBDOMAIN as _DNS_SUBDOMAIN
+from components.k8s.facts import SUPPORTED_KUBERNETES_MINORS
+
+if TYPE_CHECKING:
+    from components.k8s.node_bootstrap.spec import ClusterSpec, Taint
+
+KUBEADM_API_VERSION = "kubeadm.k8s.io/v1beta4"
+"""kubeadm's config API; v1beta4 is served by kubeadm 1.31 and later (v1beta3 is deprecated)."""
+
+_LABEL_NAME = re.compile(r"^[A-Za-z0-9]([-A-Za-z0-9_.]{0,61}[A-Za-z0-9])?$")
+_LABEL_VALUE = re.compile(r"^([A-Za-z0-9]([-A-Za-z0-9_.]{0,61}[A-Za-z0-9])?)?$")
+_VERSION = re.compile(r"^v?(\d+)\.(\d+)\.(\d+)$")
+_CALICO_VERSION = re.compile(r"^v3\.\d+\.\d+$")
+_DURATION = re.compile(r"^(0|(\d+h)?(\d+m)?(\d+s)?)$")
+# The URL travels in the node's environment file, read by systemd and by the shell alike: no
+# character either would interpret.
+_ENV_FILE_SAFE_URL = re.compile(r"^https://[^\s'\"$`\\]+$")
+_SSH_KEY_TYPES = ("ssh-ed25519", "ssh-rsa", "ecdsa-sha2-", "sk-ssh-ed25519", "sk-ecdsa-sha2-")
+
+# Labels the kubelet may set on its own Node (`--node-labels`); any other key under kubernetes.io
+# or k8s.io makes the kubelet refuse to start (NodeRestriction), so we reject it up front.
+_KUBELET_ALLOWED_LABELS = frozenset(
+    {
+        "kubernetes.io/hostname",
+        "kubernetes.io/os",
+        "kubernetes.io/arch",
+        "beta.kubernetes.io/os",
+        "beta.kubernetes.io/arch",
+        "beta.kubernetes.io/instance-type",
+        "node.kubernetes.io/instance-type",
+        "topology.kubernetes.io/region",
+        "topology.kubernetes.io/zone",
+        "failure-domain.beta.kubernetes.io/region",
+        "failure-domain.beta.kubernetes.io/zone",
+    }
+)
+_KUBELET_ALLOWED_PREFIXES = ("kubelet.kubernetes.io", "node.kubernetes.io")
+
+
+def _label_key_errors(where: str, key: str) -> list[str]:
+    prefix, _, name = key.rpartition("/")
+    errors = []
+    if prefix and not _DNS_SUBDOMAIN.match(prefix):
+        errors.append(f"{where}: label key {key!r} has an invalid prefix {prefix!r}")
+    if not _LABEL_NAME.match(name):
+        errors.append(f"{where}: label key {key!r} is not a valid label name")
+    return errors
+
+
+def _kubelet_label_errors(where: str, labels: Mapping[str, str]) -> list[str]:
+    errors = []
+    for key, value in labels.items():
+        errors.extend(_label_key_errors(where, key))
+        if not _LABEL_VALUE.match(value):
+            errors.append(f"{where}: label {key!r} has an invalid value {value!r}")
+        prefix = key.rpartition("/")[0]
+        restricted = any(prefix == domain or prefix.endswith("." + domain) for domain in ("kubernetes.io", "k8s.io"))
+        allowed = key in _KUBELET_ALLOWED_LABELS or any(
+            prefix == p or prefix.endswith("." + p) for p in _KUBELET_ALLOWED_PREFIXES
+        )
+        if restricted and not allowed:
+            errors.append(
+                f"{where}: the kubelet may not set label {key!r} on its own node (reserved "
+                "kubernetes.io/k8s.io prefix); use your own prefix or set it later with kubectl"
+            )
+    return errors
+
+
+def _taint_errors(where: str, taints: Sequence[Taint]) -> list[str]:
+    errors = []
+    for taint in taints:
+        errors.extend(_label_key_errors(where, taint.key))
+        if taint.value is not None and not _LABEL_VALUE.match(taint.value):
+            errors.append(f"{where}: taint {taint.key!r} has an invalid value {taint.value!r}")
+        if taint.effect not in ("NoSchedule", "PreferNoSchedule", "NoExecute"):
+            errors.append(f"{where}: taint {taint.key!r} has an unknown effect {taint.effect!r}")
+    return errors
+
+
+def validate_spec(spec: ClusterSpec) -> list[str]:
+    """Every problem with `spec`, each naming the field; empty when the spec is usable."""
+    errors: list[str] = []
+
+    if not _DNS_LABEL.match(spec.cluster_name):
+        errors.append(f"cluster_name: {spec.cluster_name!r} is not a lowercase DNS label")
+
+    match = _VERSION.match(spec.kubernetes_version)
+    if not match:
+        errors.append(f"kubernetes_version: {spec.kubernetes_version!r} is not a release like '1.34.2'")
+    elif int(match[1]) != 1 or int(match[2]) not in SUPPORTED_KUBERNETES_MINORS:
+        supported = SUPPORTED_KUBERNETES_MINORS
+        errors.append(
+            f"kubernetes_version: {spec.kubernetes_version!r} is not supported by the bootstrap; use "
+            f"1.{supported.start} to 1.{supported.stop - 1} ({KUBEADM_API_VERSION} and the pinned Calico)"
+        )
+
+    networks: dict[str, ipaddress.IPv4Network | ipaddress.IPv6Network] = {}
+    for key in ("pod_cidr", "service_cidr"):
+        value = getattr(spec, key)
+        try:
+            networks[key] = ipaddress.ip_network(value, strict=True)
+        except ValueError as exc:
+            errors.append(f"{key}: {value!r} is not a network address ({exc})")
+    if len(networks) == 2:
+        if networks["pod_cidr"].overlaps(networks["service_cidr"]):
+            errors.append(
+                f"service_cidr: {spec.service_cidr} overlaps pod_cidr {spec.pod_cidr}; choose disjoint ranges"
+            )
+        service = networks["service_cidr"]
+        if service.version == 4 and service.prefixlen < 12:
+            errors.append(f"service_cidr: {spec.service_cidr} is larger than /12 (kube-apiserver refuses it)")
+        pod = networks["pod_cidr"]
+        if pod.version == 4 and pod.prefixlen > spec.calico.block_size:
+            errors.append(f"pod_cidr: {spec.pod_cidr} is smaller than one Calico block (/{spec.calico.block_size})")
+
+    endpoint = spec.control_plane_endpoint
+    if not endpoint or "://" in endpoint or "/" in endpoint:
+        errors.append(
+            f"control_plane_endpoint: {endpoint!r} must be a bare host name or IP address (no scheme, no path)"
+        )
+    else:
+        try:
+            ipaddress.ip_address(endpoint)
+        except ValueError:
+            if not _DNS_SUBDOMAIN.match(endpoint):
+                errors.append(
+                    f"control_plane_endpoint: {endpoint!r} is neither an IP address nor a DNS "
+                    "name (give the port in api_server_port)"
+                )
+    if not 1 <= spec.api_server_port <= 65535:
+        errors.append(f"api_server_port: {spec.api_server_port} is not a TCP port")
+
+    if not spec.control_plane_nodes:
+        errors.append("control_plane_nodes: at least one control-plane node is required")
+
+    seen_names: set[str] = set()
+    seen_ips: set[str] = set()
+    for group in ("control_plane_nodes", "worker_nodes"):
+        for node in getattr(spec, group):
+            where = f"{group}[{node.name}]"
+            if not _DNS_LABEL.match(node.name):
+                errors.append(f"{where}: name {node.name!r} is not a lowercase DNS label")
+            if node.name in seen_names:
+                errors.append(f"{where}: node name {node.name!r} is used twice")
+            seen_names.add(node.name)
+            for attr in ("management_ip", "rdma_ip"):
+                value = getattr(node, attr)
+                if value is None:
+                    continue
+                try:
+                    address = ipaddress.ip_address(value)
+                except ValueError:
+                    errors.append(f"{where}: {attr} {value!r} is not an IP address")
+                    continue
+                for key, network in networks.items():
+                    if address in network:
+                        errors.append(f"{where}: {attr} {value} lies inside {key} {network}")
+            if node.management_ip in seen_ips:
+                errors.append(f"{where}: management_ip {node.management_ip} is used twice")
+            seen_ips.add(node.management_ip)
+            errors.extend(_kubelet_label_errors(f"{where}.labels", node.labels))
+            errors.extend(_taint_errors(f"{where}.taints", node.taints))
+
+    errors.extend(_kubelet_label_errors("gpu_node_labels", spec.gpu_node_labels))
+    errors.extend(_kubelet_label_errors("rdma_node_labels", spec.rdma_node_labels))
+
+    if spec.search_domain is not None and not _DNS_SUBDOMAIN.match(spec.search_domain):
+        errors.append(f"search_domain: {spec.search_domain!r} is not a DNS name")
+
+    for index, key in enumerate(spec.ssh_authorized_keys):
+        if "PRIVATE KEY" in key:
+            errors.append(f"ssh_authorized_keys[{index}]: this is a private key; give the public key")
+        elif not key.startswith(_SSH_KEY_TYPES):
+            errors.append(f"ssh_authorized_keys[{index}]: not an OpenSSH public key line (starts with {key[:12]!r})")
+
+    if not _CALICO_VERSION.match(spec.calico.version):
+        errors.append(f"calico.version: {spec.calico.version!r} is not a tag like 'v3.31.3'")
+    if not 20 <= spec.calico.block_size <= 32:
+        errors.append(f"calico.block_size: {spec.calico.block_size} is outside 20..32")
+    url = spec.calico.operator_manifest_url
+    if url is not None and not _ENV_FILE_SAFE_URL.match(url):
+        errors.append(
+            f"calico.operator_manifest_url: {url!r} must be an https:// URL without spaces, quotes, '$' or '\\'"
+        )
+
+    if not _DURATION.match(spec.bootstrap_token_ttl) or spec.bootstrap_token_ttl == "":
+        errors.append(f"bootstrap_token_ttl: {spec.bootstrap_token_ttl!r} is not a duration like '24h0m0s'")
+    return errors

@@ -1,0 +1,44 @@
+"""The node's settings for the bootstrap script: `/etc/gpucluster/bootstrap.env`.
+
+The script is the same file on every node; this small file is what differs. systemd reads it with
+`EnvironmentFile=` and the tests hand it to the script the same way. Values are plain words (no
+spaces, quotes or shell characters), so systemd and a shell read them identically.
+"""
+
+from __future__ import annotations
+
+import re
+
+from components.k8s.gpu_runtime import NVIDIA_RUNTIME_HANDLER
+from components.k8s.node_bootstrap.spec import ClusterNode, ClusterSpec, NodeRole
+
+_PLAIN_VALUE = re.compile(r"^[^\s'\"$`\\]*$")
+
+
+def bootstrap_env(spec: ClusterSpec, role: NodeRole, node: ClusterNode) -> dict[str, str]:
+    """The variables the bootstrap script of `node` reads, in the order they are written."""
+    values = {
+        "GPUCLUSTER_ROLE": role,
+        "GPUCLUSTER_API_ENDPOINT": spec.endpoint,
+        "GPUCLUSTER_GPU": "true" if node.gpu else "false",
+        "GPUCLUSTER_RDMA": "true" if node.rdma_ip is not None else "false",
+        # Empty: the GPU Operator configures containerd (or the node has no GPU).
+        "GPUCLUSTER_NVIDIA_RUNTIME_HANDLER": (
+            NVIDIA_RUNTIME_HANDLER if node.gpu and spec.configure_nvidia_runtime else ""
+        ),
+    }
+    if role == "init":
+        values["GPUCLUSTER_CALICO_VERSION"] = spec.calico.version
+        values["GPUCLUSTER_CALICO_MANIFEST"] = spec.calico.manifest_url
+    # Empty on a node; the tests point it at a temporary root.
+    values["GPUCLUSTER_ROOT"] = ""
+    return values
+
+
+def render_bootstrap_env(spec: ClusterSpec, role: NodeRole, node: ClusterNode) -> str:
+    lines = ["# Settings of gpucluster-bootstrap.service for this node (written by cloud-init)."]
+    for key, value in bootstrap_env(spec, role, node).items():
+        if not _PLAIN_VALUE.match(value):
+            raise ValueError(f"{key}: {value!r} cannot be written to an environment file")
+        lines.append(f"{key}={value}")
+    return "\n".join(lines) + "\n"

@@ -1,0 +1,312 @@
+#!/bin/bash
+# Node bootstrap of vsphere-gpu-cluster: makes this VM a node of the kubeadm cluster.
+#
+# One static script for every node (components/k8s/node_bootstrap/files/ in the repository).
+# What differs per node comes from /etc/gpucluster/bootstrap.env, written by cloud-init and read
+# by gpucluster-bootstrap.service (EnvironmentFile=). Run it through the unit:
+#   systemctl start gpucluster-bootstrap.service; journalctl -u gpucluster-bootstrap
+#
+# Safe to run any number of times and to cut at any point (power loss, a failed stage, the unit
+# restarting it): each stage first looks for its own evidence on disk and skips what is done.
+# It never runs `kubeadm reset` on a node that has initialised or joined the cluster.
+#
+# Stages: host settings, RDMA devices (RDMA nodes), vGPU and containerd's NVIDIA runtime (GPU
+# nodes), then by role: kubeadm init and Calico (init), kubeadm join (others), then done.
+set -euo pipefail
+
+# Settings (bootstrap.env). GPUCLUSTER_ROOT prefixes every path this script reads or writes:
+# empty on a node; the tests run the script in a temporary root.
+root=${GPUCLUSTER_ROOT:-}
+role=${GPUCLUSTER_ROLE:-}
+api_endpoint=${GPUCLUSTER_API_ENDPOINT:-}
+gpu=${GPUCLUSTER_GPU:-false}
+rdma=${GPUCLUSTER_RDMA:-false}
+nvidia_handler=${GPUCLUSTER_NVIDIA_RUNTIME_HANDLER:-}
+calico_manifest=${GPUCLUSTER_CALICO_MANIFEST:-}
+
+state_dir=$root/var/lib/gpucluster
+done_marker=$state_dir/bootstrap.done
+pki_staging=$state_dir/pki
+kube_dir=$root/etc/kubernetes
+kubeadm_config=$kube_dir/kubeadm-config.yaml
+admin_conf=$kube_dir/admin.conf
+kubelet_conf=$kube_dir/kubelet.conf
+manifests=$kube_dir/manifests
+containerd_config=$root/etc/containerd/config.toml
+
+log() { echo "gpucluster: $*"; }
+die() {
+  echo "gpucluster: ERROR: $*" >&2
+  exit 1
+}
+
+# retry ATTEMPTS COMMAND...: run COMMAND until it succeeds, waiting 5 s, 10 s, ... (at most 60 s)
+# in between; after ATTEMPTS failures return 1 (the unit then starts the whole script again).
+retry() {
+  local attempts=$1 n=1 delay=5
+  shift
+  until "$@"; do
+    if [ "$n" -ge "$attempts" ]; then
+      log "giving up after $n attempts: $*" >&2
+      return 1
+    fi
+    log "attempt $n failed, retrying in ${delay}s: $*" >&2
+    sleep "$delay"
+    n=$((n + 1))
+    delay=$((delay * 2 > 60 ? 60 : delay * 2))
+  done
+}
+
+any_exists() {  # any_exists PATH...: true when one of the (globbed) paths exists
+  local path
+  for path in "$@"; do
+    [ -e "$path" ] && return 0
+  done
+  return 1
+}
+
+# --- host settings: every run (all idempotent) --------------------------------------------------
+stage_host() {
+  swapoff -a
+  if [ -f "$root/etc/fstab" ]; then
+    sed -ri '/\sswap\s/s/^([^#])/#\1/' "$root/etc/fstab"
+  fi
+  modprobe overlay
+  modprobe br_netfilter
+  sysctl -p "$root/etc/sysctl.d/99-kubernetes.conf"  # only ours: --system fails on unrelated keys
+  # Calico programs iptables/nftables itself; firewalld would fight it (Calico's requirements).
+  systemctl disable --now firewalld 2>/dev/null || true
+  if systemctl is-active --quiet NetworkManager; then
+    systemctl reload NetworkManager
+  fi
+  systemctl enable --now containerd
+  systemctl enable kubelet
+}
+
+# --- RDMA: the device files the RDMA shared device plugin needs ---------------------------------
+missing_rdma_devices() {
+  local dir=$root/dev/infiniband missing=""
+  any_exists "$dir/rdma_cm" || missing="$missing $dir/rdma_cm"
+  any_exists "$dir"/uverbs* || missing="$missing $dir/uverbs*"
+  any_exists "$dir"/umad* || missing="$missing $dir/umad*"
+  echo "${missing# }"
+}
+
+stage_rdma() {
+  [ "$rdma" = true ] || return 0
+  local module missing tries=0
+  # Also listed in /etc/modules-load.d/gpucluster-rdma.conf for later boots; loaded now because
+  # systemd-modules-load ran before cloud-init wrote that file on the first boot.
+  for module in ib_umad ib_uverbs rdma_ucm; do
+    modprobe "$module"
+  done
+  # udev creates the device nodes asynchronously once vmw_pvrdma has registered the device.
+  while missing=$(missing_rdma_devices) && [ -n "$missing" ]; do
+    if [ "$tries" -ge 12 ]; then
+      die "RDMA device files missing: $missing. The RDMA shared device plugin would advertise no" \
+        "RDMA resource on this node. Check the PVRDMA NIC (lspci -d 15ad:0820), its driver" \
+        "(lsmod | grep vmw_pvrdma) and the modules ib_umad, ib_uverbs, rdma_ucm."
+    fi
+    tries=$((tries + 1))
+    log "waiting for RDMA device files:$missing"
+    sleep 5
+  done
+  log "RDMA device files present under $root/dev/infiniband"
+}
+
+# --- GPU: the vGPU, then containerd's NVIDIA runtime handler --------------------------------------
+containerd_has_handler() {
+  local dump
+  # containerd's own view of its configuration, with every imported drop-in merged (newer
+  # nvidia-ctk writes /etc/containerd/conf.d/99-nvidia.toml and imports it; older ones edit
+  # config.toml). The table is ...runtimes.<handler>] in config version 2 and 3 alike.
+  dump=$(containerd --config "$containerd_config" config dump) ||
+    die "'containerd config dump' failed: containerd's configuration ($containerd_config) is broken"
+  grep -Eq "\\.runtimes\\.[\"']?${nvidia_handler}[\"']?\\]" <<<"$dump"
+}
+
+stage_gpu() {
+  [ "$gpu" = true ] || return 0
+  # A vGPU attached after the clone comes with a power cycle of the VM, which interrupts this
+  # wait; the unit runs the script again on the next boot. Joining before would register a node
+  # without a GPU.
+  until grep -qsx 0x10de "$root"/sys/bus/pci/devices/*/vendor; do
+    log "waiting for the vGPU to be attached (an NVIDIA PCI function, vendor 0x10de)"
+    sleep 15
+  done
+  if [ -z "$nvidia_handler" ]; then
+    log "containerd's NVIDIA runtime is left to the GPU Operator"
+    return 0
+  fi
+  command -v nvidia-smi >/dev/null ||
+    die "nvidia-smi not found: the template lacks the NVIDIA vGPU guest driver (docs/bootstrap.md)"
+  nvidia-smi -L >/dev/null ||
+    die "nvidia-smi -L failed: the NVIDIA driver does not see the vGPU (driver/vGPU manager mismatch?)"
+  command -v nvidia-ctk >/dev/null ||
+    die "nvidia-ctk not found: the template lacks the NVIDIA Container Toolkit (docs/bootstrap.md)"
+  if containerd_has_handler; then
+    log "containerd already has the runtime handler '$nvidia_handler'"
+    return 0
+  fi
+  log "adding the runtime handler '$nvidia_handler' to containerd (nvidia-ctk)"
+  # Not the default runtime (no --nvidia-set-as-default): only pods of the RuntimeClass
+  # '$nvidia_handler' get the NVIDIA runtime.
+  nvidia-ctk runtime configure --runtime=containerd --config="$containerd_config" \
+    --nvidia-runtime-name="$nvidia_handler"
+  systemctl restart containerd
+  containerd_has_handler ||
+    die "containerd still has no runtime handler '$nvidia_handler' after nvidia-ctk runtime configure"
+}
+
+# --- control plane: the shared PKI, then kubeadm init or join -------------------------------------
+install_pki() {
+  mkdir -p "$kube_dir/pki"
+  cp -a "$pki_staging/." "$kube_dir/pki/"
+}
+
+# kubeadm init got past its kubeconfig phase (admin.conf exists) but did not finish: run the
+# phases again one by one. Each one is idempotent: files valid for our CA are kept, manifests
+# rewritten with the same content, API objects created or updated.
+finish_init() {
+  log "kubeadm init was cut short after writing admin.conf: completing its phases"
+  kubeadm init phase certs all --config "$kubeadm_config"
+  kubeadm init phase kubeconfig all --config "$kubeadm_config"
+  kubeadm init phase etcd local --config "$kubeadm_config"
+  kubeadm init phase control-plane all --config "$kubeadm_config"
+  kubeadm init phase kubelet-start --config "$kubeadm_config"
+  wait_for_api "https://$api_endpoint/readyz"
+  retry 10 kubeadm init phase upload-config all --config "$kubeadm_config"
+  retry 10 kubeadm init phase mark-control-plane --config "$kubeadm_config"
+  retry 10 kubeadm init phase bootstrap-token --config "$kubeadm_config" --skip-token-print
+  retry 10 kubeadm init phase kubelet-finalize all --config "$kubeadm_config"
+  retry 10 kubeadm init phase addon all --config "$kubeadm_config"
+}
+
+stage_init() {
+  if [ -f "$state_dir/init.complete" ]; then
+    log "kubeadm init already completed"
+    return 0
+  fi
+  if [ -f "$admin_conf" ]; then
+    finish_init
+  else
+    install_pki
+    # No separate `kubeadm config images pull`: it pulls every image even when present (cmd/kubeadm/
+    # app/cmd/config.go, PullControlPlaneImages), so it fails on an air-gapped site with the images
+    # pre-pulled; init's preflight (ImagePullCheck) pulls only the missing ones.
+    # No `kubeadm reset` on failure, ever: it would delete etcd's data. What a failed init left
+    # is finished by finish_init on the next run (the unit restarts the script).
+    kubeadm init --config "$kubeadm_config" --skip-token-print ||
+      die "kubeadm init failed; the next run completes it (the unit restarts this script)"
+  fi
+  touch "$state_dir/init.complete"
+}
+
+stage_cni() {
+  local kubectl=(kubectl --kubeconfig "$admin_conf")
+  log "installing Calico (${GPUCLUSTER_CALICO_VERSION:-}) from $calico_manifest"
+  # Server-side apply: safe to repeat on every run, and the operator's CRDs are too large for
+  # client-side apply's annotation.
+  retry 20 "${kubectl[@]}" apply --server-side --force-conflicts -f "$calico_manifest"
+  retry 20 "${kubectl[@]}" wait --for condition=established --timeout=60s crd/installations.operator.tigera.io
+  retry 20 "${kubectl[@]}" apply --server-side --force-conflicts -f "$kube_dir/calico-installation.yaml"
+}
+
+# wait_for_api URL: poll the API server's readiness until it answers, however long that takes.
+# Only a readiness probe: the join itself authenticates the API server by the CA pin.
+wait_for_api() {
+  local url=$1 n=0 delay=5
+  until curl -ksf -o /dev/null "$url"; do
+    n=$((n + 1))
+    log "API server at $url not ready (check $n); next check in ${delay}s"
+    sleep "$delay"
+    delay=$((delay * 2 > 60 ? 60 : delay * 2))
+  done
+}
+
+# A kubeadm join that failed before the kubelet registered leaves files behind (bootstrap
+# kubeconfig, pki/ca.crt, static pod manifests) that fail the next join's preflight. Only then,
+# and only on a node that never initialised or joined a cluster, is `kubeadm reset` run.
+undo_failed_join() {
+  [ "$role" != init ] || die "refusing kubeadm reset on the node that runs kubeadm init"
+  [ ! -f "$kubelet_conf" ] || die "refusing kubeadm reset: this node has joined ($kubelet_conf exists)"
+  if [ -f "$kube_dir/bootstrap-kubelet.conf" ] || any_exists "$manifests"/* ||
+    { [ "$role" = worker ] && [ -f "$kube_dir/pki/ca.crt" ]; }; then
+    log "cleaning up what the failed join left (the node never registered)"
+    kubeadm reset --force
+  fi
+}
+
+join_once() {
+  if [ "$role" = control-plane ]; then
+    install_pki
+  fi
+  if kubeadm join --config "$kubeadm_config"; then
+    touch "$state_dir/join.complete"
+    return 0
+  fi
+  # kubelet.conf exists once the kubelet has registered: the node has joined, and whatever
+  # failed after that is completed below, never undone.
+  [ -f "$kubelet_conf" ] && return 0
+  undo_failed_join
+  return 1
+}
+
+stage_join() {
+  if [ -f "$state_dir/join.complete" ]; then
+    log "kubeadm join already completed"
+    return 0
+  fi
+  if [ -f "$kubelet_conf" ]; then
+    log "the kubelet has registered ($kubelet_conf exists): not running kubeadm join again"
+  else
+    wait_for_api "https://$api_endpoint/readyz"
+    # Nodes boot together and etcd adds one member at a time: a join may fail and succeed later.
+    retry 10 join_once || die "kubeadm join kept failing; the unit starts the bootstrap again"
+  fi
+  if [ "$role" = control-plane ] && [ ! -f "$state_dir/join.complete" ]; then
+    log "kubeadm join was cut short after the kubelet registered: completing its control-plane phases"
+    # Idempotent: kubeadm skips adding an etcd member whose peer URL is already a member.
+    retry 10 kubeadm join phase control-plane-join all --config "$kubeadm_config"
+  fi
+  touch "$state_dir/join.complete"
+}
+
+main() {
+  if [ -f "$done_marker" ]; then
+    log "already bootstrapped ($done_marker exists)"
+    return 0
+  fi
+  case "$role" in
+    init | control-plane | worker) ;;
+    *) die "GPUCLUSTER_ROLE is '$role', not init, control-plane or worker: start gpucluster-bootstrap.service, which reads /etc/gpucluster/bootstrap.env" ;;
+  esac
+  [ -n "$api_endpoint" ] || die "GPUCLUSTER_API_ENDPOINT is not set (/etc/gpucluster/bootstrap.env)"
+  mkdir -p "$state_dir"
+  if [ ! -f "$kubeadm_config" ]; then
+    # Removed only by the last step of a run that completed every stage.
+    if [ -f "$admin_conf" ] || [ -f "$kubelet_conf" ]; then
+      log "bootstrapped before (its kubeadm config was removed at the end): nothing to do"
+      touch "$done_marker"
+      return 0
+    fi
+    die "$kubeadm_config is missing: cloud-init did not write this node's files (cloud-init status --long)"
+  fi
+  log "bootstrap of ${HOSTNAME:-this node} as $role"
+  stage_host
+  stage_rdma
+  stage_gpu
+  if [ "$role" = init ]; then
+    [ -n "$calico_manifest" ] || die "GPUCLUSTER_CALICO_MANIFEST is not set (/etc/gpucluster/bootstrap.env)"
+    stage_init
+    stage_cni
+  else
+    stage_join
+  fi
+  # Neither the join token nor the staged key copies are needed any more.
+  rm -rf "$kubeadm_config" "$pki_staging"
+  touch "$done_marker"
+  log "bootstrap of ${HOSTNAME:-this node} as $role finished"
+}
+
+main "$@"

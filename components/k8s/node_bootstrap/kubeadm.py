@@ -1,0 +1,116 @@
+"""kubeadm's documents for each role: init (first control-plane node) and join (everyone else).
+
+Why the shared PKI is handed to every control-plane node instead of `kubeadm init --upload-certs`:
+the uploaded `kubeadm-certs` Secret and its certificate key expire two hours after `init`, so a
+control-plane VM that is created late (a slow clone, a replacement months later) could never
+join. With the four shared items (cluster CA, front-proxy CA, etcd CA, service-account key) in its
+user-data, any control-plane node joins whenever it boots; this is kubeadm's documented "manual
+certificate distribution". The cost is that those keys sit in every control-plane node's
+user-data, which is a secret end to end and is wiped from guestinfo after first boot.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from components.k8s.node_bootstrap.checks import KUBEADM_API_VERSION
+from components.k8s.node_bootstrap.paths import CRI_SOCKET, PKI_DIR
+from components.k8s.node_bootstrap.spec import ClusterNode, ClusterSpec, node_labels, node_taints
+
+
+def _node_registration(spec: ClusterSpec, node: ClusterNode, *, control_plane: bool) -> dict[str, Any]:
+    extra_args = [{"name": "node-ip", "value": node.management_ip}]
+    labels = node_labels(spec, node)
+    if labels:
+        extra_args.append({"name": "node-labels", "value": ",".join(f"{k}={v}" for k, v in labels.items())})
+    taints = []
+    for taint in node_taints(spec, node, control_plane=control_plane):
+        entry: dict[str, str] = {"key": taint.key, "effect": taint.effect}
+        if taint.value is not None:
+            entry["value"] = taint.value
+        taints.append(entry)
+    return {
+        "name": node.name,
+        "criSocket": CRI_SOCKET,
+        "imagePullPolicy": "IfNotPresent",
+        # An explicit empty list: kubeadm would otherwise add the control-plane taint by default.
+        "taints": taints,
+        # v1beta4: a list of {name, value}, no longer a map.
+        "kubeletExtraArgs": extra_args,
+    }
+
+
+def kubeadm_init_documents(spec: ClusterSpec, *, token: str) -> list[dict[str, Any]]:
+    """InitConfiguration, ClusterConfiguration and KubeletConfiguration for the first node."""
+    first = spec.control_plane_nodes[0]
+    cert_sans = [spec.control_plane_endpoint, *spec.api_server_cert_sans]
+    for node in spec.control_plane_nodes:
+        cert_sans.extend([node.name, node.management_ip])
+        if spec.search_domain:
+            cert_sans.append(f"{node.name}.{spec.search_domain}")
+    init = {
+        "apiVersion": KUBEADM_API_VERSION,
+        "kind": "InitConfiguration",
+        "bootstrapTokens": [
+            {
+                "token": token,
+                "description": f"joins nodes to {spec.cluster_name} (vsphere-gpu-cluster)",
+                "ttl": spec.bootstrap_token_ttl,
+                "usages": ["signing", "authentication"],
+                "groups": ["system:bootstrappers:kubeadm:default-node-token"],
+            }
+        ],
+        "nodeRegistration": _node_registration(spec, first, control_plane=True),
+        "localAPIEndpoint": {
+            "advertiseAddress": first.management_ip,
+            "bindPort": spec.api_server_port,
+        },
+    }
+    cluster = {
+        "apiVersion": KUBEADM_API_VERSION,
+        "kind": "ClusterConfiguration",
+        "clusterName": spec.cluster_name,
+        "kubernetesVersion": spec.version_tag,
+        "controlPlaneEndpoint": spec.endpoint,
+        "certificatesDir": PKI_DIR,
+        "networking": {
+            "podSubnet": spec.pod_cidr,
+            "serviceSubnet": spec.service_cidr,
+            "dnsDomain": "cluster.local",
+        },
+        "apiServer": {"certSANs": list(dict.fromkeys(cert_sans))},
+    }
+    kubelet = {
+        "apiVersion": "kubelet.config.k8s.io/v1beta1",
+        "kind": "KubeletConfiguration",
+        # containerd in the template runs with SystemdCgroup = true; both must agree.
+        "cgroupDriver": "systemd",
+    }
+    return [init, cluster, kubelet]
+
+
+def kubeadm_join_document(
+    spec: ClusterSpec, node: ClusterNode, *, token: str, ca_cert_hash: str, control_plane: bool
+) -> dict[str, Any]:
+    """The JoinConfiguration for `node`; with a `controlPlane` section on control-plane nodes."""
+    join: dict[str, Any] = {
+        "apiVersion": KUBEADM_API_VERSION,
+        "kind": "JoinConfiguration",
+        "discovery": {
+            "bootstrapToken": {
+                "apiServerEndpoint": spec.endpoint,
+                "token": token,
+                "caCertHashes": [ca_cert_hash],
+            },
+        },
+        "nodeRegistration": _node_registration(spec, node, control_plane=control_plane),
+    }
+    if control_plane:
+        # No certificateKey: the shared PKI is already on disk (see the module docstring).
+        join["controlPlane"] = {
+            "localAPIEndpoint": {
+                "advertiseAddress": node.management_ip,
+                "bindPort": spec.api_server_port,
+            }
+        }
+    return join

@@ -1,0 +1,26 @@
+"""Where things live on a node. The bootstrap script (files/gpucluster-bootstrap.sh) spells the
+same paths; a test reads them back from the script so the two cannot drift."""
+
+CRI_SOCKET = "unix:///run/containerd/containerd.sock"
+KUBEADM_CONFIG_PATH = "/etc/kubernetes/kubeadm-config.yaml"
+"""kubeadm's configuration (holds the join token: 0600, removed once the node is bootstrapped)."""
+CALICO_INSTALLATION_PATH = "/etc/kubernetes/calico-installation.yaml"
+PKI_DIR = "/etc/kubernetes/pki"
+PKI_STAGING_DIR = "/var/lib/gpucluster/pki"
+"""Where user-data writes the shared PKI; the script copies it into `PKI_DIR` before kubeadm
+runs (a `kubeadm reset` of a failed join empties `PKI_DIR`, and must not take the CA with it)."""
+
+BOOTSTRAP_ENV_PATH = "/etc/gpucluster/bootstrap.env"
+"""The node's settings for the script, read by the unit's `EnvironmentFile=`."""
+BOOTSTRAP_SCRIPT_PATH = "/usr/local/sbin/gpucluster-bootstrap.sh"
+BOOTSTRAP_STATE_DIR = "/var/lib/gpucluster"
+BOOTSTRAP_DONE_MARKER = f"{BOOTSTRAP_STATE_DIR}/bootstrap.done"
+BOOTSTRAP_UNIT_NAME = "gpucluster-bootstrap.service"
+BOOTSTRAP_UNIT_PATH = f"/etc/systemd/system/{BOOTSTRAP_UNIT_NAME}"
+BOOTSTRAP_WANTS_DROP_IN_PATH = "/etc/systemd/system/multi-user.target.d/gpucluster-bootstrap.conf"
+"""`multi-user.target` wants the unit: `systemctl enable` as a plain file cloud-init can write."""
+
+MODULES_LOAD_KUBERNETES_PATH = "/etc/modules-load.d/kubernetes.conf"
+MODULES_LOAD_RDMA_PATH = "/etc/modules-load.d/gpucluster-rdma.conf"
+SYSCTL_PATH = "/etc/sysctl.d/99-kubernetes.conf"
+NETWORKMANAGER_CALICO_PATH = "/etc/NetworkManager/conf.d/calico.conf"

@@ -1,0 +1,218 @@
+"""The `#cloud-config` user-data of each node: files to write, and one command to start the unit.
+
+What each node gets (all through cloud-init's VMware datasource, `guestinfo.userdata`):
+
+- every node: the bootstrap script, its systemd unit, the node's settings for the script
+  (`bootstrap.env`), the host settings (modules, sysctl, NetworkManager) and its kubeadm config;
+- the first control-plane node: the shared cluster PKI, `InitConfiguration` +
+  `ClusterConfiguration` + `KubeletConfiguration`, and the Calico `Installation`;
+- every other control-plane node: the shared PKI and a `JoinConfiguration` with `controlPlane`;
+- workers: a `JoinConfiguration` only (bootstrap token + CA public-key pin), no key material;
+- nodes with a PVRDMA NIC: the RDMA kernel modules to load at boot.
+
+cloud-init runs `write_files` and `runcmd` once per instance, and its VMware datasource re-reads
+guestinfo on every boot (no `check_instance_id`), where `redact` has set the user-data to "---"
+(`cloudinit/sources/DataSourceVMware.py`, `guestinfo_redact_keys`). So the systemd unit, not
+runcmd, drives the bootstrap: the last file written is a drop-in that makes `multi-user.target`
+want the unit on every boot, and runcmd only starts it on the first. What this cannot cover: a
+first boot cut after the datasource read (and redacted) the user-data but before `write_files`
+finished; the next boot reads "---" and the node never gets its files (docs/bootstrap.md).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from functools import cache
+from typing import Any
+
+import yaml
+
+from components.k8s.node_bootstrap import host_files, paths
+from components.k8s.node_bootstrap.calico import calico_installation_documents
+from components.k8s.node_bootstrap.env_file import render_bootstrap_env
+from components.k8s.node_bootstrap.kubeadm import kubeadm_init_documents, kubeadm_join_document
+from components.k8s.node_bootstrap.pki import BOOTSTRAP_TOKEN_PATTERN
+from components.k8s.node_bootstrap.spec import ClusterPki, ClusterSpec, find_node, node_role
+
+# libyaml's emitter when PyYAML has it (same output, ~8x faster: this renders every node's
+# user-data, the largest share of a plan's time at hundreds of workers; see BENCHMARKS.md).
+_SafeDumper: type[yaml.SafeDumper] = getattr(yaml, "CSafeDumper", yaml.SafeDumper)
+
+
+class _CloudConfigDumper(_SafeDumper):  # type: ignore[valid-type,misc]
+    """Multi-line strings (PEM blocks, scripts) as literal blocks, for a readable document."""
+
+
+def _represent_str(dumper: yaml.SafeDumper, value: str) -> yaml.ScalarNode:
+    if "\n" in value:
+        return dumper.represent_scalar("tag:yaml.org,2002:str", value, style="|")
+    return dumper.represent_scalar("tag:yaml.org,2002:str", value)
+
+
+_CloudConfigDumper.add_representer(str, _represent_str)
+
+
+def dump_yaml_documents(documents: Sequence[Mapping[str, Any]]) -> str:
+    return yaml.dump_all(
+        [dict(d) for d in documents],
+        Dumper=_CloudConfigDumper,
+        sort_keys=False,
+        default_flow_style=False,
+        explicit_start=True,
+    )
+
+
+def dump_yaml(value: Any) -> str:
+    """One YAML document, block style, keys in insertion order, multi-line strings as literals."""
+    return yaml.dump(value, Dumper=_CloudConfigDumper, sort_keys=False, default_flow_style=False)
+
+
+def _file(path: str, content: str, permissions: str) -> dict[str, str]:
+    if not content.endswith("\n"):
+        content += "\n"
+    return {"path": path, "owner": "root:root", "permissions": permissions, "content": content}
+
+
+def _host_file(path: str, name: str, permissions: str = "0644") -> dict[str, str]:
+    return _file(path, host_files.host_file(name), permissions)
+
+
+def _pki_files(pki: ClusterPki) -> list[dict[str, str]]:
+    """The shared control-plane PKI, staged under the names kubeadm expects (keys 0600)."""
+    d = paths.PKI_STAGING_DIR
+    return [
+        _file(f"{d}/ca.crt", pki.ca_cert_pem, "0644"),
+        _file(f"{d}/ca.key", pki.ca_key_pem, "0600"),
+        _file(f"{d}/front-proxy-ca.crt", pki.front_proxy_ca_cert_pem, "0644"),
+        _file(f"{d}/front-proxy-ca.key", pki.front_proxy_ca_key_pem, "0600"),
+        _file(f"{d}/etcd/ca.crt", pki.etcd_ca_cert_pem, "0644"),
+        _file(f"{d}/etcd/ca.key", pki.etcd_ca_key_pem, "0600"),
+        _file(f"{d}/sa.key", pki.service_account_key_pem, "0600"),
+        _file(f"{d}/sa.pub", pki.service_account_pub_pem, "0644"),
+    ]
+
+
+def render_bootstrap_script() -> str:
+    """The bootstrap script: one static file, the same on every node."""
+    return host_files.host_file(host_files.BOOTSTRAP_SCRIPT)
+
+
+def render_bootstrap_unit() -> str:
+    """The unit that runs the script on every boot until it has succeeded, restarting it on failure."""
+    return host_files.host_file(host_files.BOOTSTRAP_UNIT)
+
+
+def render_user_data(
+    spec: ClusterSpec,
+    node_name: str,
+    *,
+    token: str,
+    ca_cert_hash: str,
+    pki: ClusterPki | None,
+) -> str:
+    """The `#cloud-config` user-data of one node.
+
+    `pki` is required for control-plane nodes and ignored for workers (they never receive key
+    material). The result contains credentials: callers must keep it secret. To render many nodes
+    from the same credentials, use one `UserDataRenderer`.
+    """
+    return UserDataRenderer(spec, token=token, ca_cert_hash=ca_cert_hash, pki=pki).render(node_name)
+
+
+_RUNCMD = [
+    # Only the first boot's start: the drop-in written last by write_files makes multi-user.target
+    # want the unit on every later boot. --no-block, because runcmd itself runs inside a unit
+    # (cloud-final) that must not wait for ours.
+    ["systemctl", "daemon-reload"],
+    ["systemctl", "start", "--no-block", paths.BOOTSTRAP_UNIT_NAME],
+]
+
+
+class UserDataRenderer:
+    """Renders the user-data of any number of nodes from one set of cluster credentials.
+
+    Most of a node's document is the same for every node of its role: the bootstrap script, the
+    systemd unit, the host settings and, on control-plane nodes, the staged PKI. Each `write_files`
+    entry is YAML-emitted once per distinct content and reused; emitting them again for every
+    node was most of the time spent rendering at hundreds of workers (BENCHMARKS.md, finding 13).
+    The document is the same, byte for byte, as emitting it whole: an entry of a block sequence
+    that is a mapping's value is written exactly as the same entry of a top-level sequence.
+
+    It keeps credentials (in the emitted PKI entries): keep it no longer than its documents.
+    """
+
+    def __init__(self, spec: ClusterSpec, *, token: str, ca_cert_hash: str, pki: ClusterPki | None) -> None:
+        if not BOOTSTRAP_TOKEN_PATTERN.match(token):
+            raise ValueError("token is not a kubeadm bootstrap token ([a-z0-9]{6}.[a-z0-9]{16})")
+        if not ca_cert_hash.startswith("sha256:"):
+            raise ValueError("ca_cert_hash must be 'sha256:<hex>'")
+        self._spec = spec
+        self._token = token
+        self._ca_cert_hash = ca_cert_hash
+        self._pki = pki
+        self._emitted_files: dict[tuple[tuple[str, str], ...], str] = {}
+
+    def render(self, node_name: str) -> str:
+        """The `#cloud-config` user-data of one node of the cluster."""
+        spec = self._spec
+        node = find_node(spec, node_name)
+        role = node_role(spec, node_name)
+        files = [
+            _host_file(paths.MODULES_LOAD_KUBERNETES_PATH, host_files.MODULES_LOAD_KUBERNETES),
+            _host_file(paths.SYSCTL_PATH, host_files.SYSCTL_KUBERNETES),
+            _host_file(paths.NETWORKMANAGER_CALICO_PATH, host_files.NETWORKMANAGER_CALICO),
+        ]
+        if node.rdma_ip is not None:
+            files.append(_host_file(paths.MODULES_LOAD_RDMA_PATH, host_files.MODULES_LOAD_RDMA))
+        token, ca_cert_hash = self._token, self._ca_cert_hash
+        if role == "worker":
+            kubeadm_docs = [
+                kubeadm_join_document(spec, node, token=token, ca_cert_hash=ca_cert_hash, control_plane=False)
+            ]
+        else:
+            if self._pki is None:
+                raise ValueError(f"control-plane node {node_name!r} needs the shared PKI")
+            files.extend(_pki_files(self._pki))
+            if role == "init":
+                kubeadm_docs = kubeadm_init_documents(spec, token=token)
+                files.append(
+                    _file(
+                        paths.CALICO_INSTALLATION_PATH,
+                        dump_yaml_documents(calico_installation_documents(spec)),
+                        "0644",
+                    )
+                )
+            else:
+                kubeadm_docs = [
+                    kubeadm_join_document(spec, node, token=token, ca_cert_hash=ca_cert_hash, control_plane=True)
+                ]
+        # 0600: the kubeadm config holds the bootstrap token.
+        files.append(_file(paths.KUBEADM_CONFIG_PATH, dump_yaml_documents(kubeadm_docs), "0600"))
+        files.append(_file(paths.BOOTSTRAP_ENV_PATH, render_bootstrap_env(spec, role, node), "0644"))
+        files.append(_file(paths.BOOTSTRAP_SCRIPT_PATH, render_bootstrap_script(), "0700"))
+        files.append(_file(paths.BOOTSTRAP_UNIT_PATH, render_bootstrap_unit(), "0644"))
+        # Last: its presence means every file before it was written (see the module docstring).
+        files.append(_host_file(paths.BOOTSTRAP_WANTS_DROP_IN_PATH, host_files.BOOTSTRAP_WANTS_DROP_IN))
+
+        head: dict[str, Any] = {
+            "hostname": node.name,
+            "preserve_hostname": False,
+        }
+        if spec.search_domain:
+            head["fqdn"] = f"{node.name}.{spec.search_domain}"
+        if spec.ssh_authorized_keys:
+            head["ssh_authorized_keys"] = list(spec.ssh_authorized_keys)
+        write_files = "".join(self._emitted_file(entry) for entry in files)
+        return "#cloud-config\n" + dump_yaml(head) + "write_files:\n" + write_files + _runcmd_block()
+
+    def _emitted_file(self, entry: dict[str, str]) -> str:
+        key = tuple(entry.items())
+        emitted = self._emitted_files.get(key)
+        if emitted is None:
+            emitted = self._emitted_files[key] = dump_yaml([entry])
+        return emitted
+
+
+@cache
+def _runcmd_block() -> str:
+    return dump_yaml({"runcmd": _RUNCMD})

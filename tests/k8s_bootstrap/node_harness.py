@@ -1,0 +1,192 @@
+"""A node in a temporary root: the rendered user-data written as cloud-init would, the bootstrap
+run as its systemd unit would, with recording stand-ins (standins/standin.sh) for every command
+that would touch the machine.
+
+Only a whitelist of harmless tools (cp, sed, grep, ...) is on PATH beside the stand-ins, so a
+command the script runs without a stand-in fails the test instead of touching this machine.
+"""
+
+from __future__ import annotations
+
+import configparser
+import shutil
+import signal
+import subprocess
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from components.k8s.node_bootstrap.paths import BOOTSTRAP_ENV_PATH, BOOTSTRAP_SCRIPT_PATH, BOOTSTRAP_UNIT_PATH
+
+STANDIN = Path(__file__).parent / "standins" / "standin.sh"
+STANDIN_NAMES = (
+    "kubeadm",
+    "kubectl",
+    "systemctl",
+    "modprobe",
+    "sysctl",
+    "swapoff",
+    "curl",
+    "sleep",
+    "containerd",
+    "nvidia-smi",
+    "nvidia-ctk",
+    "dnf",
+    "yum",
+    "apt-get",
+    "rpm",
+)
+TOOLS = ("bash", "cat", "cp", "grep", "mkdir", "rm", "sed", "touch")
+
+CONTAINERD_CONFIG = {
+    2: 'version = 2\n[plugins."io.containerd.grpc.v1.cri".containerd.runtimes.runc.options]\n  SystemdCgroup = true\n',
+    3: "version = 3\n[plugins.'io.containerd.cri.v1.runtime'.containerd.runtimes.runc.options]\n  SystemdCgroup = true\n",
+}
+
+
+@dataclass
+class Run:
+    returncode: int
+    output: str
+
+    @property
+    def power_cut(self) -> bool:
+        return self.returncode == -signal.SIGKILL
+
+
+@dataclass
+class Node:
+    """One VM: its root file system, the simulated world around it, and how its unit runs the script."""
+
+    base: Path
+    user_data: str
+    hostname: str
+    without: tuple[str, ...] = ()
+    """Stand-ins left out (a template without nvidia-smi, ...)."""
+    root: Path = field(init=False)
+    sim: Path = field(init=False)
+    runs: list[Run] = field(default_factory=list)
+
+    def __post_init__(self) -> None:
+        self.root = self.base / "root"
+        self.sim = self.base / "sim"
+        self.sim.mkdir(parents=True)
+        (self.sim / "hostname").write_text(self.hostname + "\n")
+        bin_dir = self.base / "bin"
+        bin_dir.mkdir()
+        for name in STANDIN_NAMES:
+            if name not in self.without:
+                (bin_dir / name).symlink_to(STANDIN)
+        for tool in TOOLS:
+            found = shutil.which(tool)
+            assert found, f"{tool} is needed to run the bootstrap script"
+            (bin_dir / tool).symlink_to(found)
+        self.path = str(bin_dir)
+        self.cloud_init_writes_files()
+        (self.root / "etc" / "fstab").write_text("/dev/sda1 / xfs defaults 0 0\n/dev/sda2 none swap sw 0 0\n")
+
+    def cloud_init_writes_files(self) -> None:
+        """What cloud-init's write_files does with the document (once per instance)."""
+        document = yaml.safe_load(self.user_data)
+        for entry in document["write_files"]:
+            path = self.root / entry["path"].lstrip("/")
+            path.parent.mkdir(parents=True, exist_ok=True)
+            path.write_text(entry["content"])
+            path.chmod(int(entry["permissions"], 8))
+
+    # --- the world around the node -------------------------------------------------------------
+    def set(self, name: str, value: Any = "") -> None:
+        (self.sim / name).write_text(f"{value}\n")
+
+    def has(self, name: str) -> bool:
+        return (self.sim / name).exists()
+
+    def lines(self, name: str) -> list[str]:
+        path = self.sim / name
+        return path.read_text().splitlines() if path.exists() else []
+
+    def with_gpu(self) -> None:
+        vendor = self.root / "sys/bus/pci/devices/0000:0b:00.0/vendor"
+        vendor.parent.mkdir(parents=True)
+        vendor.write_text("0x10de\n")
+
+    def with_containerd(self, version: int = 2) -> None:
+        config = self.root / "etc/containerd/config.toml"
+        config.parent.mkdir(parents=True, exist_ok=True)
+        config.write_text(CONTAINERD_CONFIG[version])
+
+    @property
+    def calls(self) -> list[str]:
+        return self.lines("calls")
+
+    def calls_of(self, prefix: str) -> list[str]:
+        return [call for call in self.calls if call.startswith(prefix)]
+
+    def file(self, path: str) -> Path:
+        return self.root / path.lstrip("/")
+
+    # --- systemd ---------------------------------------------------------------------------------
+    def unit(self) -> configparser.ConfigParser:
+        unit = configparser.ConfigParser(strict=False, interpolation=None)
+        unit.optionxform = str  # type: ignore[assignment,method-assign]
+        unit.read_string(self.file(BOOTSTRAP_UNIT_PATH).read_text())
+        return unit
+
+    def unit_environment(self) -> dict[str, str]:
+        """The unit's EnvironmentFile=, read as systemd reads it (KEY=VALUE, # comments)."""
+        service = self.unit()["Service"]
+        assert service["EnvironmentFile"] == BOOTSTRAP_ENV_PATH
+        env: dict[str, str] = {}
+        for line in self.file(service["EnvironmentFile"]).read_text().splitlines():
+            if line and not line.startswith("#"):
+                key, _, value = line.partition("=")
+                env[key] = value
+        return env
+
+    def start(self, *, timeout: float = 60) -> Run:
+        """One start of the unit: ExecStart with the EnvironmentFile, as systemd runs it."""
+        service = self.unit()["Service"]
+        assert service["ExecStart"] == BOOTSTRAP_SCRIPT_PATH
+        env = {
+            **self.unit_environment(),
+            "GPUCLUSTER_ROOT": str(self.root),
+            "SIM": str(self.sim),
+            "PATH": self.path,
+            "HOSTNAME": self.hostname,
+            "LC_ALL": "C",
+        }
+        result = subprocess.run(
+            [str(self.file(service["ExecStart"]))],
+            env=env,
+            capture_output=True,
+            text=True,
+            timeout=timeout,
+            start_new_session=True,  # a power cut kills this process group, nothing else
+        )
+        run = Run(result.returncode, result.stdout + result.stderr)
+        self.runs.append(run)
+        return run
+
+    def boot(self, *, max_starts: int = 10) -> Run:
+        """A boot: the unit is started, and started again after a failure (Restart=on-failure,
+        no start limit) until the script succeeds or the power is cut."""
+        for _ in range(max_starts):
+            run = self.start()
+            if run.returncode == 0 or run.power_cut:
+                return run
+        raise AssertionError(f"the bootstrap did not succeed in {max_starts} starts:\n{run.output}")
+
+    def cut_power_at(self, call_number: int, mode: str) -> None:
+        self.set("cut-at", call_number)
+        self.set("cut-mode", mode)
+        (self.sim / "count").unlink(missing_ok=True)
+
+    def restore_power(self) -> None:
+        for name in ("cut-at", "cut-mode", "count"):
+            (self.sim / name).unlink(missing_ok=True)
+
+    @property
+    def done(self) -> bool:
+        return self.file("/var/lib/gpucluster/bootstrap.done").exists()

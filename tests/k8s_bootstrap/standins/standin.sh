@@ -1,0 +1,364 @@
+#!/bin/bash
+# Recording stand-in for the commands the node bootstrap runs: kubeadm, kubectl, systemctl,
+# modprobe, sysctl, swapoff, curl, sleep, containerd, nvidia-smi, nvidia-ctk and the package
+# managers. One file, linked under each name; it acts on the node's files under $GPUCLUSTER_ROOT
+# and keeps the simulated world (API server up, etcd members, injected faults) under $SIM.
+#
+# No kinder than the real tools: kubeadm init and join run their preflight file and port checks
+# (cmd/kubeadm/app/preflight/checks.go: RunInitNodeChecks, RunJoinNodeChecks), join needs a
+# reachable API server, kubectl needs its kubeconfig and the API server, reset deletes what the
+# real one deletes. Faults are one-shot files under $SIM (fail-init-at, fail-join-at, ...).
+# A power cut: $SIM/cut-at holds a call number and $SIM/cut-mode "before" (the call never ran)
+# or "after" (it ran, the script never saw it returning); the stand-in then kills the whole
+# process group, as losing power would.
+set -uo pipefail
+
+name=${0##*/}
+R=${GPUCLUSTER_ROOT:?}
+K=$R/etc/kubernetes
+: "${SIM:?}"
+
+printf '%s\n' "$name $*" >>"$SIM/calls"
+count=0
+[ -f "$SIM/count" ] && read -r count <"$SIM/count"
+count=$((count + 1))
+echo "$count" >"$SIM/count"
+cut_at=0
+cut_mode=before
+[ -f "$SIM/cut-at" ] && read -r cut_at <"$SIM/cut-at"
+[ -f "$SIM/cut-mode" ] && read -r cut_mode <"$SIM/cut-mode"
+
+power_cut() {
+  printf '%s\n' "$name $*" >"$SIM/cut-call"
+  kill -KILL 0
+}
+if [ "$count" = "$cut_at" ] && [ "$cut_mode" = before ]; then
+  power_cut "$@"
+fi
+
+any() {
+  local path
+  for path in "$@"; do
+    [ -e "$path" ] && return 0
+  done
+  return 1
+}
+fail() {
+  echo "$name: $*" >&2
+  printf '%s\n' "$name: $*" >>"$SIM/failures"
+  return 1
+}
+# one_shot FILE VALUE: true (and the fault removed) when $SIM/FILE holds VALUE.
+one_shot() {
+  local value=""
+  [ -f "$SIM/$1" ] && read -r value <"$SIM/$1"
+  if [ "$value" = "$2" ]; then
+    rm -f "$SIM/$1"
+    return 0
+  fi
+  return 1
+}
+# phase_point FAULT PHASE: where kubeadm is between two of its phases. $SIM/cut-in naming PHASE
+# cuts the power there (what the phases before it did stays on disk); $SIM/FAULT naming it makes
+# kubeadm fail there, once.
+phase_point() {
+  local cut=""
+  [ -f "$SIM/cut-in" ] && read -r cut <"$SIM/cut-in"
+  if [ "$cut" = "$2" ]; then
+    rm -f "$SIM/cut-in"
+    power_cut "kubeadm, in phase $2"
+  fi
+  if one_shot "$1" "$2"; then
+    fail "[$2] injected failure"
+    return 1
+  fi
+}
+# countdown FILE: true while $SIM/FILE holds a number above zero (decrementing it).
+countdown() {
+  local left=0
+  [ -f "$SIM/$1" ] && read -r left <"$SIM/$1"
+  [ "$left" -gt 0 ] || return 1
+  echo $((left - 1)) >"$SIM/$1"
+}
+write() {  # write PATH [CONTENT]
+  mkdir -p "${1%/*}"
+  printf '%s\n' "${2:-written by $name}" >"$1"
+}
+api_up() { [ -f "$SIM/api-up" ]; }
+config_arg() {
+  local prev="" arg
+  for arg in "$@"; do
+    case $arg in --config=*) echo "${arg#--config=}" && return ;; esac
+    [ "$prev" = --config ] && echo "$arg" && return
+    prev=$arg
+  done
+}
+has_arg() {
+  local want=$1 arg
+  shift
+  for arg in "$@"; do
+    [ "$arg" = "$want" ] && return 0
+  done
+  return 1
+}
+
+# --- kubeadm ----------------------------------------------------------------------------------
+kubelet_configured() { [ -f "$R/var/lib/kubelet/config.yaml" ]; }  # enabled: running after boot
+
+init_phase() {
+  case $1 in
+    certs)
+      if [ ! -f "$K/pki/ca.key" ]; then
+        touch "$SIM/minted-ca"  # the real kubeadm silently makes its own CA: Pulumi's is lost
+        write "$K/pki/ca.key"
+        write "$K/pki/ca.crt"
+      fi
+      write "$K/pki/apiserver.crt"
+      write "$K/pki/apiserver.key"
+      ;;
+    kubeconfig)
+      local conf
+      for conf in admin super-admin kubelet controller-manager scheduler; do
+        [ -f "$K/$conf.conf" ] || write "$K/$conf.conf"
+      done
+      ;;
+    etcd)
+      write "$K/manifests/etcd.yaml"
+      write "$R/var/lib/etcd/member/snap/db" "etcd data"
+      ;;
+    control-plane)
+      write "$K/manifests/kube-apiserver.yaml"
+      write "$K/manifests/kube-controller-manager.yaml"
+      write "$K/manifests/kube-scheduler.yaml"
+      ;;
+    kubelet-start) write "$R/var/lib/kubelet/config.yaml" ;;
+    wait-control-plane) touch "$SIM/api-up" ;;
+    upload-config | mark-control-plane | bootstrap-token | kubelet-finalize | addon)
+      api_up || fail "[$1] unable to reach the API server" || return 1
+      printf '%s\n' "$1" >>"$SIM/cluster-state"
+      ;;
+    *) fail "unknown init phase $1" ;;
+  esac
+}
+
+init_preflight() {
+  local errors=0 manifest
+  for manifest in kube-apiserver kube-controller-manager kube-scheduler etcd; do
+    if [ -e "$K/manifests/$manifest.yaml" ]; then
+      fail "[ERROR FileAvailable--etc-kubernetes-manifests-$manifest.yaml]: already exists"
+      errors=1
+    fi
+  done
+  any "$R/var/lib/etcd"/* && { fail "[ERROR DirAvailable--var-lib-etcd]: /var/lib/etcd is not empty"; errors=1; }
+  kubelet_configured && { fail "[ERROR Port-10250]: Port 10250 is in use"; errors=1; }
+  [ -e "$K/admin.conf" ] && { fail "[ERROR FileAvailable--etc-kubernetes-admin.conf]: already exists"; errors=1; }
+  return "$errors"
+}
+
+kubeadm_init() {
+  local phase
+  init_preflight || return 1
+  for phase in certs kubeconfig etcd control-plane kubelet-start wait-control-plane upload-config \
+    mark-control-plane bootstrap-token kubelet-finalize addon; do
+    phase_point fail-init-at "$phase" || return 1
+    init_phase "$phase" || return 1
+  done
+  printf '%s\n' "init" >>"$SIM/inits"
+}
+
+join_preflight() {
+  local errors=0 control_plane=$1
+  any "$K/manifests"/* && { fail "[ERROR DirAvailable--etc-kubernetes-manifests]: not empty"; errors=1; }
+  [ -e "$K/kubelet.conf" ] && { fail "[ERROR FileAvailable--etc-kubernetes-kubelet.conf]: already exists"; errors=1; }
+  [ -e "$K/bootstrap-kubelet.conf" ] &&
+    { fail "[ERROR FileAvailable--etc-kubernetes-bootstrap-kubelet.conf]: already exists"; errors=1; }
+  kubelet_configured && { fail "[ERROR Port-10250]: Port 10250 is in use"; errors=1; }
+  if [ "$control_plane" = false ] && [ -e "$K/pki/ca.crt" ]; then
+    fail "[ERROR FileAvailable--etc-kubernetes-pki-ca.crt]: already exists"
+    errors=1
+  fi
+  if [ "$control_plane" = true ] && any "$R/var/lib/etcd"/*; then
+    fail "[ERROR DirAvailable--var-lib-etcd]: not empty"
+    errors=1
+  fi
+  return "$errors"
+}
+
+etcd_member_add() {  # idempotent, as kubeadm's (it skips a peer URL that is already a member)
+  grep -qsx "$(cat "$SIM/hostname")" "$SIM/etcd-members" || cat "$SIM/hostname" >>"$SIM/etcd-members"
+  write "$K/manifests/etcd.yaml"
+  write "$R/var/lib/etcd/member/snap/db" "etcd data"
+}
+
+kubeadm_join() {
+  local config=$1 control_plane=false
+  grep -q '^controlPlane:' "$config" && control_plane=true
+  join_preflight "$control_plane" || return 1
+  api_up || fail "couldn't validate the identity of the API Server: connection refused" || return 1
+  countdown join-failures && { fail "etcd is busy adding another member (injected)"; return 1; }
+  if [ "$control_plane" = true ]; then
+    [ -f "$K/pki/ca.key" ] || fail "[control-plane-prepare] missing the shared CA (no certificateKey)" || return 1
+    write "$K/pki/apiserver.crt"
+    write "$K/admin.conf"
+    write "$K/manifests/kube-apiserver.yaml"
+    write "$K/manifests/kube-controller-manager.yaml"
+    write "$K/manifests/kube-scheduler.yaml"
+    phase_point fail-join-at control-plane-prepare || return 1
+  fi
+  [ -f "$K/pki/ca.crt" ] || write "$K/pki/ca.crt"
+  write "$K/bootstrap-kubelet.conf"
+  write "$R/var/lib/kubelet/config.yaml"
+  phase_point fail-join-at tls-bootstrap || return 1
+  write "$K/kubelet.conf"
+  rm -f "$K/bootstrap-kubelet.conf"
+  if [ "$control_plane" = true ]; then
+    phase_point fail-join-at control-plane-join || return 1
+    etcd_member_add
+    printf '%s\n' "mark-control-plane" >>"$SIM/cluster-state"
+  fi
+  printf '%s\n' "joined" >>"$SIM/joins"
+}
+
+kubeadm_reset() {
+  [ -e "$K/kubelet.conf" ] && touch "$SIM/reset-on-joined-node"
+  any "$R/var/lib/etcd"/* && touch "$SIM/reset-wiped-etcd"
+  rm -rf "${K:?}/manifests/"* "${K:?}/pki/"* "$R/var/lib/etcd/"* "$R/var/lib/kubelet/"*
+  rm -f "$K"/{admin,super-admin,kubelet,bootstrap-kubelet,controller-manager,scheduler}.conf
+}
+
+run_kubeadm() {
+  local config
+  config=$(config_arg "$@")
+  case "$1 ${2:-}" in
+    "config images") [ -f "$config" ] || fail "config file $config not found" ;;
+    "init phase")
+      [ -f "$config" ] || fail "config file $config not found" || return 1
+      init_phase "$3"
+      ;;
+    "init --config"*) kubeadm_init ;;
+    "join phase")
+      [ "${3:-}" = control-plane-join ] || fail "unexpected join phase $3" || return 1
+      [ -f "$K/kubelet.conf" ] || fail "[control-plane-join] the kubelet has not joined" || return 1
+      api_up || fail "[control-plane-join] unable to reach the API server" || return 1
+      etcd_member_add
+      printf '%s\n' "mark-control-plane" >>"$SIM/cluster-state"
+      ;;
+    "join --config"*)
+      [ -f "$config" ] || fail "config file $config not found" || return 1
+      kubeadm_join "$config"
+      ;;
+    "reset --force") kubeadm_reset ;;
+    *) fail "unexpected kubeadm call: $*" ;;
+  esac
+}
+
+# --- the others -------------------------------------------------------------------------------
+run_kubectl() {
+  [ "$1" = --kubeconfig ] && [ -f "$2" ] || fail "no kubeconfig: $*" || return 1
+  api_up || fail "The connection to the server was refused" || return 1
+  countdown kubectl-failures && { fail "error from server (injected)"; return 1; }
+  if [ "$3" = apply ]; then
+    printf '%s\n' "${*: -1}" >>"$SIM/applied"
+  fi
+  return 0
+}
+
+run_curl() {
+  api_up && return 0
+  # A control plane on this node: the kubelet runs its static pods, and the API server answers.
+  if [ -f "$K/manifests/kube-apiserver.yaml" ] && [ -f "$K/manifests/etcd.yaml" ] && kubelet_configured; then
+    touch "$SIM/api-up"
+    return 0
+  fi
+  countdown api-late && return 22
+  if [ -f "$SIM/api-late" ]; then
+    touch "$SIM/api-up"  # the countdown reached zero: the API server answers from now on
+    return 0
+  fi
+  return 22
+}
+
+run_modprobe() {
+  case $1 in
+    overlay | br_netfilter) ;;
+    ib_umad) [ -f "$SIM/pvrdma-present" ] && write "$R/dev/infiniband/umad0" ;;
+    ib_uverbs) [ -f "$SIM/pvrdma-present" ] && write "$R/dev/infiniband/uverbs0" ;;
+    rdma_ucm) write "$R/dev/infiniband/rdma_cm" ;;
+    *) fail "modprobe: FATAL: Module $1 not found" ;;
+  esac
+  return 0
+}
+
+run_containerd() {
+  local config pattern file
+  [ "$1" = --config ] && [ "$3 $4" = "config dump" ] || fail "unexpected: containerd $*" || return 1
+  config=$2
+  [ -f "$config" ] || fail "containerd: $config: no such file" || return 1
+  cat "$config"
+  pattern=$(sed -n 's/^imports = \["\(.*\)"\]$/\1/p' "$config")
+  if [ -n "$pattern" ]; then
+    for file in $pattern; do
+      [ -f "$file" ] && cat "$file"
+    done
+  fi
+  return 0
+}
+
+run_nvidia_ctk() {
+  local config="" runtime_name="" arg table drop_in
+  [ "$1 $2" = "runtime configure" ] || fail "unexpected: nvidia-ctk $*" || return 1
+  for arg in "$@"; do
+    case $arg in
+      --config=*) config=${arg#--config=} ;;
+      --nvidia-runtime-name=*) runtime_name=${arg#--nvidia-runtime-name=} ;;
+      --set-as-default | --nvidia-set-as-default) touch "$SIM/nvidia-set-as-default" ;;
+    esac
+  done
+  has_arg --runtime=containerd "$@" || fail "not --runtime=containerd" || return 1
+  config=${config:-/etc/containerd/config.toml}
+  runtime_name=${runtime_name:-nvidia}
+  if grep -q '^version = 3' "$config"; then
+    table="plugins.'io.containerd.cri.v1.runtime'.containerd.runtimes.$runtime_name"
+  else
+    table="plugins.\"io.containerd.grpc.v1.cri\".containerd.runtimes.$runtime_name"
+  fi
+  # What nvidia-ctk >= 1.18 does: a drop-in with the runtime, imported from the main config.
+  drop_in=$R/etc/containerd/conf.d/99-nvidia.toml
+  write "$drop_in" "[$table]
+  runtime_type = \"io.containerd.runc.v2\"
+[$table.options]
+  BinaryName = \"/usr/bin/nvidia-container-runtime\"
+  SystemdCgroup = true"
+  grep -q '^imports' "$config" || sed -i "1a imports = [\"$R/etc/containerd/conf.d/*.toml\"]" "$config"
+}
+
+status=0
+case $name in
+  kubeadm) run_kubeadm "$@" || status=1 ;;
+  kubectl) run_kubectl "$@" || status=1 ;;
+  curl) run_curl "$@" || status=$? ;;
+  modprobe) run_modprobe "$@" || status=1 ;;
+  sysctl)
+    if [ "$1" != -p ] || [ ! -f "$2" ]; then
+      fail "sysctl: cannot open $2"
+      status=1
+    fi
+    ;;
+  containerd) run_containerd "$@" || status=1 ;;
+  nvidia-ctk) run_nvidia_ctk "$@" || status=1 ;;
+  nvidia-smi) echo "GPU 0: GRID T4-16C (UUID: GPU-00000000-0000-0000-0000-000000000000)" ;;
+  systemctl)
+    case "$1 ${2:-}" in
+      "is-active --quiet") status=3 ;;
+      "restart containerd") touch "$SIM/containerd-restarted" ;;
+    esac
+    ;;
+  swapoff | sleep) ;;
+  dnf | yum | apt-get | rpm) fail "the bootstrap must not install packages: $name $*" || status=1 ;;
+  *) fail "no stand-in for $name" || status=1 ;;
+esac
+
+if [ "$count" = "$cut_at" ] && [ "$cut_mode" = after ]; then
+  power_cut "$@"
+fi
+exit "$status"

@@ -1,0 +1,365 @@
+"""The node bootstrap script, executed: real bash in a temporary root, recording stand-ins for
+the tools (node_harness.py, standins/standin.sh). A clean first boot of each role, a boot cut at
+every step that changes the node, re-runs after a join, a late API server, and the failures that
+must be loud (missing RDMA devices, driver, toolkit)."""
+
+from __future__ import annotations
+
+import dataclasses
+import shutil
+from pathlib import Path
+
+import pytest
+
+from components.k8s.node_bootstrap import ClusterNode, ClusterPki, ClusterSpec, UserDataRenderer
+from tests.k8s_bootstrap.node_harness import Node
+
+pytestmark = pytest.mark.skipif(shutil.which("bash") is None, reason="the bootstrap script needs bash")
+
+TOKEN = "abc123.0123456789abcdef"
+CA_HASH = "sha256:" + "ab" * 32
+PKI = ClusterPki(
+    **{
+        name: f"-----BEGIN TEST-----\n{name}\n-----END TEST-----\n"
+        for name in (f.name for f in dataclasses.fields(ClusterPki))
+    }
+)
+CALICO = "https://raw.githubusercontent.com/projectcalico/calico/v3.31.3/manifests/tigera-operator.yaml"
+
+
+def make_spec(**overrides: object) -> ClusterSpec:
+    settings: dict[str, object] = {
+        "cluster_name": "gpu",
+        "kubernetes_version": "1.34.2",
+        "pod_cidr": "10.244.0.0/16",
+        "service_cidr": "10.96.0.0/12",
+        "control_plane_endpoint": "10.0.0.10",
+        "control_plane_nodes": [
+            ClusterNode(name="cp-1", management_ip="10.0.0.11"),
+            ClusterNode(name="cp-2", management_ip="10.0.0.12"),
+        ],
+        "worker_nodes": [
+            ClusterNode(name="gpu-1", management_ip="10.0.0.21", rdma_ip="192.168.0.51", gpu=True),
+        ],
+    }
+    settings.update(overrides)
+    return ClusterSpec(**settings)  # type: ignore[arg-type]
+
+
+def make_node(tmp_path: Path, name: str, *, spec: ClusterSpec | None = None, without: tuple[str, ...] = ()) -> Node:
+    renderer = UserDataRenderer(spec or make_spec(), token=TOKEN, ca_cert_hash=CA_HASH, pki=PKI)
+    node = Node(tmp_path / name, renderer.render(name), name, without=without)
+    node.with_containerd()
+    if name == "gpu-1":
+        node.with_gpu()
+        node.set("pvrdma-present")
+    if name != "cp-1":
+        node.set("api-up")  # the first control-plane node is up: the others can join
+    return node
+
+
+def assert_never_harmed(node: Node) -> None:
+    """What must hold after any sequence of boots of any node."""
+    assert not node.has("reset-on-joined-node"), "kubeadm reset on a node that had joined"
+    assert not node.has("reset-wiped-etcd"), "kubeadm reset deleted etcd's data"
+    assert not node.has("minted-ca"), "kubeadm made its own CA: the shared PKI was not installed"
+    assert not node.calls_of("dnf") and not node.calls_of("yum") and not node.calls_of("apt-get")
+
+
+def assert_bootstrapped(node: Node) -> None:
+    assert node.done
+    assert_never_harmed(node)
+    # The token and the staged keys are gone once the node is bootstrapped.
+    assert not node.file("/etc/kubernetes/kubeadm-config.yaml").exists()
+    assert not node.file("/var/lib/gpucluster/pki").exists()
+
+
+# --- clean first boots --------------------------------------------------------------------------
+
+
+def test_first_control_plane_node_inits_once_installs_calico_and_keeps_the_shared_ca(tmp_path: Path) -> None:
+    node = make_node(tmp_path, "cp-1")
+    assert node.boot().returncode == 0
+    assert_bootstrapped(node)
+    assert len(node.calls_of("kubeadm init --config")) == 1
+    assert node.lines("inits") == ["init"]
+    assert not node.calls_of("kubeadm reset")
+    assert node.file("/etc/kubernetes/pki/ca.key").read_text() == PKI.ca_key_pem
+    assert node.lines("applied") == [CALICO, str(node.file("/etc/kubernetes/calico-installation.yaml"))]
+    # Calico only once the API answers with admin credentials, after init.
+    calls = node.calls
+    assert calls.index(next(c for c in calls if c.startswith("kubeadm init --config"))) < calls.index(
+        next(c for c in calls if c.startswith("kubectl"))
+    )
+    assert node.calls_of("modprobe") == ["modprobe overlay", "modprobe br_netfilter"]
+    assert "#/dev/sda2 none swap sw 0 0" in node.file("/etc/fstab").read_text()
+
+
+def test_second_control_plane_node_joins_with_the_shared_pki(tmp_path: Path) -> None:
+    node = make_node(tmp_path, "cp-2")
+    assert node.boot().returncode == 0
+    assert_bootstrapped(node)
+    assert node.lines("joins") == ["joined"]
+    assert node.lines("etcd-members") == ["cp-2"]
+    assert node.file("/etc/kubernetes/pki/ca.key").read_text() == PKI.ca_key_pem
+    assert not node.calls_of("kubeadm reset")
+    assert not node.calls_of("kubectl")
+
+
+def test_gpu_worker_loads_rdma_modules_configures_the_nvidia_handler_then_joins(tmp_path: Path) -> None:
+    node = make_node(tmp_path, "gpu-1")
+    assert node.boot().returncode == 0
+    assert_bootstrapped(node)
+    calls = node.calls
+    for module in ("ib_umad", "ib_uverbs", "rdma_ucm"):
+        assert f"modprobe {module}" in calls
+    for device in ("rdma_cm", "umad0", "uverbs0"):
+        assert node.file(f"/dev/infiniband/{device}").exists()
+    configure = node.calls_of("nvidia-ctk runtime configure")
+    assert len(configure) == 1
+    assert "--runtime=containerd" in configure[0] and "--nvidia-runtime-name=nvidia" in configure[0]
+    assert not node.has("nvidia-set-as-default"), "the NVIDIA runtime must not become containerd's default"
+    assert node.has("containerd-restarted")
+    join = calls.index("kubeadm join --config " + str(node.file("/etc/kubernetes/kubeadm-config.yaml")))
+    assert calls.index("systemctl restart containerd") < join
+    assert calls.index("modprobe ib_umad") < join
+    assert node.lines("joins") == ["joined"]
+    # containerd's merged configuration now has the handler the `nvidia` RuntimeClass names.
+    dropin = node.file("/etc/containerd/conf.d/99-nvidia.toml").read_text()
+    assert "containerd.runtimes.nvidia]" in dropin
+
+
+@pytest.mark.parametrize("version", [2, 3])
+def test_the_nvidia_handler_is_configured_only_when_containerd_lacks_it(tmp_path: Path, version: int) -> None:
+    node = make_node(tmp_path, "gpu-1")
+    node.with_containerd(version)
+    assert node.boot().returncode == 0
+    assert len(node.calls_of("nvidia-ctk")) == 1
+    # Another template that already had it configured: nothing to do, containerd not restarted.
+    again = make_node(tmp_path / "again", "gpu-1")
+    config = again.file("/etc/containerd/config.toml")
+    config.write_text(node.file("/etc/containerd/config.toml").read_text().replace(str(node.root), str(again.root)))
+    dropin = again.file("/etc/containerd/conf.d/99-nvidia.toml")
+    dropin.parent.mkdir(parents=True)
+    dropin.write_text(node.file("/etc/containerd/conf.d/99-nvidia.toml").read_text())
+    assert again.boot().returncode == 0
+    assert not again.calls_of("nvidia-ctk runtime")
+    assert not again.has("containerd-restarted")
+
+
+def test_gpu_operator_mode_leaves_containerd_to_the_operator(tmp_path: Path) -> None:
+    node = make_node(
+        tmp_path, "gpu-1", spec=make_spec(configure_nvidia_runtime=False), without=("nvidia-smi", "nvidia-ctk")
+    )
+    assert node.boot().returncode == 0
+    assert not node.calls_of("nvidia-")
+    assert not node.has("containerd-restarted")
+
+
+# --- loud failures before the node joins --------------------------------------------------------
+
+
+def test_missing_rdma_device_files_fail_loudly_before_joining(tmp_path: Path) -> None:
+    node = make_node(tmp_path, "gpu-1")
+    (node.sim / "pvrdma-present").unlink()  # no PVRDMA device: no uverbs/umad device files
+    run = node.start()
+    assert run.returncode == 1
+    assert "RDMA device files missing" in run.output
+    assert "/dev/infiniband/uverbs*" in run.output and "/dev/infiniband/umad*" in run.output
+    assert "rdma_cm" not in run.output.split("missing:")[1].split(".")[0]
+    assert not node.calls_of("kubeadm")
+
+
+@pytest.mark.parametrize(
+    ("missing", "message"),
+    [("nvidia-smi", "nvidia-smi not found"), ("nvidia-ctk", "nvidia-ctk not found")],
+)
+def test_missing_driver_or_toolkit_fails_loudly_before_joining(tmp_path: Path, missing: str, message: str) -> None:
+    node = make_node(tmp_path, "gpu-1", without=(missing,))
+    run = node.start()
+    assert run.returncode == 1
+    assert message in run.output
+    assert not node.calls_of("kubeadm")
+
+
+# --- late API server, failed joins -------------------------------------------------------------
+
+
+def test_worker_keeps_waiting_for_a_late_api_server_then_joins(tmp_path: Path) -> None:
+    node = make_node(tmp_path, "gpu-1")
+    (node.sim / "api-up").unlink()
+    node.set("api-late", 150)  # 150 failed checks: beyond the 120 (30 minutes) the old script allowed
+    run = node.start(timeout=120)
+    assert run.returncode == 0, run.output
+    assert len(node.calls_of("curl")) == 151
+    assert node.calls_of("sleep 60")  # backoff, capped
+    assert node.lines("joins") == ["joined"]
+    assert not node.lines("failures")
+    assert_bootstrapped(node)
+
+
+def test_a_join_that_fails_before_the_kubelet_registered_is_cleaned_up_and_retried(tmp_path: Path) -> None:
+    node = make_node(tmp_path, "gpu-1")
+    node.set("fail-join-at", "tls-bootstrap")
+    assert node.boot().returncode == 0
+    assert len(node.calls_of("kubeadm reset")) == 1  # the node had not joined: reset is safe
+    assert node.lines("joins") == ["joined"]
+    assert_bootstrapped(node)
+
+
+def test_etcd_busy_joins_are_retried_without_reset(tmp_path: Path) -> None:
+    node = make_node(tmp_path, "cp-2")
+    node.set("join-failures", 3)
+    assert node.boot().returncode == 0
+    assert not node.calls_of("kubeadm reset")
+    assert node.lines("joins") == ["joined"]
+
+
+# --- re-runs and cut boots ----------------------------------------------------------------------
+
+
+def test_control_plane_failing_its_calico_apply_is_never_reset_and_finishes_on_the_next_start(tmp_path: Path) -> None:
+    node = make_node(tmp_path, "cp-1")
+    node.set("kubectl-failures", 20)  # the first start gives up applying Calico
+    first = node.start()
+    assert first.returncode == 1
+    assert node.boot().returncode == 0
+    assert len(node.calls_of("kubeadm init --config")) == 1
+    assert not node.calls_of("kubeadm reset")
+    assert node.lines("applied")[-2:] == [CALICO, str(node.file("/etc/kubernetes/calico-installation.yaml"))]
+    assert_bootstrapped(node)
+
+
+def test_kubeadm_init_failing_after_admin_conf_is_completed_by_phases_not_reset(tmp_path: Path) -> None:
+    node = make_node(tmp_path, "cp-1")
+    node.set("fail-init-at", "wait-control-plane")
+    assert node.start().returncode == 1
+    node.set("api-late", 2)  # the control plane comes up a little later
+    assert node.boot().returncode == 0
+    assert len(node.calls_of("kubeadm init --config")) == 1
+    assert not node.calls_of("kubeadm reset")
+    assert node.lines("cluster-state") == [
+        "upload-config",
+        "mark-control-plane",
+        "bootstrap-token",
+        "kubelet-finalize",
+        "addon",
+    ]
+    assert_bootstrapped(node)
+
+
+@pytest.mark.parametrize("name", ["cp-1", "cp-2", "gpu-1"])
+def test_a_node_that_is_bootstrapped_does_nothing_when_run_again(tmp_path: Path, name: str) -> None:
+    node = make_node(tmp_path, name)
+    assert node.boot().returncode == 0
+    calls = len(node.calls)
+    assert node.start().returncode == 0
+    assert len(node.calls) == calls
+
+
+@pytest.mark.parametrize("name", ["cp-1", "cp-2"])
+@pytest.mark.parametrize("lost", ["done-marker", "state-dir"])
+def test_a_control_plane_run_again_after_it_joined_never_resets(tmp_path: Path, name: str, lost: str) -> None:
+    """The done-marker lost (or the run cut right before writing it), or all of our state under
+    /var/lib/gpucluster: every stage finds kubeadm's own evidence and nothing is undone."""
+    node = make_node(tmp_path, name)
+    assert node.boot().returncode == 0
+    calls = len(node.calls)
+    if lost == "done-marker":
+        node.file("/var/lib/gpucluster/bootstrap.done").unlink()
+    else:
+        shutil.rmtree(node.file("/var/lib/gpucluster"))
+    assert node.boot().returncode == 0
+    assert not node.calls_of("kubeadm reset")
+    assert not [call for call in node.calls[calls:] if call.startswith(("kubeadm", "kubectl"))]
+    assert not node.lines("failures")
+    assert node.done
+
+
+def test_a_control_plane_cut_before_its_done_marker_with_its_files_back_changes_nothing(tmp_path: Path) -> None:
+    """The harshest re-run: the first-boot files in place again (kubeadm config included) on a
+    control plane that has initialised; the script must still find its evidence."""
+    node = make_node(tmp_path, "cp-1")
+    assert node.boot().returncode == 0
+    node.file("/var/lib/gpucluster/bootstrap.done").unlink()
+    node.cloud_init_writes_files()
+    assert node.boot().returncode == 0
+    assert not node.calls_of("kubeadm reset")
+    assert len(node.calls_of("kubeadm init --config")) == 1
+    assert not node.lines("failures")
+    assert_bootstrapped(node)
+
+
+def test_a_control_plane_join_failing_after_the_kubelet_registered_is_completed_not_reset(tmp_path: Path) -> None:
+    node = make_node(tmp_path, "cp-2")
+    node.set("fail-join-at", "control-plane-join")
+    assert node.boot().returncode == 0
+    assert not node.calls_of("kubeadm reset")
+    assert node.calls_of("kubeadm join phase control-plane-join all")
+    assert node.lines("etcd-members") == ["cp-2"]
+    assert_bootstrapped(node)
+
+
+# Every call that changes the node or the cluster, where a cut boot matters.
+EFFECTFUL = ("kubeadm", "kubectl", "nvidia-ctk", "systemctl restart", "modprobe ib_", "modprobe rdma")
+
+
+@pytest.mark.parametrize("name", ["cp-1", "cp-2", "gpu-1"])
+def test_a_boot_cut_at_any_step_recovers_on_the_next_boot(tmp_path: Path, name: str) -> None:
+    reference = make_node(tmp_path / "reference", name)
+    assert reference.boot().returncode == 0
+    cut_points = [n for n, call in enumerate(reference.calls, start=1) if call.startswith(EFFECTFUL)]
+    assert cut_points
+    for number in cut_points:
+        for mode in ("before", "after"):
+            node = make_node(tmp_path / f"cut-{number}-{mode}", name)
+            node.cut_power_at(number, mode)
+            run = node.boot()
+            assert run.power_cut, f"{name}: no power cut at call {number} ({mode})"
+            node.restore_power()
+            assert node.boot().returncode == 0, f"{name}: cut {mode} {node.lines('cut-call')}: {node.runs[-1].output}"
+            where = f"{name}, cut {mode} {node.lines('cut-call')}"
+            assert node.done, where
+            assert_never_harmed(node)
+            assert len(node.lines("inits")) == (1 if name == "cp-1" else 0), where
+            assert len(node.lines("joins")) <= 1, where
+            if name != "cp-1":
+                assert node.file("/etc/kubernetes/kubelet.conf").exists(), where
+            if name == "cp-2":
+                assert node.lines("etcd-members") == ["cp-2"], where
+            if name == "cp-1":
+                assert not node.calls_of("kubeadm reset"), where
+                assert node.lines("applied")[-1].endswith("calico-installation.yaml"), where
+
+
+INIT_PHASES = ["certs", "kubeconfig", "etcd", "control-plane", "kubelet-start", "wait-control-plane", "upload-config",
+               "mark-control-plane", "bootstrap-token", "kubelet-finalize", "addon"]  # fmt: skip
+JOIN_POINTS = {"cp-2": ["control-plane-prepare", "tls-bootstrap", "control-plane-join"], "gpu-1": ["tls-bootstrap"]}
+
+
+@pytest.mark.parametrize(
+    ("name", "phase"),
+    [("cp-1", phase) for phase in INIT_PHASES] + [(name, p) for name, points in JOIN_POINTS.items() for p in points],
+)
+def test_a_boot_cut_inside_kubeadm_recovers_on_the_next_boot(tmp_path: Path, name: str, phase: str) -> None:
+    """The power lost while kubeadm init or join is between two of its phases: what the earlier
+    phases wrote stays, the rest never happened."""
+    node = make_node(tmp_path, name)
+    node.set("cut-in", phase)
+    assert node.boot().power_cut
+    run = node.boot()
+    assert run.returncode == 0, run.output
+    assert_never_harmed(node)
+    assert node.done
+    if name == "cp-1":
+        assert not node.calls_of("kubeadm reset")
+        assert node.lines("applied")[-1].endswith("calico-installation.yaml")
+        if phase in ("certs", "kubeconfig"):  # cut before admin.conf: init runs again, from scratch
+            assert node.lines("inits") == ["init"]
+        else:  # admin.conf written: completed by phases, never a second init
+            assert len(node.calls_of("kubeadm init --config")) == 1
+            assert node.lines("cluster-state")[-5:] == INIT_PHASES[-5:]
+    else:
+        assert node.file("/etc/kubernetes/kubelet.conf").exists()
+    if name == "cp-2":
+        assert node.lines("etcd-members") == ["cp-2"]
