@@ -147,7 +147,9 @@ def rdma_support(env: Environment, cluster: ClusterAccess) -> RdmaDevicePlugin:
 
 
 def mpi_operator(env: Environment, cluster: ClusterAccess) -> MpiOperator:
-    settings = MpiOperatorSettings(version=env.mpi_operator.version, crd_url=env.mpi_operator.crd_url)
+    settings = MpiOperatorSettings(
+        version=env.mpi_operator.version, crd_url=env.mpi_operator.crd_url, placement=env.mpi_operator.placement
+    )
     return MpiOperator("mpi-operator", MpiOperatorArgs(provider=cluster.provider, settings=settings))
 
 

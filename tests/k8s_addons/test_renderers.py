@@ -24,7 +24,10 @@ from tests.k8s_addons.k8s_checks import check_policy, containers, pod_specs, val
 
 RENDERED = {
     "device-plugin": lambda: render_device_plugin(DevicePluginSettings()),
-    "device-plugin-runtime-class": lambda: render_device_plugin(DevicePluginSettings(runtime_class_name="nvidia")),
+    "device-plugin-default-runtime": lambda: render_device_plugin(
+        DevicePluginSettings(runtime_class_name=None, create_runtime_class=False)
+    ),
+    "device-plugin-idle-on-error": lambda: render_device_plugin(DevicePluginSettings(fail_on_init_error=False)),
     "rdma-plugin": lambda: render_rdma_plugin(RdmaPluginSettings()),
     "mpi-operator": lambda: render_mpi_operator(MpiOperatorSettings()),
 }
@@ -52,7 +55,9 @@ def test_device_plugin_matches_upstream_static_manifest_and_runs_on_gpu_workers(
     [pod] = pod_specs(daemonset)
     [container] = pod["containers"]
     assert container["image"] == "nvcr.io/nvidia/k8s-device-plugin:v0.20.0"
-    assert container["env"] == [{"name": "FAIL_ON_INIT_ERROR", "value": "false"}]
+    # As upstream's static manifest since v0.18: no FAIL_ON_INIT_ERROR=false, so a plugin that
+    # cannot reach the driver crash-loops (and Pulumi's DaemonSet await fails) instead of idling.
+    assert "env" not in container
     assert container["securityContext"] == {
         "privileged": False,
         "allowPrivilegeEscalation": False,
@@ -168,7 +173,7 @@ def test_mpi_operator_mirrors_upstream_release_manifest() -> None:
     ]
     deployment = by_kind(objs, "Deployment")
     [container] = containers(deployment)
-    assert container["image"] == "mpioperator/mpi-operator:0.8.0"
+    assert container["image"] == "mpioperator/mpi-operator:0.8.2"
     assert container["args"] == ["-alsologtostderr", "--lock-namespace=mpi-operator"]
     binding = by_kind(objs, "ClusterRoleBinding")
     assert binding["subjects"] == [{"kind": "ServiceAccount", "name": "mpi-operator", "namespace": "mpi-operator"}]
@@ -192,8 +197,8 @@ def test_mpi_operator_namespace_follows_settings() -> None:
 
 def test_crd_source_is_pinned_to_the_release_tag() -> None:
     settings = MpiOperatorSettings()
-    assert settings.crd_source == CRD_URL_TEMPLATE.format(version="0.8.0")
-    assert "/v0.8.0/" in settings.crd_source
+    assert settings.crd_source == CRD_URL_TEMPLATE.format(version="0.8.2")
+    assert "/v0.8.2/" in settings.crd_source
     assert MpiOperatorSettings(crd_url="https://mirror.example/crd.yaml").crd_source == (
         "https://mirror.example/crd.yaml"
     )
