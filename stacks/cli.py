@@ -48,6 +48,16 @@ def cmd_plan(args: argparse.Namespace) -> int:
     )
     if graph is not None:
         print(f"wrote {graph}")
+    from stacks.admission import admission_report  # the scheduler's rules over the plan
+
+    report = admission_report(load_environment(read_stack_file(path)), result.run)
+    print("admission (would each workload run where it is meant to?):")
+    for line in report.lines():
+        print(f"  {line}")
+    if report.failures:
+        names = ", ".join(v.workload for v in report.failures)
+        print(f"error: {len(report.failures)} workload(s) cannot run: {names}", file=sys.stderr)
+        return EXIT_INVALID
     return 0
 
 
