@@ -190,6 +190,9 @@ class _Check:
         self.report.verdicts.append(Verdict(status, workload.title, detail))
 
     def daemonset(self, workload: Workload) -> None:
+        # The DaemonSet controller also adds tolerations of the node-condition taints
+        # (node.kubernetes.io/not-ready, unreachable, *-pressure, unschedulable); the modelled
+        # nodes are healthy and carry none, so they change nothing here.
         pod = with_runtime_class(workload.groups[0].spec, self.runtime_classes)
         requests = pod_requests(pod, self._overhead(pod))
         placed: list[PlannedNode] = []
@@ -242,6 +245,26 @@ class _Check:
     def _overhead(self, pod: Mapping[str, Any]) -> Mapping[str, Any]:
         name = pod.get("runtimeClassName")
         return self.runtime_classes[name].overhead if name else {}
+
+    def fits_together(self, workloads: list[Workload]) -> bool:
+        """Whether all of `workloads` fit at once on what is free (nothing is recorded)."""
+        free = {name: dict(resources) for name, resources in self.free.items()}
+        for workload in workloads:
+            for group in workload.groups:
+                pod = with_runtime_class(group.spec, self.runtime_classes)
+                requests = pod_requests(pod, self._overhead(pod))
+                candidates = [
+                    p.node.name
+                    for p in self.cluster.nodes
+                    if placement_problem(pod, p.node, self.runtime_classes) is None
+                ]
+                for _ in range(group.replicas):
+                    target = next((n for n in candidates if shortfall(requests, free[n]) is None), None)
+                    if target is None:
+                        return False
+                    for resource, amount in requests.items():
+                        free[target][resource] -= amount
+        return True
 
     def place(self, workload: Workload, *, keep: bool) -> None:
         """All replicas of all groups at once; `keep` leaves their room taken (long-running)."""
@@ -303,9 +326,22 @@ def check(cluster: ClusterModel, objs: list[Any], runtime_classes: list[RuntimeC
     for workload in workloads:
         if workload.kind in ("Deployment", "StatefulSet", "ReplicaSet") and workload.title not in failed:
             state.place(workload, keep=True)
-    for workload in workloads:
-        if workload.kind in ("Job", "Pod", "MPIJob") and workload.title not in failed:
+    jobs = [w for w in workloads if w.kind in ("Job", "Pod", "MPIJob")]
+    for workload in jobs:
+        if workload.title not in failed:
             state.place(workload, keep=False)
+    runnable = [w for w in jobs if w.title not in {v.workload for v in state.report.failures}]
+    if len(runnable) > 1 and not state.fits_together(runnable):
+        # Each fits alone; together they queue. Without gang scheduling, jobs whose pods all
+        # start at once can each hold part of the GPUs and wait for the rest (issue 16.2).
+        state.report.verdicts.append(
+            Verdict(
+                "WARN",
+                " + ".join(f"{w.namespace}/{w.name}" for w in runnable),
+                "each fits alone but not all at once: they run one after another, and without gang "
+                "scheduling can deadlock holding part of the GPUs each",
+            )
+        )
     return state.report
 
 

@@ -194,3 +194,16 @@ def test_plan_prints_a_verdict_per_workload_and_refuses_one_that_cannot_run(
     assert "FAIL MPIJob training/tf-cnn-benchmarks-roce: Worker 1 of 4 fits no node" in bad.stdout
     assert "error: 2 workload(s) cannot run: MPIJob training/nccl-fabric-check-roce" in bad.stderr
     assert "Traceback" not in bad.stderr
+
+
+def test_jobs_that_fit_only_one_at_a_time_are_reported() -> None:
+    together = "training/nccl-fabric-check-roce + training/tf-cnn-benchmarks-roce"
+    report = _report(stack_view("dev"))
+    assert report.failures == []
+    verdict = _verdict(report, together)
+    assert verdict.startswith("WARN") and "not all at once" in verdict
+    # Two vGPUs and 8 vCPUs per worker: both jobs (one GPU and 2 CPUs per worker each, and their
+    # launchers) fit side by side. With 4 vCPUs the two workers fill a node and the launchers,
+    # which may not use the tainted control plane, find no room.
+    roomy = _view("dev", lambda env: env["gpuWorkers"].update(vgpuProfiles=["grid_t4-8c", "grid_t4-8c"], vcpus=8))
+    assert together not in {v.workload for v in _report(roomy).verdicts}
