@@ -48,9 +48,11 @@ class DevicePluginSettings:
     """What the static device-plugin DaemonSet is rendered from (plain values only)."""
 
     namespace: str = "nvidia-device-plugin"
-    """Namespace of the DaemonSet; created here with Pod Security labels."""
+    """Namespace of the DaemonSet, created here enforcing Pod Security `privileged` (the kubelet's
+    hostPath); default `nvidia-device-plugin`, its own so that exception covers nothing else."""
     image: str = DEVICE_PLUGIN_IMAGE
-    """Device plugin image, pinned by tag (upstream release v0.20.0)."""
+    """Device plugin image, pinned by tag; default `nvcr.io/nvidia/k8s-device-plugin:v0.20.0`
+    (stack key `gpu.devicePluginImage`, e.g. a mirror for air-gapped sites)."""
     node_selector: Mapping[str, str] = field(default_factory=lambda: dict(GPU_NODE_LABEL))
     """Nodes the plugin runs on; default the GPU-worker label `nvidia.com/gpu.present=true`."""
     runtime_class_name: str | None = NVIDIA_RUNTIME_CLASS

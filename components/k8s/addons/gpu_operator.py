@@ -75,7 +75,8 @@ class GpuOperatorArgs:
     """Names of existing image pull Secrets (in `namespace`) for the private registry; default
     none (the registry allows anonymous pulls from the nodes)."""
     namespace: str = "gpu-operator"
-    """Namespace of the operator and its operands; created here."""
+    """Namespace of the operator and its operands, created here enforcing Pod Security
+    `privileged` (its driver and toolkit pods must be); default `gpu-operator`."""
     chart_version: str = CHART_VERSION
     """Pinned chart version from https://helm.ngc.nvidia.com/nvidia (default v26.7.0, August 2026).
     Newer charts move the default driver branch and operand images; re-check the driver tag rule

@@ -75,7 +75,8 @@ class MpiOperatorSettings:
     image: str | None = None
     """Controller image; default `mpioperator/mpi-operator:<version>`."""
     namespace: str = "mpi-operator"
-    """Namespace of the controller (also its leader-election lock namespace)."""
+    """Namespace of the controller (also its leader-election lock namespace), enforcing Pod
+    Security `restricted`; default `mpi-operator`, upstream's."""
     install_crd: bool = True
     """Install the MPIJob CRD from `crd_url`; default True. False when something else owns it."""
     crd_url: str | None = None
