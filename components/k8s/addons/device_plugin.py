@@ -61,8 +61,8 @@ class DevicePluginSettings:
     runtime is containerd's default on every GPU worker (a template built with
     `nvidia-ctk runtime configure --set-as-default`): then no RuntimeClass is needed or created."""
     create_runtime_class: bool = True
-    """Create the RuntimeClass `runtime_class_name` (handler `nvidia`, scheduled onto nodes matching
-    `node_selector`); default True. False when something else owns it (a cluster where the GPU
+    """Create the RuntimeClass `runtime_class_name` (handler `nvidia`, scheduled onto nodes labelled
+    `nvidia.com/gpu.present=true`, the GPU workers whose containerd has that handler); default True. False when something else owns it (a cluster where the GPU
     Operator ran before: the operator takes over and rewrites an existing `nvidia` RuntimeClass)."""
     fail_on_init_error: bool = True
     """Default True (upstream's default since v0.18): a plugin that cannot load NVML exits and
@@ -139,7 +139,7 @@ def render_device_plugin(settings: DevicePluginSettings) -> list[dict[str, Any]]
     if settings.runtime_class_name is not None:
         pod_spec["runtimeClassName"] = settings.runtime_class_name
         if settings.create_runtime_class:
-            runtime_class.append(render_runtime_class(settings.runtime_class_name, settings.node_selector))
+            runtime_class.append(render_runtime_class(settings.runtime_class_name, GPU_NODE_LABEL))
             # The RuntimeClass admission plugin refuses pods naming a RuntimeClass that does not
             # exist yet: apply it first (yaml/v2 ConfigGroup ordering within the group).
             daemonset_metadata["annotations"] = {
