@@ -26,7 +26,7 @@ from dataclasses import dataclass, field
 from fractions import Fraction
 from typing import Any
 
-from components.k8s.addons.gpu_operator import visible_pod_templates
+from components.k8s.addons.gpu_operator import driver_image_tag, visible_pod_templates
 from components.k8s.gpu_runtime import NVIDIA_RUNTIME_CLASS, NVIDIA_RUNTIME_HANDLER
 from stacks.admission_nodes import ClusterModel, PlannedNode, cluster_model
 from stacks.admission_rules import (
@@ -80,13 +80,19 @@ class Verdict:
 class AdmissionReport:
     verdicts: list[Verdict] = field(default_factory=list)
     assumptions: tuple[str, ...] = ()
+    notes: tuple[str, ...] = ()
+    """What the stack needs from outside to run as checked (e.g. the driver image tag)."""
 
     @property
     def failures(self) -> list[Verdict]:
         return [v for v in self.verdicts if v.status == "FAIL"]
 
     def lines(self) -> list[str]:
-        return [f"assumed: {a}" for a in self.assumptions] + [str(v) for v in self.verdicts]
+        return (
+            [f"assumed: {a}" for a in self.assumptions]
+            + [str(v) for v in self.verdicts]
+            + [f"note: {n}" for n in self.notes]
+        )
 
 
 def workloads_of(objs: Iterable[Any]) -> list[Workload]:
@@ -345,7 +351,26 @@ def check(cluster: ClusterModel, objs: list[Any], runtime_classes: list[RuntimeC
     return state.report
 
 
+def driver_image_note(env: Environment) -> str | None:
+    """Which driver image the GPU Operator will pull for the stack's template OS."""
+    settings = env.gpu.gpu_operator
+    if env.gpu.mode != "gpu-operator" or settings is None:
+        return None
+    template_os = env.vcenter.template_os
+    os_id = "almalinux" if template_os.startswith("alma") else template_os[:-1]
+    # Alma keeps the minor release in the tag, which the stack does not know.
+    version = f"{template_os[-1]}.<minor>" if os_id == "almalinux" else template_os[-1]
+    tag = driver_image_tag(settings.driver_version, os_id, version)
+    return (
+        f"the GPU Operator will pull {settings.driver_repository}/driver:{tag} for vcenter.templateOs "
+        f"{template_os}: push the vGPU guest driver image under that tag"
+    )
+
+
 def admission_report(env: Environment, run: ProgramRun) -> AdmissionReport:
     """The admission check of a planned stack."""
     objs, runtime_classes = plan_objects(run)
-    return check(cluster_model(env), objs, runtime_classes)
+    report = check(cluster_model(env), objs, runtime_classes)
+    note = driver_image_note(env)
+    report.notes = (note,) if note else ()
+    return report

@@ -13,7 +13,7 @@ import pytest
 from components.k8s.addons.device_plugin import DevicePluginSettings, render_device_plugin
 from components.k8s.addons.mpi_operator import MpiOperatorSettings, render_mpi_operator
 from components.k8s.addons.rdma_plugin import RdmaPluginSettings, render_rdma_plugin
-from stacks.admission import AdmissionReport, admission_report, check, plan_objects
+from stacks.admission import AdmissionReport, admission_report, check, driver_image_note, plan_objects
 from stacks.admission_nodes import cluster_model
 from stacks.admission_rules import RuntimeClassModel
 from stacks.loader import ENVIRONMENT_KEY, LICENSE_TOKEN_KEY, ConfigView, load_environment
@@ -162,6 +162,10 @@ def test_gpu_operator_mode_is_admitted_and_nfd_gc_gets_a_home() -> None:
     assert "Deployment gpu-operator/nfd-gc: 1 pod(s) on master" in lines
     assert "DaemonSet gpu-operator/nfd-worker: runs on 5 of 5 nodes" in lines
     assert "DaemonSet gpu-operator/gpu-operator-operands: runs on 4 of 5 nodes" in lines
+    assert report.lines()[-1] == (
+        "note: the GPU Operator will pull registry.example/nvidia/driver:550.127.05-rocky9 for "
+        "vcenter.templateOs rocky9: push the vGPU guest driver image under that tag"
+    )
     # No RuntimeClass of ours: the operator creates `nvidia` and would take over one of that name.
     objs, runtime_classes = _plan_objs(view)
     assert not [o for o in objs if isinstance(o, dict) and o.get("kind") == "RuntimeClass"]
@@ -207,3 +211,17 @@ def test_jobs_that_fit_only_one_at_a_time_are_reported() -> None:
     # which may not use the tainted control plane, find no room.
     roomy = _view("dev", lambda env: env["gpuWorkers"].update(vgpuProfiles=["grid_t4-8c", "grid_t4-8c"], vcpus=8))
     assert together not in {v.workload for v in _report(roomy).verdicts}
+
+
+@pytest.mark.parametrize(
+    ("template_os", "tag"),
+    [("rocky9", "570.1-rocky9"), ("rhel8", "570.1-rhel8"), ("alma9", "570.1-almalinux9.<minor>")],
+)
+def test_the_driver_tag_note_follows_the_template_os(template_os: str, tag: str) -> None:
+    def edit(env: dict[str, Any]) -> None:
+        env["gpu"].update(mode="gpu-operator", gpuOperator={**GPU_OPERATOR, "driverVersion": "570.1"})
+        env["vcenter"]["templateOs"] = template_os
+
+    env = load_environment(_view("dev", edit, LICENSE_TOKEN_KEY))
+    assert f"registry.example/nvidia/driver:{tag} " in str(driver_image_note(env))
+    assert driver_image_note(load_environment(stack_view("dev"))) is None
