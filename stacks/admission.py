@@ -212,20 +212,11 @@ class _Check:
             placed.append(planned)
             for resource, amount in requests.items():
                 self.free[name][resource] -= amount
-        advertised: dict[str, Fraction] = {}
-        for planned in placed:
-            for resource, amount in _advertised(workload, self.objs, planned).items():
-                self.free[planned.node.name][resource] = (
-                    self.free[planned.node.name].get(resource, Fraction(0)) + amount
-                )
-                advertised[resource] = advertised.get(resource, Fraction(0)) + amount
         if not placed:
             self.add("FAIL", workload, f"runs on no node: {_why_nowhere(reasons)}")
             return
         if _is_nvidia_device_plugin(workload) and self._handler(pod) != NVIDIA_RUNTIME_HANDLER:
             # The plugin finds GPUs through NVML, which only the NVIDIA runtime mounts into it.
-            for planned in placed:
-                self.free[planned.node.name][GPU_RESOURCE] = Fraction(0)
             self.add(
                 "FAIL",
                 workload,
@@ -233,6 +224,13 @@ class _Check:
                 f"and advertises no {GPU_RESOURCE} (name RuntimeClass {NVIDIA_RUNTIME_CLASS})",
             )
             return
+        advertised: dict[str, Fraction] = {}
+        for planned in placed:
+            for resource, amount in _advertised(workload, self.objs, planned).items():
+                self.free[planned.node.name][resource] = (
+                    self.free[planned.node.name].get(resource, Fraction(0)) + amount
+                )
+                advertised[resource] = advertised.get(resource, Fraction(0)) + amount
         missed = [p.node.name for p in self.cluster.nodes if p not in placed and _advertised(workload, self.objs, p)]
         where = f"runs on {len(placed)} of {len(self.cluster.nodes)} nodes ({_names([p.node.name for p in placed])})"
         if missed:
@@ -252,29 +250,13 @@ class _Check:
         name = pod.get("runtimeClassName")
         return self.runtime_classes[name].overhead if name else {}
 
-    def fits_together(self, workloads: list[Workload]) -> bool:
-        """Whether all of `workloads` fit at once on what is free (nothing is recorded)."""
-        free = {name: dict(resources) for name, resources in self.free.items()}
-        for workload in workloads:
-            for group in workload.groups:
-                pod = with_runtime_class(group.spec, self.runtime_classes)
-                requests = pod_requests(pod, self._overhead(pod))
-                candidates = [
-                    p.node.name
-                    for p in self.cluster.nodes
-                    if placement_problem(pod, p.node, self.runtime_classes) is None
-                ]
-                for _ in range(group.replicas):
-                    target = next((n for n in candidates if shortfall(requests, free[n]) is None), None)
-                    if target is None:
-                        return False
-                    for resource, amount in requests.items():
-                        free[target][resource] -= amount
-        return True
+    def _fit(self, workload: Workload, free: dict[str, dict[str, Fraction]]) -> tuple[list[str], list[str], str | None]:
+        """Place every replica of every group of `workload` on `free` (which it consumes).
 
-    def place(self, workload: Workload, *, keep: bool) -> None:
-        """All replicas of all groups at once; `keep` leaves their room taken (long-running)."""
-        free = {name: dict(resources) for name, resources in self.free.items()}
+        Returns the nodes used, warnings, and why a replica fits nowhere (None when all fit).
+        Replicas go first-fit in node order: exact for identical pods, and the groups are
+        placed largest first (an MPIJob's workers before its launcher).
+        """
         where: list[str] = []
         warnings: list[str] = []
         for group in workload.groups:
@@ -298,15 +280,31 @@ class _Check:
                 if target is None:
                     for name in candidates:
                         reasons.setdefault(str(shortfall(requests, free[name])), []).append(name)
-                    self.add(
-                        "FAIL",
-                        workload,
+                    return (
+                        where,
+                        warnings,
                         f"{group.role} {replica + 1} of {group.replicas} fits no node: {_why_nowhere(reasons)}",
                     )
-                    return
                 for resource, amount in requests.items():
                     free[target][resource] -= amount
                 where.append(target)
+        return where, warnings, None
+
+    def _free_copy(self) -> dict[str, dict[str, Fraction]]:
+        return {name: dict(resources) for name, resources in self.free.items()}
+
+    def fits_together(self, workloads: list[Workload]) -> bool:
+        """Whether all of `workloads` fit at once on what is free (nothing is recorded)."""
+        free = self._free_copy()
+        return all(self._fit(workload, free)[2] is None for workload in workloads)
+
+    def place(self, workload: Workload, *, keep: bool) -> None:
+        """All replicas of all groups at once; `keep` leaves their room taken (long-running)."""
+        free = self._free_copy()
+        where, warnings, failure = self._fit(workload, free)
+        if failure:
+            self.add("FAIL", workload, failure)
+            return
         if keep:
             self.free = free
         detail = f"{sum(g.replicas for g in workload.groups)} pod(s) on {_names(sorted(set(where)))}"

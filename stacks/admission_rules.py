@@ -247,13 +247,15 @@ def shortfall(requests: Mapping[str, Fraction], free: Mapping[str, Fraction]) ->
     for name, amount in sorted(requests.items()):
         if amount > free.get(name, Fraction(0)):
             have = free.get(name, Fraction(0))
-            return f"{name}: requests {format_amount(name, amount)}, {format_amount(name, have)} free"
+            millis = name == "cpu" and (amount.denominator != 1 or have.denominator != 1)
+            return f"{name}: requests {format_amount(name, amount, millis)}, {format_amount(name, have, millis)} free"
     return None
 
 
-def format_amount(name: str, amount: Fraction) -> str:
+def format_amount(name: str, amount: Fraction, millis: bool = False) -> str:
+    """`8192Mi` for memory, `1500m` for CPU when asked (or fractional), else a plain number."""
     if name == "memory" or name.endswith("storage"):
         return f"{float(amount / 2**20):.0f}Mi"
-    if name == "cpu" and amount.denominator != 1:
+    if name == "cpu" and (millis or amount.denominator != 1):
         return f"{float(amount * 1000):.0f}m"
     return f"{float(amount):g}"

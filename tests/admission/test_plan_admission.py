@@ -225,3 +225,27 @@ def test_the_driver_tag_note_follows_the_template_os(template_os: str, tag: str)
     env = load_environment(_view("dev", edit, LICENSE_TOKEN_KEY))
     assert f"registry.example/nvidia/driver:{tag} " in str(driver_image_note(env))
     assert driver_image_note(load_environment(stack_view("dev"))) is None
+
+
+def _cp_workload(kind: str, count: int) -> dict[str, Any]:
+    pod = {
+        "nodeSelector": {"node-role.kubernetes.io/control-plane": ""},
+        "tolerations": [{"key": "node-role.kubernetes.io/control-plane", "operator": "Exists"}],
+        "containers": [{"name": "c", "image": "x:1", "resources": {"requests": {"cpu": "1500m"}}}],
+    }
+    spec: dict[str, Any] = {"template": {"spec": pod}}
+    spec["replicas" if kind == "Deployment" else "parallelism"] = count
+    return {"kind": kind, "metadata": {"name": "w", "namespace": "n"}, "spec": spec}
+
+
+@pytest.mark.parametrize("kind", ["Deployment", "Job"])
+def test_replicas_that_run_at_once_are_summed(dev_env: Environment, kind: str) -> None:
+    # dev's control plane has 4 vCPUs: two pods of 1.5 CPU fit, the third does not.
+    [ok] = check(cluster_model(dev_env), [_cp_workload(kind, 2)], []).verdicts
+    assert str(ok) == f"OK   {kind} n/w: 2 pod(s) on master"
+    [refused] = check(cluster_model(dev_env), [_cp_workload(kind, 3)], []).verdicts
+    assert str(refused) == (
+        f"FAIL {kind} n/w: pod 3 of 3 fits no node: worker-1, worker-2 and 2 more: nodeSelector "
+        "node-role.kubernetes.io/control-plane='': node has no label node-role.kubernetes.io/control-plane; "
+        "master: cpu: requests 1500m, 1000m free"
+    )
