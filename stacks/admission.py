@@ -87,6 +87,15 @@ class AdmissionReport:
     def failures(self) -> list[Verdict]:
         return [v for v in self.verdicts if v.status == "FAIL"]
 
+    def as_dict(self) -> dict[str, Any]:
+        """For machine-readable output (`plan --json`)."""
+        return {
+            "admitted": not self.failures,
+            "assumptions": list(self.assumptions),
+            "verdicts": [{"status": v.status, "workload": v.workload, "detail": v.detail} for v in self.verdicts],
+            "notes": list(self.notes),
+        }
+
     def lines(self) -> list[str]:
         return (
             [f"assumed: {a}" for a in self.assumptions]

@@ -181,6 +181,11 @@ def test_existing_clusters_say_what_was_assumed() -> None:
     [assumed] = report.assumptions
     assert "kubernetes.mode is 'existing'" in assumed and "assumed" in assumed
     assert report.lines()[0].startswith("assumed: ")
+    document = report.as_dict()
+    assert document["admitted"] is True and document["assumptions"] == [assumed]
+    assert {"status": "OK", "workload": "Deployment mpi-operator/mpi-operator", "detail": "1 pod(s) on master"} in (
+        document["verdicts"]
+    )
 
 
 def test_plan_prints_a_verdict_per_workload_and_refuses_one_that_cannot_run(
