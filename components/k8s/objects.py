@@ -19,6 +19,8 @@ import pulumi_kubernetes as k8s
 # its submodules lazily, and what this module needs should load when it does (and fail there).
 from pulumi_kubernetes.yaml.v2 import ConfigGroup
 
+from components.k8s.gpu_runtime import NVIDIA_RUNTIME_CLASS
+
 PodSecurityLevel = Literal["privileged", "baseline", "restricted"]
 
 GPU_NODE_LABEL: Mapping[str, str] = {"nvidia.com/gpu.present": "true"}
@@ -28,6 +30,10 @@ sets the same one). Add-ons and jobs that need a GPU node select on it."""
 GPU_TAINT_KEY = "nvidia.com/gpu"
 """GPU workers are tainted `nvidia.com/gpu:NoSchedule` so that only pods that mean to be there
 land on them."""
+
+CONTROL_PLANE_LABEL = "node-role.kubernetes.io/control-plane"
+"""kubeadm labels (value "") and taints (`NoSchedule`, no value) every control-plane node with this
+key (kubeadm `constants.LabelNodeRoleControlPlane`, phase `mark-control-plane`)."""
 
 SECURITY_EXCEPTION_ANNOTATION = "gpucluster.io/pod-security-exception"
 """Every namespace enforcing the `privileged` Pod Security level says why in this annotation, so a
@@ -41,6 +47,28 @@ _TAG = re.compile(r"^[\w][\w.-]{0,127}$")
 def gpu_toleration() -> dict[str, Any]:
     """Tolerate the GPU workers' taint (any value)."""
     return {"key": GPU_TAINT_KEY, "operator": "Exists", "effect": "NoSchedule"}
+
+
+def control_plane_toleration() -> dict[str, Any]:
+    """Tolerate kubeadm's control-plane taint, exactly as kubeadm sets it (`Equal ""`, as the GPU
+    Operator and NFD charts write it): a pod meant for the control plane says so, and tolerates
+    nothing else there."""
+    return {"key": CONTROL_PLANE_LABEL, "operator": "Equal", "value": "", "effect": "NoSchedule"}
+
+
+def control_plane_selector() -> dict[str, str]:
+    """Select kubeadm's control-plane nodes (label value "")."""
+    return {CONTROL_PLANE_LABEL: ""}
+
+
+def gpu_runtime_fields() -> dict[str, str]:
+    """What every pod that asks for `nvidia.com/gpu` adds to its pod spec: the NVIDIA RuntimeClass.
+
+    The NVIDIA runtime is not containerd's default on our GPU workers (the bootstrap registers it as
+    the extra handler `nvidia`), so a GPU pod without it starts under runc and sees no GPU even
+    though the scheduler gave it one. Merge it into the pod spec: `{**spec, **gpu_runtime_fields()}`.
+    """
+    return {"runtimeClassName": NVIDIA_RUNTIME_CLASS}
 
 
 def app_labels(name: str, component: str) -> dict[str, str]:

@@ -249,10 +249,12 @@ class KubernetesSettings(Model):
 
 
 class GpuOperatorSettings(Model):
-    chart_version: Annotated[str, Field(pattern=r"^v\d+\.\d+\.\d+$")] = "v26.3.1"
+    chart_version: Annotated[str, Field(pattern=r"^v\d+\.\d+\.\d+$")] = "v26.7.0"
     driver_repository: NonEmpty
     """Private registry holding the vGPU guest driver image (NVIDIA does not publish it)."""
     driver_version: NonEmpty
+    """vGPU guest driver version; the operator pulls `<driverRepository>/driver:<driverVersion>-<os>`
+    with `<os>` `rocky9`/`rhel9`/`rocky8`/`rhel8` (minor dropped) or `almalinux9.<minor>` (kept)."""
     gridd_conf: str = "FeatureType=1"
     """Contents of gridd.conf; licensing itself comes from the NLS client configuration token,
     the secret `vsphere-gpu-cluster:nvidiaLicenseToken`."""
@@ -277,8 +279,13 @@ class RdmaSoftware(Model):
 
 
 class MpiOperatorSettings(Model):
-    version: Literal["0.8.0"] = "0.8.0"
-    """The release whose kubeflow.org/v2beta1 manifest is installed (only 0.8.0 is verified)."""
+    version: Literal["0.8.2", "0.8.0"] = "0.8.2"
+    """The release whose kubeflow.org/v2beta1 manifest is installed; 0.8.2 (July 2026) and 0.8.0
+    share the CRD schema the tests check against."""
+    placement: Literal["control-plane", "any-node"] = "control-plane"
+    """Where the controller runs. control-plane: on kubeadm's control-plane nodes (selects their
+    label, tolerates their taint); any-node: any node whose taints it tolerates (use it for an
+    existing cluster whose control plane is not schedulable or not visible)."""
     crd_url: str | None = None
     """Where the provider fetches the MPIJob CRD from; default the release's file on GitHub
     (set a mirror when the deploying machine cannot reach GitHub)."""

@@ -39,6 +39,7 @@ def cmd_validate(args: argparse.Namespace) -> int:
 
 def cmd_plan(args: argparse.Namespace) -> int:
     from stacks.tools import deploy_time, plan_diff
+    from stacks.tools.admission import admission_report
     from stacks.tools.plan import plan_stack, run_plan, summary_tree  # imports the Pulumi SDK: only when planning
 
     path = stack_file(args.stack, args.file)
@@ -57,6 +58,7 @@ def cmd_plan(args: argparse.Namespace) -> int:
         before = (run_plan(old_view, stack=args.stack), old_env.kubernetes.version, new_env.kubernetes.version)
     result = plan_stack(view, stack=args.stack, out_dir=out_dir, graph_file=graph)
     timing = deploy_time.estimate(result.run.resources, durations)
+    admission = admission_report(load_environment(view), result.run)  # the scheduler's rules over the plan
     changes = None
     if before is not None:
         old_run, old_version, new_version = before
@@ -69,6 +71,7 @@ def cmd_plan(args: argparse.Namespace) -> int:
             "stack": args.stack,
             "resources": len(result.run.resources),
             "deployment": timing.as_dict(),
+            "admission": admission.as_dict(),
         }
         if changes is not None:
             document["against"] = {
@@ -78,7 +81,7 @@ def cmd_plan(args: argparse.Namespace) -> int:
                 "downAtOnce": changes.down_at_once,
             }
         print(json.dumps({**document, "wrote": written}, indent=2))
-        return 0
+        return EXIT_INVALID if admission.failures else 0
     print(summary_tree(result.run))
     print("\n".join(deploy_time.summary_lines(timing)))
     if changes is not None:
@@ -89,6 +92,13 @@ def cmd_plan(args: argparse.Namespace) -> int:
     )
     if graph is not None:
         print(f"wrote {graph}")
+    print("admission (would each workload run where it is meant to?):")
+    for line in admission.lines():
+        print(f"  {line}")
+    if admission.failures:
+        names = ", ".join(v.workload for v in admission.failures)
+        print(f"error: {len(admission.failures)} workload(s) cannot run: {names}", file=sys.stderr)
+        return EXIT_INVALID
     return 0
 
 

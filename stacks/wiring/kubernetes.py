@@ -138,7 +138,9 @@ def rdma_support_args(env: Environment, cluster: ClusterAccess) -> RdmaDevicePlu
 
 
 def mpi_operator_args(env: Environment, cluster: ClusterAccess) -> MpiOperatorArgs:
-    settings = MpiOperatorSettings(version=env.mpi_operator.version, crd_url=env.mpi_operator.crd_url)
+    settings = MpiOperatorSettings(
+        version=env.mpi_operator.version, crd_url=env.mpi_operator.crd_url, placement=env.mpi_operator.placement
+    )
     return MpiOperatorArgs(provider=cluster.provider, settings=settings)
 
 

@@ -8,6 +8,7 @@ from typing import Any
 import pytest
 
 from components.k8s.addons.device_plugin import DevicePluginSettings, render_device_plugin
+from components.k8s.addons.gpu_operator import driver_image_tag, visible_pod_templates
 from components.k8s.addons.mpi_operator import (
     CRD_URL_TEMPLATE,
     MpiOperatorSettings,
@@ -19,12 +20,16 @@ from components.k8s.addons.rdma_plugin import (
     plugin_config,
     render_rdma_plugin,
 )
-from components.k8s.objects import check_image, image_is_pinned, namespace
+from components.k8s.gpu_runtime import NVIDIA_RUNTIME_CLASS, NVIDIA_RUNTIME_HANDLER
+from components.k8s.objects import check_image, gpu_runtime_fields, image_is_pinned, namespace
 from tests.k8s_addons.k8s_checks import check_policy, containers, pod_specs, validate_strict
 
 RENDERED = {
     "device-plugin": lambda: render_device_plugin(DevicePluginSettings()),
-    "device-plugin-runtime-class": lambda: render_device_plugin(DevicePluginSettings(runtime_class_name="nvidia")),
+    "device-plugin-default-runtime": lambda: render_device_plugin(
+        DevicePluginSettings(runtime_class_name=None, create_runtime_class=False)
+    ),
+    "device-plugin-idle-on-error": lambda: render_device_plugin(DevicePluginSettings(fail_on_init_error=False)),
     "rdma-plugin": lambda: render_rdma_plugin(RdmaPluginSettings()),
     "mpi-operator": lambda: render_mpi_operator(MpiOperatorSettings()),
 }
@@ -52,7 +57,9 @@ def test_device_plugin_matches_upstream_static_manifest_and_runs_on_gpu_workers(
     [pod] = pod_specs(daemonset)
     [container] = pod["containers"]
     assert container["image"] == "nvcr.io/nvidia/k8s-device-plugin:v0.20.0"
-    assert container["env"] == [{"name": "FAIL_ON_INIT_ERROR", "value": "false"}]
+    # As upstream's static manifest since v0.18: no FAIL_ON_INIT_ERROR=false, so a plugin that
+    # cannot reach the driver crash-loops (and Pulumi's DaemonSet await fails) instead of idling.
+    assert "env" not in container
     assert container["securityContext"] == {
         "privileged": False,
         "allowPrivilegeEscalation": False,
@@ -168,7 +175,7 @@ def test_mpi_operator_mirrors_upstream_release_manifest() -> None:
     ]
     deployment = by_kind(objs, "Deployment")
     [container] = containers(deployment)
-    assert container["image"] == "mpioperator/mpi-operator:0.8.0"
+    assert container["image"] == "mpioperator/mpi-operator:0.8.2"
     assert container["args"] == ["-alsologtostderr", "--lock-namespace=mpi-operator"]
     binding = by_kind(objs, "ClusterRoleBinding")
     assert binding["subjects"] == [{"kind": "ServiceAccount", "name": "mpi-operator", "namespace": "mpi-operator"}]
@@ -192,8 +199,8 @@ def test_mpi_operator_namespace_follows_settings() -> None:
 
 def test_crd_source_is_pinned_to_the_release_tag() -> None:
     settings = MpiOperatorSettings()
-    assert settings.crd_source == CRD_URL_TEMPLATE.format(version="0.8.0")
-    assert "/v0.8.0/" in settings.crd_source
+    assert settings.crd_source == CRD_URL_TEMPLATE.format(version="0.8.2")
+    assert "/v0.8.2/" in settings.crd_source
     assert MpiOperatorSettings(crd_url="https://mirror.example/crd.yaml").crd_source == (
         "https://mirror.example/crd.yaml"
     )
@@ -233,6 +240,9 @@ def test_image_pinning(image: str, pinned: bool) -> None:
         ),
         (lambda: MpiOperatorSettings(version="latest"), "pin version"),
         (lambda: MpiOperatorSettings(image="mpioperator/mpi-operator:latest"), "not pinned"),
+        (lambda: MpiOperatorSettings(placement="gpu"), "placement must be"),  # type: ignore[arg-type]
+        (lambda: DevicePluginSettings(runtime_class_name=None), "create_runtime_class needs runtime_class_name"),
+        (lambda: DevicePluginSettings(runtime_class_name="NVIDIA"), "not a valid Kubernetes name"),
         (lambda: namespace("x", enforce="privileged"), "say why"),
         (lambda: namespace("x", enforce="baseline", exception_reason="no"), "only for"),
         (lambda: check_image("nginx", "image"), "not pinned"),
@@ -241,3 +251,84 @@ def test_image_pinning(image: str, pinned: bool) -> None:
 def test_bad_settings_are_rejected_before_anything_is_built(build: Any, message: str) -> None:
     with pytest.raises(ValueError, match=message):
         build()
+
+
+def test_device_plugin_mode_creates_the_nvidia_runtime_class_and_runs_under_it() -> None:
+    objs = render_device_plugin(DevicePluginSettings())
+    runtime_class = by_kind(objs, "RuntimeClass")
+    assert runtime_class["metadata"]["name"] == NVIDIA_RUNTIME_CLASS
+    assert runtime_class["handler"] == NVIDIA_RUNTIME_HANDLER
+    # Pods naming it land only where containerd has the handler.
+    assert runtime_class["scheduling"] == {"nodeSelector": {"nvidia.com/gpu.present": "true"}}
+    daemonset = by_kind(objs, "DaemonSet")
+    [pod] = pod_specs(daemonset)
+    assert pod["runtimeClassName"] == NVIDIA_RUNTIME_CLASS
+    # Applied after the RuntimeClass: the API server refuses pods naming a missing one.
+    assert daemonset["metadata"]["annotations"] == {
+        "config.kubernetes.io/depends-on": "node.k8s.io/RuntimeClass/nvidia"
+    }
+
+
+def test_device_plugin_can_leave_the_runtime_class_to_the_default_runtime() -> None:
+    objs = render_device_plugin(DevicePluginSettings(runtime_class_name=None, create_runtime_class=False))
+    assert not [o for o in objs if o["kind"] == "RuntimeClass"]
+    [pod] = pod_specs(by_kind(objs, "DaemonSet"))
+    assert "runtimeClassName" not in pod
+    [pod] = pod_specs(by_kind(render_device_plugin(DevicePluginSettings(fail_on_init_error=False)), "DaemonSet"))
+    assert pod["containers"][0]["env"] == [{"name": "FAIL_ON_INIT_ERROR", "value": "false"}]
+
+
+def test_gpu_pods_name_the_same_runtime_class() -> None:
+    assert gpu_runtime_fields() == {"runtimeClassName": "nvidia"}
+
+
+@pytest.mark.parametrize(
+    ("settings", "selector"),
+    [
+        (MpiOperatorSettings(), {"node-role.kubernetes.io/control-plane": ""}),
+        (MpiOperatorSettings(placement="any-node"), None),
+    ],
+)
+def test_mpi_operator_is_placed_deliberately(settings: MpiOperatorSettings, selector: dict[str, str] | None) -> None:
+    [pod] = pod_specs(by_kind(render_mpi_operator(settings), "Deployment"))
+    assert pod.get("nodeSelector") == selector
+    assert pod["tolerations"] == [
+        {"key": "node-role.kubernetes.io/control-plane", "operator": "Equal", "value": "", "effect": "NoSchedule"}
+    ]
+
+
+@pytest.mark.parametrize(
+    ("os_id", "version_id", "tag"),
+    [
+        # gpu-operator v26.7.0 getGPUNodeOSInfo: the minor is dropped for rocky, rhel and ol only.
+        ("rocky", "9.4", "550.127.05-rocky9"),
+        ("rhel", "9.4", "550.127.05-rhel9"),
+        ("rhel", "8.10", "550.127.05-rhel8"),
+        ("almalinux", "9.4", "550.127.05-almalinux9.4"),
+        ("ubuntu", "22.04", "550.127.05-ubuntu22.04"),
+    ],
+)
+def test_driver_image_tag_follows_the_operator(os_id: str, version_id: str, tag: str) -> None:
+    assert driver_image_tag("550.127.05", os_id, version_id) == tag
+    digest = "sha256:" + "a" * 64
+    assert driver_image_tag(digest, os_id, version_id) == digest
+
+
+def test_gpu_operator_values_name_the_runtime_class_and_home_nfd_gc() -> None:
+    from components.k8s.addons.gpu_operator import GpuOperatorArgs, chart_values
+
+    args = GpuOperatorArgs(
+        provider=None,  # type: ignore[arg-type]  # chart_values never touches it
+        driver_repository="r.example/nvidia",
+        driver_version="550.127.05",
+        licensing_token="t",
+    )
+    values = chart_values(args)
+    assert values["operator"] == {"runtimeClass": NVIDIA_RUNTIME_CLASS}
+    gc_tolerations = values["node-feature-discovery"]["gc"]["tolerations"]
+    assert gc_tolerations == [
+        {"key": "node-role.kubernetes.io/control-plane", "operator": "Equal", "value": "", "effect": "NoSchedule"}
+    ]
+    kinds = {(w["kind"], w["metadata"]["name"]) for w in visible_pod_templates(values, "gpu-operator")}
+    assert ("Deployment", "nfd-gc") in kinds and ("DaemonSet", "gpu-operator-operands") in kinds
+    assert len(visible_pod_templates({**values, "nfd": {"enabled": False}}, "gpu-operator")) == 2

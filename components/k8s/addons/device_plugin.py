@@ -4,9 +4,16 @@ Two ways to give pods `nvidia.com/gpu`:
 
 - `mode="device-plugin"` (default): the guest image already has the NVIDIA vGPU guest driver and
   container toolkit; only the device plugin is deployed. The DaemonSet mirrors upstream's static
-  manifest `deployments/static/nvidia-device-plugin.yml` (same env, same single hostPath for the
-  kubelet's device-plugin socket directory, same `allowPrivilegeEscalation: false` and
-  `capabilities.drop: [ALL]`), placed in its own namespace and on GPU workers only.
+  manifest `deployments/static/nvidia-device-plugin.yml` of v0.20.0 (no env, the single hostPath
+  for the kubelet's device-plugin socket directory, `allowPrivilegeEscalation: false` and
+  `capabilities.drop: [ALL]`), placed in its own namespace and on GPU workers only. Unlike
+  upstream's example it runs under the RuntimeClass `nvidia` (components/k8s/gpu_runtime.py),
+  which this mode creates: the NVIDIA runtime is containerd's handler `nvidia` on GPU workers, not
+  its default, and only that runtime mounts the driver's NVML library the plugin needs to find
+  GPUs. Without NVML the plugin exits (upstream's `--fail-on-init-error` defaults to true and
+  v0.18 dropped `FAIL_ON_INIT_ERROR=false` from the static manifest, NVIDIA/k8s-device-plugin
+  commit b3d0054): a broken runtime shows as a crash loop that Pulumi's DaemonSet await reports,
+  not as a Running plugin advertising zero GPUs.
 - `mode="gpu-operator"`: the NVIDIA GPU Operator installs the vGPU guest driver from the user's
   private registry, licenses it, and runs its own device plugin (see `gpu_operator.py`).
 """
@@ -21,6 +28,7 @@ import pulumi
 import pulumi_kubernetes as k8s
 
 from components.k8s.addons.gpu_operator import GpuOperator, GpuOperatorArgs
+from components.k8s.gpu_runtime import NVIDIA_RUNTIME_CLASS, NVIDIA_RUNTIME_HANDLER
 from components.k8s.objects import (
     GPU_NODE_LABEL,
     app_labels,
@@ -40,25 +48,60 @@ class DevicePluginSettings:
     """What the static device-plugin DaemonSet is rendered from (plain values only)."""
 
     namespace: str = "nvidia-device-plugin"
-    """Namespace of the DaemonSet; created here with Pod Security labels."""
+    """Namespace of the DaemonSet, created here enforcing Pod Security `privileged` (the kubelet's
+    hostPath); default `nvidia-device-plugin`, its own so that exception covers nothing else."""
     image: str = DEVICE_PLUGIN_IMAGE
-    """Device plugin image, pinned by tag (upstream release v0.20.0)."""
+    """Device plugin image, pinned by tag; default `nvcr.io/nvidia/k8s-device-plugin:v0.20.0`
+    (stack key `gpu.devicePluginImage`, e.g. a mirror for air-gapped sites)."""
     node_selector: Mapping[str, str] = field(default_factory=lambda: dict(GPU_NODE_LABEL))
     """Nodes the plugin runs on; default the GPU-worker label `nvidia.com/gpu.present=true`."""
-    runtime_class_name: str | None = None
-    """Set to the NVIDIA runtime class (e.g. `nvidia`) when the NVIDIA container runtime is not
-    the container engine's default on GPU workers; default None (it is the default runtime)."""
-    fail_on_init_error: bool = False
-    """Upstream's static manifest sets `FAIL_ON_INIT_ERROR=false` so a node without a working
-    driver keeps a running (idle) plugin instead of a crash loop; default False, as upstream."""
+    runtime_class_name: str | None = NVIDIA_RUNTIME_CLASS
+    """RuntimeClass of the plugin's pods; default `nvidia`, the team's convention for every GPU
+    pod (the bootstrap gives containerd that handler on GPU workers). None only where the NVIDIA
+    runtime is containerd's default on every GPU worker (a template built with
+    `nvidia-ctk runtime configure --set-as-default`): then no RuntimeClass is needed or created."""
+    create_runtime_class: bool = True
+    """Create the RuntimeClass `runtime_class_name` (handler `nvidia`, scheduled onto nodes labelled
+    `nvidia.com/gpu.present=true`, the GPU workers whose containerd has that handler); default True. False when something else owns it (a cluster where the GPU
+    Operator ran before: the operator takes over and rewrites an existing `nvidia` RuntimeClass)."""
+    fail_on_init_error: bool = True
+    """Default True (upstream's default since v0.18): a plugin that cannot load NVML exits and
+    crash-loops, so `pulumi up` fails on the DaemonSet instead of reporting success with zero GPUs.
+    False renders `FAIL_ON_INIT_ERROR=false` (the plugin idles without GPUs): only for mixed pools
+    where some selected nodes have no GPU, and then nothing tells you a GPU node is broken."""
 
     def __post_init__(self) -> None:
         check_dns_label(self.namespace, "device plugin namespace")
         check_image(self.image, "device plugin image")
+        if self.runtime_class_name is not None:
+            check_dns_label(self.runtime_class_name, "device plugin runtime_class_name")
+        if self.runtime_class_name is None and self.create_runtime_class:
+            raise ValueError(
+                "DevicePluginSettings: create_runtime_class needs runtime_class_name "
+                "(or set create_runtime_class=False when the NVIDIA runtime is containerd's default)"
+            )
+
+
+def render_runtime_class(name: str, node_selector: Mapping[str, str]) -> dict[str, Any]:
+    """The RuntimeClass GPU pods name, pointing at containerd's `nvidia` handler.
+
+    `scheduling.nodeSelector` keeps every pod naming it on nodes that have the handler: the
+    RuntimeClass admission plugin merges it into the pod's nodeSelector, so a GPU pod that forgot
+    its own selector is not started on a node where containerd would fail the sandbox with "no
+    runtime for nvidia is configured".
+    """
+    check_dns_label(name, "RuntimeClass name")
+    return {
+        "apiVersion": "node.k8s.io/v1",
+        "kind": "RuntimeClass",
+        "metadata": {"name": name, "labels": app_labels("nvidia-runtime", "gpu-runtime-class")},
+        "handler": NVIDIA_RUNTIME_HANDLER,
+        "scheduling": {"nodeSelector": dict(node_selector)},
+    }
 
 
 def render_device_plugin(settings: DevicePluginSettings) -> list[dict[str, Any]]:
-    """The device plugin's Namespace and DaemonSet."""
+    """The `nvidia` RuntimeClass (unless owned elsewhere), the plugin's Namespace and DaemonSet."""
     labels = app_labels("nvidia-device-plugin", "gpu-device-plugin")
     pod_spec: dict[str, Any] = {
         "nodeSelector": dict(settings.node_selector),
@@ -70,12 +113,6 @@ def render_device_plugin(settings: DevicePluginSettings) -> list[dict[str, Any]]
             {
                 "name": "nvidia-device-plugin-ctr",
                 "image": settings.image,
-                "env": [
-                    {
-                        "name": "FAIL_ON_INIT_ERROR",
-                        "value": "true" if settings.fail_on_init_error else "false",
-                    }
-                ],
                 "securityContext": {
                     "privileged": False,
                     "allowPrivilegeEscalation": False,
@@ -91,9 +128,25 @@ def render_device_plugin(settings: DevicePluginSettings) -> list[dict[str, Any]]
             }
         ],
     }
-    if settings.runtime_class_name:
+    if not settings.fail_on_init_error:
+        pod_spec["containers"][0]["env"] = [{"name": "FAIL_ON_INIT_ERROR", "value": "false"}]
+    daemonset_metadata: dict[str, Any] = {
+        "name": "nvidia-device-plugin",
+        "namespace": settings.namespace,
+        "labels": labels,
+    }
+    runtime_class: list[dict[str, Any]] = []
+    if settings.runtime_class_name is not None:
         pod_spec["runtimeClassName"] = settings.runtime_class_name
+        if settings.create_runtime_class:
+            runtime_class.append(render_runtime_class(settings.runtime_class_name, GPU_NODE_LABEL))
+            # The RuntimeClass admission plugin refuses pods naming a RuntimeClass that does not
+            # exist yet: apply it first (yaml/v2 ConfigGroup ordering within the group).
+            daemonset_metadata["annotations"] = {
+                "config.kubernetes.io/depends-on": f"node.k8s.io/RuntimeClass/{settings.runtime_class_name}"
+            }
     return [
+        *runtime_class,
         namespace(
             settings.namespace,
             enforce="privileged",
@@ -106,11 +159,7 @@ def render_device_plugin(settings: DevicePluginSettings) -> list[dict[str, Any]]
         {
             "apiVersion": "apps/v1",
             "kind": "DaemonSet",
-            "metadata": {
-                "name": "nvidia-device-plugin",
-                "namespace": settings.namespace,
-                "labels": labels,
-            },
+            "metadata": daemonset_metadata,
             "spec": {
                 "selector": {"matchLabels": labels},
                 "updateStrategy": {"type": "RollingUpdate"},

@@ -6,6 +6,22 @@ the NVIDIA License System with a Secret holding `gridd.conf` and `client_configu
 (`driver.licensingConfig.secretName` with `nlsEnabled: true`; the older `configMapName` is
 deprecated because it put the token in a ConfigMap).
 
+The driver image the operator pulls is NOT `driver_repository/driver:driver_version`: the operator
+appends the GPU nodes' OS to the tag (gpu-operator v26.7.0, `controllers/object_controls.go`
+`resolveDriverTag` and `controllers/state_manager.go` `getGPUNodeOSInfo`): `<version>-<ID><VERSION_ID>`
+from the nodes' NFD labels `feature.node.kubernetes.io/system-os_release.ID`/`.VERSION_ID`, with
+the minor version dropped for `rocky`, `rhel` and `ol` only. So for driver 550.127.05 the registry
+must hold `driver:550.127.05-rocky9` for Rocky 9 guests, `driver:550.127.05-rhel9` for RHEL 9,
+but `driver:550.127.05-almalinux9.4` for Alma 9.4 (every minor release needs its own tag).
+`driver_image_tag` computes it; a digest in `driver_version` skips the suffix.
+
+Placement: the chart's operator Deployment and NFD master tolerate kubeadm's control-plane taint
+and prefer the control plane; its operand DaemonSets tolerate `nvidia.com/gpu`. The NFD garbage
+collector (an NFD subchart Deployment) tolerates nothing by default, which on a cluster where every
+node is tainted leaves it Pending and the chart's await failing: we give it the control-plane
+toleration. `visible_pod_templates` mirrors those placements so the plan's admission check can
+judge them (the chart itself is rendered only at `pulumi up`).
+
 The client configuration token stays a Pulumi secret end to end: it enters as a secret Output,
 goes into the Secret's `stringData` as a secret, so the ConfigGroup input holding it is secret in
 state and redacted in `plan`.
@@ -20,8 +36,12 @@ from typing import Any
 import pulumi
 import pulumi_kubernetes as k8s
 
+from components.k8s.gpu_runtime import NVIDIA_RUNTIME_CLASS
 from components.k8s.objects import (
+    CONTROL_PLANE_LABEL,
+    GPU_NODE_LABEL,
     check_dns_label,
+    control_plane_toleration,
     gpu_toleration,
     namespace,
     register_objects,
@@ -29,7 +49,7 @@ from components.k8s.objects import (
 
 CHART_REPOSITORY = "https://helm.ngc.nvidia.com/nvidia"
 CHART_NAME = "gpu-operator"
-CHART_VERSION = "v26.3.1"
+CHART_VERSION = "v26.7.0"
 LICENSING_SECRET = "licensing-config"
 DEFAULT_GRIDD_CONF = "# NVIDIA License System client (vGPU guest)\nFeatureType=1\n"
 """FeatureType=1 (NVIDIA vGPU): with NLS the licensed product follows the VM's vGPU profile."""
@@ -44,7 +64,8 @@ class GpuOperatorArgs:
     the chart's `driver.repository`. No default: NVIDIA does not publish this image."""
     driver_version: str
     """Tag prefix of the driver image (the vGPU guest driver version, e.g. `550.127.05`); the
-    operator appends the node OS (`-rhel9.4`). The chart's `driver.version`."""
+    operator appends the node OS (`-rocky9`, `-rhel9`, `-almalinux9.4`: see `driver_image_tag`).
+    The chart's `driver.version`."""
     licensing_token: pulumi.Input[str]
     """Contents of `client_configuration_token.tok` from the NVIDIA License System. Always stored
     as a secret, whether or not it arrives as one."""
@@ -54,9 +75,12 @@ class GpuOperatorArgs:
     """Names of existing image pull Secrets (in `namespace`) for the private registry; default
     none (the registry allows anonymous pulls from the nodes)."""
     namespace: str = "gpu-operator"
-    """Namespace of the operator and its operands; created here."""
+    """Namespace of the operator and its operands, created here enforcing Pod Security
+    `privileged` (its driver and toolkit pods must be); default `gpu-operator`."""
     chart_version: str = CHART_VERSION
-    """Pinned chart version from https://helm.ngc.nvidia.com/nvidia (default v26.3.1)."""
+    """Pinned chart version from https://helm.ngc.nvidia.com/nvidia (default v26.7.0, August 2026).
+    Newer charts move the default driver branch and operand images; re-check the driver tag rule
+    (`driver_image_tag`) when moving it."""
     extra_values: Mapping[str, Any] = field(default_factory=dict)
     """Chart values merged (deeply) over the ones this component sets; default none."""
 
@@ -65,7 +89,7 @@ class GpuOperatorArgs:
         if not self.driver_repository or not self.driver_version:
             raise ValueError("GpuOperator: driver_repository and driver_version are required")
         if self.chart_version in ("", "latest"):
-            raise ValueError("GpuOperator: pin chart_version (e.g. 'v26.3.1')")
+            raise ValueError("GpuOperator: pin chart_version (e.g. 'v26.7.0')")
 
 
 def deep_merge(base: Mapping[str, Any], override: Mapping[str, Any]) -> dict[str, Any]:
@@ -91,8 +115,89 @@ def chart_values(args: GpuOperatorArgs) -> dict[str, Any]:
         },
         "devicePlugin": {"enabled": True},
         "daemonsets": {"tolerations": [gpu_toleration()]},
+        # The chart's default, written out: GPU pods of this project name the same RuntimeClass in
+        # both GPU modes (components/k8s/gpu_runtime.py), and the operator creates it (it would
+        # also take over and rewrite one of that name created by anyone else).
+        "operator": {"runtimeClass": NVIDIA_RUNTIME_CLASS},
+        # Not the chart's default: NFD's garbage collector tolerates nothing and would stay Pending
+        # on a cluster whose every node is tainted.
+        "node-feature-discovery": {"gc": {"tolerations": [control_plane_toleration()]}},
     }
     return deep_merge(values, args.extra_values)
+
+
+# The chart's defaults (gpu-operator v26.7.0 `deployments/gpu-operator/values.yaml` and its NFD 0.19
+# subchart) for the pods whose placement the values decide.
+_CHART_DEFAULT_PLACEMENT: dict[str, dict[str, Any]] = {
+    "operator": {
+        "nodeSelector": {"kubernetes.io/os": "linux"},
+        "tolerations": [control_plane_toleration()],
+        "affinity": {
+            "nodeAffinity": {
+                "preferredDuringSchedulingIgnoredDuringExecution": [
+                    {
+                        "weight": 1,
+                        "preference": {
+                            "matchExpressions": [{"key": CONTROL_PLANE_LABEL, "operator": "In", "values": [""]}]
+                        },
+                    }
+                ]
+            }
+        },
+    },
+    "nfd-master": {"tolerations": [control_plane_toleration()]},
+    "nfd-gc": {"tolerations": []},
+    "nfd-worker": {"tolerations": [control_plane_toleration(), gpu_toleration()]},
+    "operands": {"tolerations": [gpu_toleration()]},
+}
+
+
+def _placed(values: Mapping[str, Any], defaults: Mapping[str, Any]) -> dict[str, Any]:
+    spec = {key: values.get(key, default) for key, default in defaults.items()}
+    return {key: value for key, value in spec.items() if value}
+
+
+def visible_pod_templates(values: Mapping[str, Any], namespace_: str) -> list[dict[str, Any]]:
+    """The chart's workloads as far as `values` decide where they run, as minimal objects.
+
+    Only placement (nodeSelector, tolerations, affinity) is modelled: images and resources come
+    from the chart at `pulumi up`. The operands (driver, toolkit, device plugin, validator, ...) are
+    DaemonSets the operator creates on nodes it labels `nvidia.com/gpu.deploy.*`, i.e. GPU nodes:
+    one stand-in DaemonSet selecting the GPU label represents them.
+    """
+    nfd = values.get("node-feature-discovery", {})
+
+    def workload(kind: str, name: str, spec: dict[str, Any]) -> dict[str, Any]:
+        body: dict[str, Any] = {"template": {"spec": {**spec, "containers": [{"name": name, "image": "chart"}]}}}
+        if kind == "Deployment":
+            body["replicas"] = 1
+        return {"kind": kind, "metadata": {"name": name, "namespace": namespace_}, "spec": body}
+
+    operands = _placed(values.get("daemonsets", {}), _CHART_DEFAULT_PLACEMENT["operands"])
+    workloads = [
+        workload(
+            "Deployment", "gpu-operator", _placed(values.get("operator", {}), _CHART_DEFAULT_PLACEMENT["operator"])
+        ),
+        workload("DaemonSet", "gpu-operator-operands", {**operands, "nodeSelector": dict(GPU_NODE_LABEL)}),
+    ]
+    if values.get("nfd", {}).get("enabled", True):
+        workloads += [
+            workload(
+                "Deployment", "nfd-master", _placed(nfd.get("master", {}), _CHART_DEFAULT_PLACEMENT["nfd-master"])
+            ),
+            workload("Deployment", "nfd-gc", _placed(nfd.get("gc", {}), _CHART_DEFAULT_PLACEMENT["nfd-gc"])),
+            workload("DaemonSet", "nfd-worker", _placed(nfd.get("worker", {}), _CHART_DEFAULT_PLACEMENT["nfd-worker"])),
+        ]
+    return workloads
+
+
+def driver_image_tag(driver_version: str, os_id: str, os_version_id: str) -> str:
+    """The tag the GPU Operator pulls for `driver_version` on nodes with that os-release ID and
+    VERSION_ID (gpu-operator v26.7.0 `getGPUNodeOSInfo` + `resolveDriverTag`)."""
+    if "sha256:" in driver_version:
+        return driver_version
+    version = os_version_id.split(".")[0] if os_id in ("ol", "rocky", "rhel") else os_version_id
+    return f"{driver_version}-{os_id}{version}"
 
 
 def render_namespace(args: GpuOperatorArgs) -> dict[str, Any]:

@@ -1,11 +1,12 @@
-"""Kubeflow MPI Operator (kubeflow.org/v2beta1 MPIJob), release v0.8.0.
+"""Kubeflow MPI Operator (kubeflow.org/v2beta1 MPIJob), release v0.8.2.
 
 Upstream ships one manifest, `deploy/v2beta1/mpi-operator.yaml`: the MPIJob CRD followed by the
 Namespace, ServiceAccount, ClusterRoles (incl. the kubeflow aggregate roles), ClusterRoleBinding
 and the controller Deployment. We install it in two parts, on purpose:
 
 - **The CRD** comes from the pinned upstream file of the same tag
-  (`manifests/base/kubeflow.org_mpijobs.yaml` at `v0.8.0`) through
+  (`manifests/base/kubeflow.org_mpijobs.yaml` at `v0.8.2`, unchanged since v0.8.0, so the
+  v0.8.0 schema in `reference/` still describes it) through
   `pulumi_kubernetes.yaml.v2.ConfigFile`; the provider fetches it at preview/up and applies it
   server-side (the explicit provider enables server-side apply; the CRD's ~600 kB schema is too
   large for client-side apply's last-applied annotation). We do not vendor 600 kB of generated
@@ -14,22 +15,40 @@ and the controller Deployment. We install it in two parts, on purpose:
   internal mirror of the same file where it cannot).
 - **Everything else** is rendered here as dicts mirroring the upstream manifest (same names,
   labels, RBAC rules, args), so `plan` shows it and the tests validate it, and so we can add what
-  upstream leaves out: Pod Security labels on the namespace (`restricted`) and a restricted
-  securityContext for the controller (non-root, read-only root filesystem, no capabilities).
+  upstream leaves out: Pod Security labels on the namespace (`restricted`), a restricted
+  securityContext for the controller (non-root, read-only root filesystem, no capabilities), and
+  a deliberate place to run.
+
+Where the controller runs: upstream's Deployment has no nodeSelector and no tolerations. In a
+cluster this stack bootstraps every node is tainted (kubeadm's
+`node-role.kubernetes.io/control-plane:NoSchedule` on the control plane, `nvidia.com/gpu:NoSchedule`
+on GPU workers by default), so upstream's pod would stay Pending, Pulumi's Deployment await would
+fail after 10 minutes, and the MPIJobs that wait on this component would never be created. By
+default the controller runs on the control plane: it selects kubeadm's control-plane label and
+tolerates exactly its taint (the home the GPU Operator and NFD charts choose for their
+controllers too); it never competes with training pods for a GPU worker.
 """
 
 from __future__ import annotations
 
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Literal
 
 import pulumi
 import pulumi_kubernetes as k8s
 from pulumi_kubernetes.yaml.v2 import ConfigFile  # loaded with this module (see components/k8s/objects.py)
 
-from components.k8s.objects import check_dns_label, check_image, namespace, register_objects
+from components.k8s.objects import (
+    check_dns_label,
+    check_image,
+    control_plane_selector,
+    control_plane_toleration,
+    namespace,
+    register_objects,
+)
 
-MPI_OPERATOR_VERSION = "0.8.0"
+MPI_OPERATOR_VERSION = "0.8.2"
 CRD_URL_TEMPLATE = (
     "https://raw.githubusercontent.com/kubeflow/mpi-operator/v{version}/manifests/base/kubeflow.org_mpijobs.yaml"
 )
@@ -43,27 +62,49 @@ UPSTREAM_LABELS = {
 NONROOT_UID = 65532
 """The `nonroot` user of the distroless base image the operator is built on."""
 
+Placement = Literal["control-plane", "any-node"]
+
 
 @dataclass(frozen=True, kw_only=True)
 class MpiOperatorSettings:
     """What the operator's objects are rendered from (plain values only)."""
 
     version: str = MPI_OPERATOR_VERSION
-    """Release; selects the image tag and the CRD file. Default 0.8.0."""
+    """Release; selects the image tag and the CRD file. Default 0.8.2 (July 2026: launcher fixes,
+    the same kubeflow.org/v2beta1 CRD as 0.8.0)."""
     image: str | None = None
     """Controller image; default `mpioperator/mpi-operator:<version>`."""
     namespace: str = "mpi-operator"
-    """Namespace of the controller (also its leader-election lock namespace)."""
+    """Namespace of the controller (also its leader-election lock namespace), enforcing Pod
+    Security `restricted`; default `mpi-operator`, upstream's."""
     install_crd: bool = True
     """Install the MPIJob CRD from `crd_url`; default True. False when something else owns it."""
     crd_url: str | None = None
     """Where the CRD manifest is fetched; default the upstream file at tag `v<version>`."""
+    placement: Placement = "control-plane"
+    """Where the controller runs. control-plane (default): nodeSelector
+    `node-role.kubernetes.io/control-plane: ""` and a toleration of exactly kubeadm's control-plane
+    taint; it never takes room on a GPU worker, but needs kubeadm-style control-plane nodes that
+    accept pods (not so on managed clusters, whose control plane is hidden). any-node: no
+    nodeSelector, the same toleration: the scheduler picks any node whose taints it tolerates (a
+    control-plane node, or an untainted worker); use it for an existing cluster without visible
+    control-plane nodes."""
 
     def __post_init__(self) -> None:
         check_dns_label(self.namespace, "MPI Operator namespace")
         if self.version in ("", "latest", "master"):
-            raise ValueError("MpiOperator: pin version (e.g. '0.8.0')")
+            raise ValueError("MpiOperator: pin version (e.g. '0.8.2')")
+        if self.placement not in ("control-plane", "any-node"):
+            raise ValueError(f"MpiOperator: placement must be 'control-plane' or 'any-node', got {self.placement!r}")
         check_image(self.controller_image, "MPI Operator image")
+
+    @property
+    def node_selector(self) -> Mapping[str, str]:
+        return control_plane_selector() if self.placement == "control-plane" else {}
+
+    @property
+    def tolerations(self) -> Sequence[Mapping[str, str]]:
+        return [control_plane_toleration()]
 
     @property
     def controller_image(self) -> str:
@@ -188,6 +229,9 @@ def render_mpi_operator(settings: MpiOperatorSettings) -> list[dict[str, Any]]:
                     },
                     "spec": {
                         "serviceAccountName": "mpi-operator",
+                        # Not in upstream: a deliberate place (see the module docstring).
+                        **({"nodeSelector": dict(settings.node_selector)} if settings.node_selector else {}),
+                        "tolerations": [dict(t) for t in settings.tolerations],
                         # Not in upstream: Pod Security "restricted". The image runs as root by
                         # default but needs nothing root can do.
                         "securityContext": {
@@ -224,7 +268,8 @@ class MpiOperatorArgs:
     provider: k8s.Provider
     """The cluster's explicit Kubernetes provider; the only thing this component depends on."""
     settings: MpiOperatorSettings = field(default_factory=MpiOperatorSettings)
-    """What to deploy; defaults as documented on `MpiOperatorSettings` (v0.8.0, CRD included)."""
+    """What to deploy; defaults as documented on `MpiOperatorSettings` (v0.8.2 on the control
+    plane, CRD included)."""
 
 
 class MpiOperator(pulumi.ComponentResource):

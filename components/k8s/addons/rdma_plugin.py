@@ -134,7 +134,8 @@ class RdmaPluginSettings:
     """Everything the plugin's objects are rendered from (plain values only)."""
 
     namespace: str = "rdma-device-plugin"
-    """Namespace of the plugin; created here with Pod Security labels."""
+    """Namespace of the plugin, created here enforcing Pod Security `privileged` (hostNetwork and
+    hostPath); default `rdma-device-plugin`, its own so that exception covers nothing else."""
     image: str = RDMA_PLUGIN_IMAGE
     """Plugin image, pinned (default `ghcr.io/mellanox/k8s-rdma-shared-dev-plugin:v1.5.3`)."""
     resources: Sequence[RdmaResource] = (RdmaResource(),)
