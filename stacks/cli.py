@@ -89,6 +89,10 @@ def build_parser() -> argparse.ArgumentParser:
     from stacks.preflight import register as register_preflight  # pyVmomi loads only when preflight runs
 
     register_preflight(commands)
+
+    from stacks.verify import register as register_verify  # reads the cluster only when verify runs
+
+    register_verify(commands)
     return parser
 
 
