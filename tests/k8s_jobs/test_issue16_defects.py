@@ -162,6 +162,10 @@ def test_tcp_runs_on_the_host_network_over_the_pvrdma_nic() -> None:
     for job in every_job("tcp"):
         assert pod(job, "Worker").get("hostNetwork") is True
         assert launcher_env(job)["NCCL_SOCKET_IFNAME"] == f"={nic}"
+        # sshd's port is declared, so the scheduler keeps two such workers off one node.
+        assert pod(job, "Worker")["containers"][0]["ports"] == [
+            {"name": "ssh", "containerPort": 2222, "protocol": "TCP"}
+        ]
     for job in every_job("roce"):
         assert "hostNetwork" not in pod(job, "Worker")
 

@@ -146,7 +146,10 @@ def worker_template(
     if shape.host_network:
         # The namespace's Pod Security exception covers it (training_jobs.py). Ports taken on
         # the node while the job runs: sshd (SSH_PORT) and whatever the program listens on.
+        # Declared, the scheduler keeps two such workers off one node instead of letting the
+        # second sshd fail to bind (with hostNetwork a containerPort is a host port).
         spec["hostNetwork"] = True
+        container["ports"] = [{"name": "ssh", "containerPort": SSH_PORT, "protocol": "TCP"}]
     if init_containers:
         spec["initContainers"] = [dict(c) for c in init_containers]
     return {"metadata": {"labels": {**labels, "gpucluster.io/mpi-role": "worker"}}, "spec": spec}

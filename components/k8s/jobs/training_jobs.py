@@ -76,7 +76,7 @@ class TrainingJobsArgs:
         """Why the jobs' pods need more than Pod Security `baseline`."""
         reasons = []
         if any(job.shape.transport == "roce" for job in self.jobs()):
-            reasons.append("RoCE workers add capability IPC_LOCK to register memory with the PVRDMA device")
+            reasons.append("RDMA workers add capability IPC_LOCK to register memory with the PVRDMA device")
         if any(job.shape.host_network for job in self.jobs()):
             reasons.append("TCP workers use the host network so NCCL's sockets cross the PVRDMA NIC")
         return reasons
