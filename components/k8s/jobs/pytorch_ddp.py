@@ -75,7 +75,7 @@ class PytorchDdpJob(GpuJob):
 
     def program(self) -> list[str]:
         args = [
-            "python",
+            "python3",  # Ubuntu 24.04 in the image: `python` exists only where python-is-python3 is installed
             f"{SCRIPTS_DIR}/{SCRIPT}",
             f"--batch-size={self.batch_size}",
             f"--warmup-steps={self.warmup_steps}",
