@@ -267,3 +267,29 @@ def slots_fit_gpus(env: Environment) -> Iterator[Problem]:
             ("jobs", "sample", "slotsPerWorker"),
             f"{slots} ranks per worker but each worker has {gpus} vGPU(s); use at most {gpus}",
         )
+
+
+@rule
+def training_jobs_fit_the_gpus(env: Environment) -> Iterator[Problem]:
+    """Enabled jobs run at once and each holds its GPUs until it ends; without gang scheduling two
+    jobs that together want more GPUs than there are can each hold some and wait forever."""
+    jobs = env.jobs
+    available = len(env.gpu_workers.nodes)
+    if jobs.workers is not None and jobs.workers > available:
+        yield Problem(("jobs", "workers"), f"{jobs.workers} worker pods but there are {available} GPU workers")
+        return
+    per_job = (jobs.workers or available) * jobs.sample.slots_per_worker
+    enabled = [key for key, on in (("sample", jobs.sample.enabled), ("fabricCheck", jobs.fabric_check.enabled)) if on]
+    gpus = available * len(env.gpu_workers.vgpu_profiles)
+    if len(enabled) > 1 and per_job * len(enabled) > gpus:
+        yield Problem(
+            ("jobs",),
+            f"jobs.sample and jobs.fabricCheck are both enabled and need {per_job} GPUs each at once, but the "
+            f"workers have {gpus}: they could deadlock; set jobs.sample.enabled: false until the fabric "
+            "check has passed (then the reverse), or lower jobs.workers",
+        )
+    if jobs.sample.script_path is not None and jobs.sample.benchmark != "tf-cnn-benchmarks":
+        yield Problem(
+            ("jobs", "sample", "scriptPath"),
+            "only jobs.sample.benchmark 'tf-cnn-benchmarks' reads it; remove it or switch the benchmark",
+        )

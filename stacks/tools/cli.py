@@ -154,6 +154,10 @@ def build_parser() -> argparse.ArgumentParser:
     from stacks.tools.preflight import register as register_preflight  # pyVmomi loads only when preflight runs
 
     register_preflight(commands)
+
+    from stacks.tools.verify import register as register_verify  # reads the cluster only when verify runs
+
+    register_verify(commands)
     return parser
 
 

@@ -16,6 +16,7 @@ from components.k8s.cluster_access import ClusterAccess, ClusterAccessArgs
 from components.k8s.jobs.benchmark import BenchmarkJob
 from components.k8s.jobs.fabric_check import FabricCheckJob
 from components.k8s.jobs.pods import WorkerShape
+from components.k8s.jobs.pytorch_ddp import PytorchDdpJob
 from components.k8s.jobs.training_jobs import TrainingJobsArgs
 from components.k8s.join_token import JoinTokenArgs
 from components.k8s.node_bootstrap import CalicoSettings, ClusterNode
@@ -149,35 +150,58 @@ def training_jobs_args(env: Environment, cluster: ClusterAccess, operator: MpiOp
     jobs = env.jobs
     if not (jobs.sample.enabled or jobs.fabric_check.enabled):
         return None
-    workers = len(env.gpu_workers.nodes)
+    workers = jobs.workers or len(env.gpu_workers.nodes)
     shape = WorkerShape(
         gpus=jobs.sample.slots_per_worker,
         shm_size=jobs.sample.shm_size,
         transport=jobs.transport,
         rdma_resource=f"{env.rdma.resource_prefix}/{env.rdma.resource_name}",
     )
-    benchmark = None
-    if jobs.sample.enabled:
-        sample = jobs.sample
+    extra_env = dict(jobs.extra_env)
+    sample = jobs.sample
+    benchmark: BenchmarkJob | PytorchDdpJob | None = None
+    if sample.enabled and sample.benchmark == "pytorch-ddp":
+        benchmark = PytorchDdpJob(
+            workers=workers,
+            namespace=jobs.namespace,
+            shape=shape,
+            extra_env=extra_env,
+            batch_size=sample.batch_size,
+            steps=sample.num_batches,
+        )
+    elif sample.enabled:
         benchmark = BenchmarkJob(
             workers=workers,
             namespace=jobs.namespace,
             shape=shape,
-            image=sample.image,
+            extra_env=extra_env,
             model=sample.model,
             batch_size=sample.batch_size,
             num_batches=sample.num_batches,
         )
+        if sample.script_path:
+            benchmark = dataclasses.replace(benchmark, fetch_benchmarks=False, script_path=sample.script_path)
+    if benchmark is not None and sample.image:
+        benchmark = dataclasses.replace(benchmark, image=sample.image)
     fabric = None
     if jobs.fabric_check.enabled:
-        fabric = FabricCheckJob(workers=workers, namespace=jobs.namespace, shape=shape)
-        if jobs.fabric_check.image:
-            fabric = dataclasses.replace(fabric, image=jobs.fabric_check.image)
+        check = jobs.fabric_check
+        fabric = FabricCheckJob(
+            workers=workers,
+            namespace=jobs.namespace,
+            shape=shape,
+            extra_env=extra_env,
+            link_gbps=check.link_gbps,
+            min_bus_share=check.min_bus_bandwidth_share,
+        )
+        if check.image:
+            fabric = dataclasses.replace(fabric, image=check.image)
     return TrainingJobsArgs(
         provider=cluster.provider,
         namespace=jobs.namespace,
         benchmark=benchmark,
         fabric_check=fabric,
+        gpus_available=len(env.gpu_workers.nodes) * len(env.gpu_workers.vgpu_profiles),
         # MPIJob is a custom resource: it exists only once the operator's CRD is installed.
         depends_on=[operator],
     )

@@ -18,6 +18,7 @@ from components.k8s.jobs.mpijob import (
     render_mpijob,
 )
 from components.k8s.jobs.pods import WorkerShape
+from components.k8s.jobs.pytorch_ddp import PytorchDdpJob, render_pytorch_ddp, render_pytorch_ddp_objects
 from tests.k8s_addons.k8s_checks import check_policy, validate_strict
 from tests.k8s_jobs.crd_schema import MPIJOB_CRD, load_crd_schema, validate
 
@@ -70,6 +71,8 @@ def rendered_jobs() -> dict[str, dict[str, Any]]:
         ),
         "fabric-roce": render_fabric_check(FabricCheckJob(workers=4)),
         "fabric-tcp": render_fabric_check(FabricCheckJob(workers=4, shape=WorkerShape(transport="tcp"))),
+        "pytorch-roce": render_pytorch_ddp(PytorchDdpJob(workers=4)),
+        "pytorch-tcp": render_pytorch_ddp(PytorchDdpJob(workers=2, shape=WorkerShape(transport="tcp", gpus=2))),
     }
 
 
@@ -208,3 +211,21 @@ def test_validator_on_a_small_schema() -> None:
     assert validate(schema, {"m": {"a": 1}}) == [".m.a: expected string, got int"]
     assert validate(schema, {"q": 1.5}) == [".q: expected integer or string, got float"]
     assert validate(schema, {"z": 1}) == [".z: unknown field"]
+
+
+def test_script_configmaps_are_valid_objects() -> None:
+    from components.k8s.jobs.fabric_check import render_fabric_check_objects
+
+    for objects in (
+        render_pytorch_ddp_objects(PytorchDdpJob(workers=2)),
+        render_fabric_check_objects(FabricCheckJob(workers=2)),
+    ):
+        configmap, mpijob = objects
+        validate_strict(configmap)
+        mounted = [
+            v["configMap"]["name"]
+            for r in mpijob["spec"]["mpiReplicaSpecs"].values()
+            for v in r["template"]["spec"].get("volumes", [])
+            if "configMap" in v
+        ]
+        assert mounted == [configmap["metadata"]["name"]]

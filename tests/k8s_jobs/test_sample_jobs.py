@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import shlex
 from typing import Any
 
 import pytest
@@ -10,8 +11,9 @@ from components.k8s.jobs.benchmark import BenchmarkJob, render_benchmark
 from components.k8s.jobs.fabric_check import FabricCheckJob, render_fabric_check
 from components.k8s.jobs.mpijob import nccl_transport_env
 from components.k8s.jobs.pods import WorkerShape
+from components.k8s.jobs.pytorch_ddp import PytorchDdpJob, render_pytorch_ddp
 
-TRANSPORT_VARIABLES = ("NCCL_IB_DISABLE", "NCCL_IB_GDR_LEVEL", "HOROVOD_MPI_THREADS_DISABLE")
+TRANSPORT_VARIABLES = ("NCCL_NET", "NCCL_IB_DISABLE", "NCCL_SOCKET_IFNAME", "HOROVOD_MPI_THREADS_DISABLE")
 
 
 def replica(job: dict[str, Any], role: str) -> dict[str, Any]:
@@ -28,18 +30,32 @@ def launcher_env(job: dict[str, Any]) -> dict[str, str]:
     return {e["name"]: e["value"] for e in container(job, "Launcher")["env"]}
 
 
+def mpirun(job: dict[str, Any]) -> list[str]:
+    """The mpirun line, whether the launcher runs it directly or in a shell (the fabric check)."""
+    command: list[str] = container(job, "Launcher")["command"]
+    if command[0] == "mpirun":
+        return command
+    words = shlex.split(command[-1])
+    return words[: words.index("2>&1")]
+
+
 def exported(job: dict[str, Any]) -> list[str]:
-    command = container(job, "Launcher")["command"]
+    command = mpirun(job)
     return [command[i + 1] for i, part in enumerate(command) if part == "-x"]
 
 
 def np_of(job: dict[str, Any]) -> int:
-    command = container(job, "Launcher")["command"]
+    command = mpirun(job)
     return int(command[command.index("-np") + 1])
 
 
 def both(**kwargs: Any) -> list[dict[str, Any]]:
-    return [render_benchmark(BenchmarkJob(**kwargs)), render_fabric_check(FabricCheckJob(**kwargs))]
+    """Every job kind with the same settings: both benchmarks and the fabric check."""
+    return [
+        render_benchmark(BenchmarkJob(**kwargs)),
+        render_pytorch_ddp(PytorchDdpJob(**kwargs)),
+        render_fabric_check(FabricCheckJob(**kwargs)),
+    ]
 
 
 @pytest.mark.parametrize(("workers", "gpus"), [(1, 1), (4, 1), (4, 2), (2, 8)])
@@ -56,7 +72,7 @@ def test_roce_uses_the_rdma_device_without_privilege() -> None:
     for job in both(workers=4):
         env = launcher_env(job)
         assert env["NCCL_IB_DISABLE"] == "0"
-        assert env["NCCL_IB_GDR_LEVEL"] == "0"
+        assert env["NCCL_NET_GDR_LEVEL"] == "LOC"  # NCCL reads no NCCL_IB_GDR_LEVEL
         assert env["HOROVOD_MPI_THREADS_DISABLE"] == "1"
         assert env["NCCL_DEBUG"] == "INFO"
         for name in (*TRANSPORT_VARIABLES, "NCCL_DEBUG"):
@@ -68,33 +84,47 @@ def test_roce_uses_the_rdma_device_without_privilege() -> None:
         assert not [v for v in pod["volumes"] if "hostPath" in v]
 
 
-def test_tcp_flips_all_three_variables_and_drops_the_rdma_request() -> None:
+def test_tcp_flips_the_transport_and_drops_the_rdma_request() -> None:
     for job in both(workers=4, shape=WorkerShape(transport="tcp")):
         env = launcher_env(job)
         assert env["NCCL_IB_DISABLE"] == "1"
         assert env["HOROVOD_MPI_THREADS_DISABLE"] == "0"
-        assert "NCCL_IB_GDR_LEVEL" not in env  # no IB, nothing to tune
-        assert "NCCL_IB_GDR_LEVEL" not in exported(job)
+        assert "NCCL_NET_GDR_LEVEL" not in env  # no IB, nothing to tune
+        assert "NCCL_IB_HCA" not in exported(job)
         assert env["NCCL_DEBUG"] == "INFO"
         worker = container(job, "Worker")
         assert not [r for r in worker["resources"]["limits"] if r.startswith("rdma/")]
         assert "capabilities" not in worker["securityContext"]
 
 
-def test_transport_env_is_exactly_the_reference_designs() -> None:
+def test_transport_env_is_explicit_for_both_transports() -> None:
+    common = {"NCCL_DEBUG": "INFO", "NCCL_NET_PLUGIN": "none", "NCCL_IBEXT_DISABLE": "1"}
     assert nccl_transport_env("roce") == {
-        "NCCL_DEBUG": "INFO",
+        **common,
+        "NCCL_NET": "IB",
         "NCCL_IB_DISABLE": "0",
-        "NCCL_IB_GDR_LEVEL": "0",
+        "NCCL_IB_HCA": "vmw_pvrdma",
+        "NCCL_IB_GID_INDEX": "1",
+        "NCCL_NET_GDR_LEVEL": "LOC",
+        "NCCL_SOCKET_IFNAME": "=eth0",
         "HOROVOD_MPI_THREADS_DISABLE": "1",
     }
     assert nccl_transport_env("tcp") == {
-        "NCCL_DEBUG": "INFO",
+        **common,
+        "NCCL_NET": "Socket",
         "NCCL_IB_DISABLE": "1",
+        "NCCL_SOCKET_IFNAME": "=rdma0",
         "HOROVOD_MPI_THREADS_DISABLE": "0",
     }
     with pytest.raises(ValueError, match="'roce' or 'tcp'"):
         nccl_transport_env("ib")  # type: ignore[arg-type]
+
+
+def test_extra_env_overrides_the_transport_for_every_rank() -> None:
+    for job in both(workers=2, extra_env={"NCCL_IB_GID_INDEX": "3", "NCCL_DEBUG_SUBSYS": "INIT,NET"}):
+        env = launcher_env(job)
+        assert env["NCCL_IB_GID_INDEX"] == "3"
+        assert {"NCCL_IB_GID_INDEX", "NCCL_DEBUG_SUBSYS"} <= set(exported(job))
 
 
 def test_rdma_resource_name_comes_from_the_settings() -> None:
@@ -120,6 +150,7 @@ def test_workers_select_and_tolerate_gpu_nodes_and_run_sshd() -> None:
         assert pod["nodeSelector"] == {"nvidia.com/gpu.present": "true"}
         assert {"key": "nvidia.com/gpu", "operator": "Exists", "effect": "NoSchedule"} in pod["tolerations"]
         assert "sshd -De" in " ".join(container(job, "Worker")["command"])
+        assert pod["runtimeClassName"] == "nvidia"
         launcher_pod = replica(job, "Launcher")["template"]["spec"]
         assert "nvidia.com/gpu" not in str(launcher_pod["containers"][0]["resources"])
 
@@ -169,9 +200,9 @@ def test_benchmark_model_batch_and_steps_are_configurable() -> None:
 def test_fabric_check_sweeps_all_reduce_as_specified() -> None:
     job = render_fabric_check(FabricCheckJob(workers=4))
     command = container(job, "Launcher")["command"]
-    program = command[command.index("/opt/nccl_tests/build/all_reduce_perf") :]
+    program = mpirun(job)[mpirun(job).index("/opt/nccl-tests/build/all_reduce_perf") :]
     assert program == [
-        "/opt/nccl_tests/build/all_reduce_perf",
+        "/opt/nccl-tests/build/all_reduce_perf",
         "-b",
         "8",
         "-e",
@@ -181,8 +212,9 @@ def test_fabric_check_sweeps_all_reduce_as_specified() -> None:
         "-g",
         "1",
     ]
+    assert command[-1].endswith("exec /bin/sh /opt/gpucluster/fabric_verdict.sh roce 100 0.8 /tmp/all_reduce_perf.log")
     image = container(job, "Launcher")["image"]
-    assert image.startswith("ghcr.io/coreweave/nccl-tests:12.4.1")
+    assert image.startswith("ghcr.io/coreweave/nccl-tests:12.4.1") and "nccl2.27.6" in image  # NCCL >= 2.26
     assert container(job, "Worker")["image"] == image
 
 

@@ -84,6 +84,7 @@ def test_switching_transport_renames_the_jobs_so_they_run_again() -> None:
             obj["metadata"]["name"]
             for group in ("jobs-benchmark", "jobs-fabric-check")
             for obj in result.named(group).plain_inputs()["objs"]
+            if obj["kind"] == "MPIJob"
         }
         assert names == {f"tf-cnn-benchmarks-{transport}", f"nccl-fabric-check-{transport}"}
         # The ConfigGroups keep their names: only the MPIJobs inside are replaced.
@@ -119,23 +120,44 @@ def test_registered_objects_are_valid_and_follow_house_rules() -> None:
         check_policy(result.named(name).plain_inputs()["objs"])
 
 
-def test_namespace_is_baseline_unless_rdma_needs_ipc_lock() -> None:
+def test_namespace_says_why_each_transport_needs_more_than_baseline() -> None:
     from components.k8s.objects import SECURITY_EXCEPTION_ANNOTATION
 
-    tcp = render_training_namespace(
-        TrainingJobsArgs(
-            provider=None,  # type: ignore[arg-type]  # not used by the renderer
-            benchmark=BenchmarkJob(workers=2, shape=WorkerShape(transport="tcp")),
+    def ns(transport: str) -> dict[str, Any]:
+        shape = WorkerShape(transport=transport)  # type: ignore[arg-type]
+        return render_training_namespace(
+            TrainingJobsArgs(provider=None, benchmark=BenchmarkJob(workers=2, shape=shape))  # type: ignore[arg-type]
         )
+
+    for transport, reason in (("roce", "IPC_LOCK"), ("tcp", "host network")):
+        namespace = ns(transport)
+        labels = namespace["metadata"]["labels"]
+        assert labels["pod-security.kubernetes.io/enforce"] == "privileged"
+        assert labels["pod-security.kubernetes.io/warn"] == "baseline"
+        assert reason in namespace["metadata"]["annotations"][SECURITY_EXCEPTION_ANNOTATION]
+    assert (
+        render_training_namespace(TrainingJobsArgs(provider=None))["metadata"]["labels"][  # type: ignore[arg-type]
+            "pod-security.kubernetes.io/enforce"
+        ]
+        == "baseline"
     )
-    assert tcp["metadata"]["labels"]["pod-security.kubernetes.io/enforce"] == "baseline"
-    roce = render_training_namespace(
-        TrainingJobsArgs(provider=None, benchmark=BenchmarkJob(workers=2))  # type: ignore[arg-type]
-    )
-    labels = roce["metadata"]["labels"]
-    assert labels["pod-security.kubernetes.io/enforce"] == "privileged"
-    assert labels["pod-security.kubernetes.io/warn"] == "baseline"
-    assert "IPC_LOCK" in roce["metadata"]["annotations"][SECURITY_EXCEPTION_ANNOTATION]
+
+
+def test_pytorch_benchmark_ships_its_script_beside_the_mpijob() -> None:
+    from components.k8s.jobs import PytorchDdpJob
+    from components.k8s.jobs.script_files import FILES_DIR
+
+    result = run(lambda p: TrainingJobs("jobs", TrainingJobsArgs(provider=p, benchmark=PytorchDdpJob(workers=2))))
+    configmap, mpijob = result.named("jobs-benchmark").plain_inputs()["objs"]
+    assert configmap["kind"] == "ConfigMap"
+    assert configmap["data"]["ddp_resnet50.py"] == (FILES_DIR / "ddp_resnet50.py").read_text()
+    worker = mpijob["spec"]["mpiReplicaSpecs"]["Worker"]["template"]["spec"]
+    assert {
+        "name": "gpucluster-scripts",
+        "configMap": {"name": configmap["metadata"]["name"], "defaultMode": 0o555},
+    } in (worker["volumes"])
+    for obj in (configmap,):
+        validate_strict(obj)
 
 
 @pytest.mark.parametrize(

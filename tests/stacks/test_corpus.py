@@ -96,7 +96,7 @@ FOUR_MISTAKES = {
             ),
             ("      vlanId: 0\n", "      vlanId: 5000\n"),
             ("{name: worker-3,", "{name: Worker-3,"),
-            ("      sample:\n        enabled: true\n", "      sample:\n        enabled: true\n        gpus: 2\n"),
+            ("        enabled: false\n      fabricCheck:\n", "        enabled: false\n        gpus: 2\n      fabricCheck:\n"),
         ],
         [
             "vsphere:password",

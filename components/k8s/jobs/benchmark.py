@@ -1,10 +1,14 @@
-"""The reference design's sample job: tf_cnn_benchmarks ResNet-50 with Horovod over MPI.
+"""The reference design's sample job (legacy): tf_cnn_benchmarks ResNet-50 with Horovod over MPI.
 
 As in the reference (RDG, NVIDIA/Mellanox): ResNet-50, batch 32 per GPU, `--use_fp16`,
-`--xla=True`, `--variable_update=horovod`, one rank per GPU, NCCL over RoCE (PVRDMA) with
-`NCCL_IB_DISABLE=0`, `NCCL_IB_GDR_LEVEL=0`, `HOROVOD_MPI_THREADS_DISABLE=1`, or over TCP with
-`NCCL_IB_DISABLE=1`, `HOROVOD_MPI_THREADS_DISABLE=0`. Unlike the reference, workers get the RDMA
-device from the RDMA device plugin instead of a privileged container with /dev/infiniband mounted.
+`--xla=True`, `--variable_update=horovod`, one rank per GPU, `HOROVOD_MPI_THREADS_DISABLE` 1 over
+RoCE and 0 over TCP. NCCL's transport is set explicitly (transport.py) rather than with the
+reference's `NCCL_IB_DISABLE`/`NCCL_IB_GDR_LEVEL` alone (NCCL never read the latter). Unlike the
+reference, workers get the RDMA device from the RDMA device plugin instead of a privileged
+container with /dev/infiniband mounted. Horovod's last release is from 2023 and tf_cnn_benchmarks
+is archived: the current sample is pytorch_ddp.py; this one stays for comparison with the
+reference design's figures. Its image's NCCL (2.9.9) predates `NCCL_NET`, so a fallback to sockets
+is caught by the verdict (`python -m stacks verify`), not prevented.
 
 The Horovod image (`horovod/horovod:0.28.1`: TensorFlow, Open MPI, NCCL, sshd) does not contain
 tf_cnn_benchmarks. By default an init container clones it (branch `cnn_tf_v2.1_compatible` of the

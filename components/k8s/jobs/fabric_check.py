@@ -2,19 +2,23 @@
 
 `all_reduce_perf -b 8 -e 4G -f 2 -g 1` sweeps message sizes from 8 B to 4 GiB (doubling), one GPU
 per rank, one rank per GPU across every worker, over the same RoCE/TCP switch as the training job.
-With `NCCL_DEBUG=INFO` the launcher log says which transport NCCL chose (`NET/IB` over the PVRDMA
-device, `NET/Socket` on the TCP fallback); the `busbw` column is read against the link speed (see
-docs/training-jobs.md).
+The launcher then judges the run (files/fabric_verdict.sh, shipped in a ConfigMap): the job FAILS
+when NCCL used another network than asked for (a RoCE run that fell back to `NET/Socket`), when
+over RoCE the peak bus bandwidth is below `min_bus_share` of the link rate, or when values were
+wrong. A fallback can no longer pass as a success.
 
 There is no nccl-tests image from NVIDIA on a public registry. The default is CoreWeave's public,
-tag-pinned build (`ghcr.io/coreweave/nccl-tests`, CUDA 12.4.1 / NCCL 2.21.5 / HPC-X Open MPI, with
-openssh-server; binaries in /opt/nccl_tests/build), widely used with the MPI Operator. CUDA 12.4
-needs a guest driver of branch R550 or newer (vGPU 17+). To use another image, set `image` and
-`binary`; it needs Open MPI, sshd and nccl-tests built with MPI=1.
+tag-pinned build (`ghcr.io/coreweave/nccl-tests`, listed in its README: CUDA 12.4.1 / NCCL 2.27.6 /
+HPC-X 2.23, with openssh-server; binaries in /opt/nccl-tests/build). NCCL 2.26+ fixed
+`ibv_query_gid` failures in containers. CUDA 12.4 needs a guest driver of branch R550 or newer
+(vGPU 17+). Its HPC-X IB plugin is first on the library path; transport.py keeps it off. To use
+another image, set `image` and `binary`; it needs Open MPI, sshd, a POSIX shell with awk, and
+nccl-tests built with MPI=1.
 """
 
 from __future__ import annotations
 
+import shlex
 from dataclasses import dataclass
 from typing import Any, ClassVar
 
@@ -25,10 +29,13 @@ from components.k8s.jobs.mpijob import (
     render_mpijob,
 )
 from components.k8s.jobs.pods import launcher_template, worker_template
+from components.k8s.jobs.script_files import SCRIPTS_DIR, scripts_configmap, scripts_mount, scripts_volume
 from components.k8s.objects import app_labels
 
-NCCL_TESTS_IMAGE = "ghcr.io/coreweave/nccl-tests:12.4.1-cudnn-devel-ubuntu20.04-nccl2.21.5-1-85f9143"
-ALL_REDUCE_PERF = "/opt/nccl_tests/build/all_reduce_perf"
+NCCL_TESTS_IMAGE = "ghcr.io/coreweave/nccl-tests:12.4.1-devel-ubuntu22.04-nccl2.27.6-1-7c12c62"
+ALL_REDUCE_PERF = "/opt/nccl-tests/build/all_reduce_perf"
+VERDICT_SCRIPT = "fabric_verdict.sh"
+RUN_LOG = "/tmp/all_reduce_perf.log"
 MPI_MCA: tuple[tuple[str, str], ...] = (
     ("pml", "ob1"),
     ("btl", "^openib"),
@@ -55,11 +62,42 @@ class FabricCheckJob(GpuJob):
     """`-e`: largest message. Default 4G."""
     step_factor: int = 2
     """`-f`: size multiplier between steps. Default 2."""
+    link_gbps: float = 100.0
+    """Line rate of the RDMA uplinks in Gb/s; bus bandwidth is judged against it. Default 100
+    (12.5 GB/s)."""
+    min_bus_share: float = 0.8
+    """Over RoCE, the least peak bus bandwidth as a share of the link rate. Default 0.8: a good
+    bare-metal all_reduce reaches about 0.97; PVRDMA costs a few per cent. Not applied over TCP,
+    whose figure is the comparison."""
 
     def __post_init__(self) -> None:
         super().__post_init__()
         if self.step_factor < 2:
             raise ValueError("step_factor must be at least 2")
+        if self.link_gbps <= 0:
+            raise ValueError(f"link_gbps must be positive, got {self.link_gbps}")
+        if not 0 <= self.min_bus_share <= 1:
+            raise ValueError(f"min_bus_share is a share of the link rate between 0 and 1, got {self.min_bus_share}")
+
+    @property
+    def scripts_configmap_name(self) -> str:
+        return f"{self.job_name}-verdict"
+
+    def checked_command(self) -> list[str]:
+        """mpirun, its output kept in a log, then the verdict on that log: the launcher's exit
+        status is the verdict's (or mpirun's, when the test itself failed)."""
+        run = shlex.join(self.launcher_command(self.test_args()))
+        verdict = shlex.join(
+            [
+                "/bin/sh",
+                f"{SCRIPTS_DIR}/{VERDICT_SCRIPT}",
+                self.shape.transport,
+                f"{self.link_gbps:g}",
+                f"{self.min_bus_share:g}",
+                RUN_LOG,
+            ]
+        )
+        return ["/bin/bash", "-o", "pipefail", "-c", f"{run} 2>&1 | tee {RUN_LOG} && exec {verdict}"]
 
     def test_args(self) -> list[str]:
         # -g 1: one GPU per rank; ranks = GPUs, placed by the hostfile's slots.
@@ -80,17 +118,35 @@ def render_fabric_check(job: FabricCheckJob) -> dict[str, Any]:
     """The fabric check's MPIJob."""
     labels = app_labels(job.job_name, "fabric-check")
     env = job.env()
-    command = job.launcher_command(job.test_args())
+    command = job.checked_command()
     spec = MpiJobSpec(
         name=job.job_name,
         namespace=job.namespace,
         slots_per_worker=job.shape.gpus,
         run_policy=job.run_policy,
         labels=labels,
-        launcher=ReplicaSpec(template=launcher_template(image=job.image, command=command, env=env, labels=labels)),
+        launcher=ReplicaSpec(
+            template=launcher_template(
+                image=job.image,
+                command=command,
+                env=env,
+                labels=labels,
+                extra_volumes=[scripts_volume(job.scripts_configmap_name)],
+                extra_mounts=[scripts_mount()],
+            )
+        ),
         worker=ReplicaSpec(
             replicas=job.workers,
             template=worker_template(image=job.image, shape=job.shape, labels=labels, env={}),
         ),
     )
     return render_mpijob(spec)
+
+
+def render_fabric_check_objects(job: FabricCheckJob) -> list[dict[str, Any]]:
+    """The ConfigMap holding the verdict script, then the MPIJob that mounts it."""
+    labels = app_labels(job.job_name, "fabric-check")
+    configmap = scripts_configmap(
+        name=job.scripts_configmap_name, namespace=job.namespace, labels=labels, files=[VERDICT_SCRIPT]
+    )
+    return [configmap, render_fabric_check(job)]

@@ -6,8 +6,9 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import ClassVar
 
-from components.k8s.jobs.mpijob import RunPolicy, mpirun_command, mpirun_np, nccl_transport_env
+from components.k8s.jobs.mpijob import RunPolicy, mpirun_command, mpirun_np
 from components.k8s.jobs.pods import WorkerShape
+from components.k8s.jobs.transport import NcclTransport
 from components.k8s.objects import check_dns_label, check_image
 
 
@@ -36,6 +37,9 @@ class GpuJob:
     extra_env: Mapping[str, str] = field(default_factory=dict)
     """More variables for every rank (e.g. `NCCL_IB_HCA`, `NCCL_SOCKET_IFNAME`,
     `NCCL_IB_GID_INDEX`); they override the transport's defaults. Default none."""
+    nccl: NcclTransport | None = None
+    """NCCL's transport settings; default `NcclTransport(transport=shape.transport)`, this
+    cluster's values (transport.py). Its transport must match the shape's."""
     run_policy: RunPolicy = field(default_factory=RunPolicy)
     """Default: delete the workers when done, keep the launcher for its log."""
 
@@ -48,6 +52,11 @@ class GpuJob:
         check_image(self.image, f"{self.description} image")
         if self.workers < 1:
             raise ValueError(f"{self.description} needs at least one worker, got {self.workers}")
+        if self.nccl is not None and self.nccl.transport != self.shape.transport:
+            raise ValueError(
+                f"{self.description}: nccl.transport {self.nccl.transport!r} differs from shape.transport "
+                f"{self.shape.transport!r}; the pods and NCCL must agree"
+            )
 
     @property
     def np(self) -> int:
@@ -55,7 +64,13 @@ class GpuJob:
 
     def env(self) -> dict[str, str]:
         """Variables every rank gets (exported by `mpirun -x` from the launcher)."""
-        return {**nccl_transport_env(self.shape.transport), **self.extra_env}
+        nccl = self.nccl or NcclTransport(transport=self.shape.transport)
+        return {**nccl.env(), **self.extra_env}
+
+    @property
+    def gpus(self) -> int:
+        """GPUs the job holds while it runs (every worker's, all at once)."""
+        return self.workers * self.shape.gpus
 
     def launcher_command(self, program: list[str]) -> list[str]:
         """mpirun across every slot, exporting the transport's variables to each rank."""

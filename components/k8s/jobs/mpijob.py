@@ -15,7 +15,10 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
+from components.k8s.jobs.transport import Transport, nccl_transport_env
 from components.k8s.objects import check_dns_label
+
+__all__ = ["Transport", "nccl_transport_env"]  # re-exported: they lived here before transport.py
 
 API_VERSION = "kubeflow.org/v2beta1"
 KIND = "MPIJob"
@@ -24,7 +27,6 @@ MpiImplementation = Literal["OpenMPI", "Intel", "MPICH"]
 CleanPodPolicy = Literal["None", "Running", "All"]
 LauncherCreationPolicy = Literal["AtStartup", "WaitForWorkersReady"]
 RestartPolicy = Literal["Always", "OnFailure", "Never", "ExitCode"]
-Transport = Literal["roce", "tcp"]
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -154,28 +156,17 @@ def mpirun_np(workers: int, slots_per_worker: int) -> int:
     return workers * slots_per_worker
 
 
-def nccl_transport_env(transport: Transport, *, nccl_debug: str = "INFO") -> dict[str, str]:
-    """Environment that makes NCCL (and Horovod) use RoCE over PVRDMA, or plain TCP.
+SSH_PORT = 2222
+"""Port of the workers' sshd. Not 22: over TCP the workers share the node's network namespace,
+where the node's own sshd already listens on 22 (MPI Operator's base image uses 2222 too)."""
 
-    roce: NCCL's IB verbs transport on the PVRDMA device, without GPUDirect RDMA (a vGPU guest
-    cannot DMA from GPU memory to the HCA: `NCCL_IB_GDR_LEVEL=0`); Horovod's MPI threads off.
-    tcp: NCCL's socket transport; Horovod may use MPI threads.
-    `NCCL_DEBUG` stays on so the logs say which transport NCCL picked (`NET/IB` vs `NET/Socket`).
-    """
-    if transport == "roce":
-        return {
-            "NCCL_DEBUG": nccl_debug,
-            "NCCL_IB_DISABLE": "0",
-            "NCCL_IB_GDR_LEVEL": "0",
-            "HOROVOD_MPI_THREADS_DISABLE": "1",
-        }
-    if transport == "tcp":
-        return {
-            "NCCL_DEBUG": nccl_debug,
-            "NCCL_IB_DISABLE": "1",
-            "HOROVOD_MPI_THREADS_DISABLE": "0",
-        }
-    raise ValueError(f"transport must be 'roce' or 'tcp', got {transport!r}")
+SSH_CLIENT_OPTIONS = (
+    f"-p {SSH_PORT} -o ConnectionAttempts=10 -o StrictHostKeyChecking=no -o UserKnownHostsFile=/dev/null"
+)
+"""How the launcher's `mpirun` reaches the workers (Open MPI `plm_rsh_args`). The host keys are
+generated at worker start, so there is nothing to check them against; `/root/.ssh` is a read-only
+Secret mount, so known_hosts cannot be written. `ConnectionAttempts=10` is what the operator sets
+(`OMPI_MCA_plm_rsh_args`); a command-line `-mca` overrides that environment variable."""
 
 
 def mpirun_command(
@@ -185,12 +176,13 @@ def mpirun_command(
     mca: Sequence[tuple[str, str]],
     program: Sequence[str],
 ) -> list[str]:
-    """An Open MPI `mpirun` line: ranks, placement, exported variables, MCA parameters, program.
+    """An Open MPI `mpirun` line: ranks, placement, ssh, exported variables, MCA parameters, program.
 
     Variables are exported with `-x NAME` (their values come from the launcher's environment), so
     the values live in one place: the launcher container's `env`.
     """
     command = ["mpirun", "--allow-run-as-root", "-np", str(np), "-bind-to", "none", "-map-by", "slot"]
+    command += ["-mca", "plm_rsh_args", SSH_CLIENT_OPTIONS]
     for name in exported_env:
         command += ["-x", name]
     for key, value in mca:
@@ -198,10 +190,31 @@ def mpirun_command(
     return command + list(program)
 
 
-SSHD_COMMAND = [
-    "/bin/bash",
-    "-c",
-    "mkdir -p /run/sshd && ssh-keygen -A && exec /usr/sbin/sshd -De",
-]
-"""Workers of an OpenMPI MPIJob only run sshd; the launcher's `mpirun` reaches them over SSH with
-the keys the operator mounts at `sshAuthMountPath`."""
+INSTALL_OPENSSH = (
+    "command -v sshd >/dev/null 2>&1 || { apt-get update -qq && "
+    "DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends openssh-server; }"
+)
+"""For images without sshd (NVIDIA's framework images ship only the ssh client): install it at
+start. Needs egress to the distribution's mirror; without it, bake `openssh-server` into the image."""
+
+
+def sshd_command(*, install_openssh: bool = False) -> list[str]:
+    """What an OpenMPI MPIJob's workers run: sshd in the foreground, for the launcher's `mpirun`.
+
+    The operator mounts the generated keys at `sshAuthMountPath` (/root/.ssh) from a Secret; with
+    sshd's default `StrictModes yes` sshd refuses `authorized_keys` there because of the Secret
+    volume's ownership and modes (kubeflow/mpi-operator#424; the operator's own base image sets
+    `StrictModes no` in build/base/Dockerfile for this reason). `-o StrictModes=no` on the command
+    line overrides whatever the image's sshd_config says, so every image behaves the same.
+    """
+    steps = [INSTALL_OPENSSH] if install_openssh else []
+    steps += [
+        "mkdir -p /run/sshd",
+        "ssh-keygen -A",
+        f"exec /usr/sbin/sshd -De -p {SSH_PORT} -o StrictModes=no",
+    ]
+    return ["/bin/bash", "-c", " && ".join(steps)]
+
+
+SSHD_COMMAND = sshd_command()
+"""The workers' command for images that ship sshd."""

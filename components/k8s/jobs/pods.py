@@ -1,9 +1,11 @@
 """Pod templates shared by the sample MPIJobs: a small launcher and GPU workers.
 
-Workers get one `nvidia.com/gpu` per MPI slot, a memory-backed `/dev/shm` (Docker's 64 MB default
-is far too small for NCCL and TensorFlow), and, over RoCE, the RDMA device through the RDMA
-device plugin's extended resource plus `IPC_LOCK` to pin memory. No container is privileged and
-none mounts host paths.
+Workers get one `nvidia.com/gpu` per MPI slot, the NVIDIA RuntimeClass, a memory-backed
+`/dev/shm` (Docker's 64 MB default is far too small for NCCL and TensorFlow), and, over RoCE, the
+RDMA device through the RDMA device plugin's extended resource plus `IPC_LOCK` to pin memory. Over
+TCP they run on the host network, so that NCCL's sockets use the PVRDMA NIC's own interface (the
+same NIC RoCE uses) instead of the pod network on the management NIC. No container is privileged
+and none mounts host paths.
 """
 
 from __future__ import annotations
@@ -12,7 +14,9 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from components.k8s.jobs.mpijob import SSHD_COMMAND, Transport
+from components.k8s.gpu_runtime import NVIDIA_RUNTIME_CLASS
+from components.k8s.jobs.mpijob import SSH_PORT, sshd_command
+from components.k8s.jobs.transport import Transport
 from components.k8s.objects import GPU_NODE_LABEL, gpu_toleration
 
 SHM_VOLUME = "dshm"
@@ -37,6 +41,13 @@ class WorkerShape:
     """Extended resource of the RDMA device plugin (roce only); default `rdma/pvrdma`."""
     node_selector: Mapping[str, str] = field(default_factory=lambda: dict(GPU_NODE_LABEL))
     """Nodes workers may run on; default GPU workers (`nvidia.com/gpu.present=true`)."""
+    runtime_class: str = NVIDIA_RUNTIME_CLASS
+    """RuntimeClass of the workers; default `nvidia` (components/k8s/gpu_runtime.py)."""
+
+    @property
+    def host_network(self) -> bool:
+        """TCP workers share the node's network namespace (see the module docstring)."""
+        return self.transport == "tcp"
 
     def __post_init__(self) -> None:
         if self.gpus < 1:
@@ -57,10 +68,12 @@ def launcher_template(
     command: Sequence[str],
     env: Mapping[str, str],
     labels: Mapping[str, str],
+    extra_volumes: Sequence[Mapping[str, Any]] = (),
+    extra_mounts: Sequence[Mapping[str, Any]] = (),
 ) -> dict[str, Any]:
     """The launcher: runs `mpirun`, needs no GPU, may land on any node (GPU taint tolerated,
     since in small clusters the GPU workers are the only schedulable nodes)."""
-    return {
+    template: dict[str, Any] = {
         "metadata": {"labels": {**labels, "gpucluster.io/mpi-role": "launcher"}},
         "spec": {
             "restartPolicy": "OnFailure",
@@ -79,6 +92,10 @@ def launcher_template(
             ],
         },
     }
+    if extra_volumes:
+        template["spec"]["volumes"] = [dict(v) for v in extra_volumes]
+        template["spec"]["containers"][0]["volumeMounts"] = [dict(m) for m in extra_mounts]
+    return template
 
 
 def worker_template(
@@ -90,6 +107,7 @@ def worker_template(
     init_containers: Sequence[Mapping[str, Any]] = (),
     extra_volumes: Sequence[Mapping[str, Any]] = (),
     extra_mounts: Sequence[Mapping[str, Any]] = (),
+    install_openssh: bool = False,
 ) -> dict[str, Any]:
     """A GPU worker running sshd for the launcher's `mpirun`."""
     limits: dict[str, Any] = {"nvidia.com/gpu": shape.gpus}
@@ -101,14 +119,14 @@ def worker_template(
     container: dict[str, Any] = {
         "name": "worker",
         "image": image,
-        "command": list(SSHD_COMMAND),
+        "command": sshd_command(install_openssh=install_openssh),
         "resources": {
             "requests": {"cpu": shape.cpu, "memory": shape.memory},
             "limits": limits,
         },
         "securityContext": security,
         "volumeMounts": [{"name": SHM_VOLUME, "mountPath": "/dev/shm"}, *map(dict, extra_mounts)],
-        "readinessProbe": {"tcpSocket": {"port": 22}, "periodSeconds": 5},
+        "readinessProbe": {"tcpSocket": {"port": SSH_PORT}, "periodSeconds": 5},
     }
     if env:
         # Only for the sshd process; ranks get their variables from the launcher (`mpirun -x`).
@@ -116,6 +134,7 @@ def worker_template(
     spec: dict[str, Any] = {
         "automountServiceAccountToken": False,
         "enableServiceLinks": False,
+        "runtimeClassName": shape.runtime_class,
         "nodeSelector": dict(shape.node_selector),
         "tolerations": [gpu_toleration()],
         "containers": [container],
@@ -124,6 +143,13 @@ def worker_template(
             *map(dict, extra_volumes),
         ],
     }
+    if shape.host_network:
+        # The namespace's Pod Security exception covers it (training_jobs.py). Ports taken on
+        # the node while the job runs: sshd (SSH_PORT) and whatever the program listens on.
+        # Declared, the scheduler keeps two such workers off one node instead of letting the
+        # second sshd fail to bind (with hostNetwork a containerPort is a host port).
+        spec["hostNetwork"] = True
+        container["ports"] = [{"name": "ssh", "containerPort": SSH_PORT, "protocol": "TCP"}]
     if init_containers:
         spec["initContainers"] = [dict(c) for c in init_containers]
     return {"metadata": {"labels": {**labels, "gpucluster.io/mpi-role": "worker"}}, "spec": spec}

@@ -1,5 +1,12 @@
 """The training jobs of an environment: the sample benchmark and the fabric check, as MPIJobs.
 
+Jobs that run at the same time must fit in the GPUs together: each MPIJob's workers hold their
+GPUs from scheduling until the job ends, and the launcher starts only when every worker is Ready
+(`WaitForWorkersReady`). Two jobs that each want every GPU can each get some and wait forever;
+without gang scheduling nothing breaks that tie. So `gpus_available` refuses such a set (the
+stack's rule `jobs` in stacks/environment/rules.py says the same with the key to change); run the fabric
+check first and the benchmark after it (docs/training-jobs.md).
+
 The MPIJob kind exists only once the MPI Operator's CRD is installed. That is a real ordering
 dependency, and the only one in the Kubernetes layer: pass the `MpiOperator` component in
 `depends_on` (depending on a component waits for all of its children, the CRD included).
@@ -16,7 +23,8 @@ import pulumi
 import pulumi_kubernetes as k8s
 
 from components.k8s.jobs.benchmark import BenchmarkJob, render_benchmark
-from components.k8s.jobs.fabric_check import FabricCheckJob, render_fabric_check
+from components.k8s.jobs.fabric_check import FabricCheckJob, render_fabric_check_objects
+from components.k8s.jobs.pytorch_ddp import PytorchDdpJob, render_pytorch_ddp_objects
 from components.k8s.objects import check_dns_label, namespace, register_objects
 
 
@@ -28,10 +36,14 @@ class TrainingJobsArgs:
     """Namespace of the jobs; every enabled job must use it. Default `training`."""
     create_namespace: bool = True
     """Create the namespace (with Pod Security labels); default True. False when it exists."""
-    benchmark: BenchmarkJob | None = None
-    """The tf_cnn_benchmarks MPIJob; default None (not created)."""
+    benchmark: BenchmarkJob | PytorchDdpJob | None = None
+    """The sample benchmark: PyTorch DDP (current) or tf_cnn_benchmarks (legacy); default None
+    (not created)."""
     fabric_check: FabricCheckJob | None = None
     """The NCCL all_reduce_perf MPIJob; default None (not created)."""
+    gpus_available: int | None = None
+    """GPUs the cluster's workers have; the enabled jobs must fit in them together (see the
+    module docstring). Default None: not checked."""
     depends_on: Sequence[pulumi.Resource] = ()
     """What must exist before MPIJobs can be created: the MpiOperator component (its CRD).
     Default none, for clusters where the CRD is managed elsewhere."""
@@ -48,30 +60,48 @@ class TrainingJobsArgs:
         names = [job.job_name for job in jobs]
         if len(set(names)) != len(names):
             raise ValueError(f"training job names must differ, got {names}")
+        wanted = sum(job.gpus for job in jobs)
+        if self.gpus_available is not None and wanted > self.gpus_available:
+            raise ValueError(
+                f"the enabled jobs need {wanted} GPUs at once ("
+                + ", ".join(f"{job.job_name}: {job.gpus}" for job in jobs)
+                + f") but the workers have {self.gpus_available}: without gang scheduling they can "
+                "deadlock; enable one at a time or give each fewer workers"
+            )
 
-    def jobs(self) -> list[BenchmarkJob | FabricCheckJob]:
+    def jobs(self) -> list[BenchmarkJob | PytorchDdpJob | FabricCheckJob]:
         return [job for job in (self.benchmark, self.fabric_check) if job is not None]
 
-    def uses_rdma(self) -> bool:
-        return any(job.shape.transport == "roce" for job in self.jobs())
+    def exceptions(self) -> list[str]:
+        """Why the jobs' pods need more than Pod Security `baseline`."""
+        reasons = []
+        if any(job.shape.transport == "roce" for job in self.jobs()):
+            reasons.append("RDMA workers add capability IPC_LOCK to register memory with the PVRDMA device")
+        if any(job.shape.host_network for job in self.jobs()):
+            reasons.append("TCP workers use the host network so NCCL's sockets cross the PVRDMA NIC")
+        return reasons
 
 
 def render_training_namespace(args: TrainingJobsArgs) -> dict[str, Any]:
-    """The jobs' namespace: `baseline`, or `privileged` when a job adds `IPC_LOCK` for RDMA."""
-    if args.uses_rdma():
-        # Pod Security baseline allows only a short list of added capabilities, and IPC_LOCK is
-        # not on it. Nothing else is relaxed: no privileged container, no host paths.
+    """The jobs' namespace: `baseline`, or `privileged` when a job adds `IPC_LOCK` (RoCE) or uses
+    the host network (TCP): both are outside `baseline`."""
+    reasons = args.exceptions()
+    if reasons:
+        # Nothing else is relaxed: no privileged container, no host paths.
         return namespace(
             args.namespace,
             enforce="privileged",
             warn="baseline",
             audit="baseline",
-            exception_reason=(
-                "RDMA workers add capability IPC_LOCK to register memory with the PVRDMA "
-                "device; containers are not privileged and mount no host paths"
-            ),
+            exception_reason="; ".join(reasons) + "; containers are not privileged and mount no host paths",
         )
     return namespace(args.namespace, enforce="baseline")
+
+
+def render_benchmark_objects(job: BenchmarkJob | PytorchDdpJob) -> list[dict[str, Any]]:
+    if isinstance(job, PytorchDdpJob):
+        return render_pytorch_ddp_objects(job)
+    return [render_benchmark(job)]
 
 
 class TrainingJobs(pulumi.ComponentResource):
@@ -96,7 +126,7 @@ class TrainingJobs(pulumi.ComponentResource):
         if args.benchmark is not None:
             register_objects(
                 f"{name}-benchmark",
-                [render_benchmark(args.benchmark)],
+                render_benchmark_objects(args.benchmark),
                 parent=self,
                 provider=args.provider,
                 depends_on=prerequisites,
@@ -104,7 +134,7 @@ class TrainingJobs(pulumi.ComponentResource):
         if args.fabric_check is not None:
             register_objects(
                 f"{name}-fabric-check",
-                [render_fabric_check(args.fabric_check)],
+                render_fabric_check_objects(args.fabric_check),
                 parent=self,
                 provider=args.provider,
                 depends_on=prerequisites,

@@ -1,0 +1,206 @@
+"""`python -m stacks verify STACK`: did the stack's training jobs prove the fabric?
+
+Reads each enabled job's MPIJob status and its launcher's log with `kubectl` (the `kubernetes`
+Python client is not a dependency of this project) and prints, per job, the transport NCCL
+actually used, bus bandwidth against the link rate or images/sec per GPU against a published
+reference, and PASS/FAIL. Exit 0 when every job passed, 1 when one failed, 2 on a usage problem
+(no kubeconfig, no kubectl, an invalid stack file), always without a traceback.
+
+The kubeconfig: `--kubeconfig PATH`; else the stack output `kubeconfig` when the Pulumi CLI is
+installed (`pulumi stack output kubeconfig --show-secrets`, written to a private temporary file
+and removed afterwards); else `KUBECONFIG`.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from components.k8s.jobs.benchmark import BenchmarkJob
+from components.k8s.jobs.fabric_check import FabricCheckJob
+from components.k8s.jobs.pytorch_ddp import PytorchDdpJob
+from stacks.environment.loader import load_environment, read_stack_file
+from stacks.environment.model import Environment
+from stacks.tools.verify_logs import Transport, Verdict, judge_benchmark, judge_fabric
+
+EXIT_FAILED = 1
+EXIT_USAGE = 2
+KUBECTL_TIMEOUT_S = 60
+
+
+class VerifyError(Exception):
+    """A problem the user fixes (no kubeconfig, no kubectl); printed as one line."""
+
+
+@dataclass(frozen=True)
+class ExpectedJob:
+    name: str
+    kind: str
+    """fabric-check or benchmark."""
+    transport: Transport
+    gpus: int
+
+
+def expected_jobs(env: Environment) -> list[ExpectedJob]:
+    """The MPIJobs the stack creates, named as the components name them."""
+    jobs = env.jobs
+    workers = jobs.workers or len(env.gpu_workers.nodes)
+    gpus = workers * jobs.sample.slots_per_worker
+    found = []
+    if jobs.fabric_check.enabled:
+        found.append(
+            ExpectedJob(f"{FabricCheckJob.default_name}-{jobs.transport}", "fabric-check", jobs.transport, gpus)
+        )
+    if jobs.sample.enabled:
+        prefix = PytorchDdpJob.default_name if jobs.sample.benchmark == "pytorch-ddp" else BenchmarkJob.default_name
+        found.append(ExpectedJob(f"{prefix}-{jobs.transport}", "benchmark", jobs.transport, gpus))
+    return found
+
+
+@contextmanager
+def kubeconfig_for(stack: str, given: str | None) -> Iterator[str]:
+    if given:
+        if not Path(given).is_file():
+            raise VerifyError(f"--kubeconfig {given}: no such file")
+        yield given
+        return
+    pulumi = shutil.which("pulumi")
+    if pulumi:
+        result = subprocess.run(
+            [pulumi, "stack", "output", "kubeconfig", "--show-secrets", "--stack", stack],
+            capture_output=True,
+            text=True,
+            timeout=KUBECTL_TIMEOUT_S,
+            check=False,
+        )
+        if result.returncode == 0 and result.stdout.strip():
+            with tempfile.TemporaryDirectory(prefix="verify-") as folder:
+                path = Path(folder) / "kubeconfig"
+                path.touch(mode=0o600)
+                path.write_text(result.stdout)
+                yield str(path)
+            return
+    from_env = os.environ.get("KUBECONFIG")
+    if from_env:
+        yield from_env
+        return
+    raise VerifyError(
+        f"no kubeconfig: the stack output 'kubeconfig' of stack {stack!r} could not be read "
+        "(is the Pulumi CLI installed and logged in?) and KUBECONFIG is not set; run "
+        f"`pulumi stack output kubeconfig --show-secrets --stack {stack} > kubeconfig` and pass --kubeconfig kubeconfig"
+    )
+
+
+class Kubectl:
+    def __init__(self, kubeconfig: str, namespace: str) -> None:
+        binary = shutil.which("kubectl")
+        if binary is None:
+            raise VerifyError("kubectl is not on PATH: install it (https://kubernetes.io/docs/tasks/tools/)")
+        self.base = [binary, "--kubeconfig", kubeconfig, "--namespace", namespace]
+
+    def run(self, *args: str) -> subprocess.CompletedProcess[str]:
+        try:
+            return subprocess.run(
+                [*self.base, *args], capture_output=True, text=True, timeout=KUBECTL_TIMEOUT_S, check=False
+            )
+        except subprocess.TimeoutExpired as error:
+            raise VerifyError(f"kubectl {' '.join(args)} did not answer within {KUBECTL_TIMEOUT_S} s") from error
+
+    def mpijob(self, name: str) -> dict[str, Any] | None:
+        result = self.run("get", "mpijob", name, "--output", "json")
+        if result.returncode != 0:
+            if "NotFound" in result.stderr:
+                return None
+            raise VerifyError(f"kubectl get mpijob {name}: {result.stderr.strip()}")
+        parsed: dict[str, Any] = json.loads(result.stdout)
+        return parsed
+
+    def launcher_log(self, name: str) -> str:
+        # The launcher is a batch Job named <mpijob>-launcher (MPI Operator v2beta1).
+        result = self.run("logs", f"job/{name}-launcher", "--tail=-1")
+        return result.stdout if result.returncode == 0 else ""
+
+
+def job_state(mpijob: dict[str, Any]) -> str:
+    """The latest of Succeeded, Failed, Running, Created that is True."""
+    conditions = mpijob.get("status", {}).get("conditions", [])
+    true = [c["type"] for c in conditions if c.get("status") == "True"]
+    for state in ("Succeeded", "Failed", "Running", "Suspended", "Created"):
+        if state in true:
+            return state
+    return "Pending"
+
+
+def gpus_of(mpijob: dict[str, Any], fallback: int) -> int:
+    spec = mpijob.get("spec", {})
+    workers = spec.get("mpiReplicaSpecs", {}).get("Worker", {}).get("replicas")
+    slots = spec.get("slotsPerWorker", 1)
+    return int(workers) * int(slots) if workers else fallback
+
+
+def verify_job(kubectl: Kubectl, env: Environment, job: ExpectedJob) -> Verdict:
+    verdict = Verdict(job.name)
+    mpijob = kubectl.mpijob(job.name)
+    if mpijob is None:
+        verdict.fail(f"no MPIJob {job.name} in namespace {env.jobs.namespace}: has `pulumi up` run with it enabled?")
+        return verdict
+    state = job_state(mpijob)
+    verdict.lines.append(f"state: {state}")
+    if state not in ("Succeeded", "Failed"):
+        verdict.fail("not finished yet: run verify again when it has (kubectl get mpijob -w)")
+        return verdict
+    log = kubectl.launcher_log(job.name)
+    succeeded = state == "Succeeded"
+    if job.kind == "fabric-check":
+        check = env.jobs.fabric_check
+        judge_fabric(
+            verdict,
+            log,
+            want=job.transport,
+            link_gbps=check.link_gbps,
+            min_share=check.min_bus_bandwidth_share,
+            succeeded=succeeded,
+        )
+    else:
+        judge_benchmark(verdict, log, want=job.transport, gpus=gpus_of(mpijob, job.gpus), succeeded=succeeded)
+    return verdict
+
+
+def cmd_verify(args: argparse.Namespace) -> int:
+    from stacks.tools.cli import stack_file  # here: cli imports this module when it builds its parser
+
+    env = load_environment(read_stack_file(stack_file(args.stack, args.file)))
+    jobs = expected_jobs(env)
+    if not jobs:
+        print(f"stack {args.stack!r} enables no training job (jobs.sample.enabled, jobs.fabricCheck.enabled)")
+        return EXIT_FAILED
+    try:
+        with kubeconfig_for(args.stack, args.kubeconfig) as kubeconfig:
+            kubectl = Kubectl(kubeconfig, env.jobs.namespace)
+            verdicts = [verify_job(kubectl, env, job) for job in jobs]
+    except VerifyError as error:
+        print(f"error: {error}", file=sys.stderr)
+        return EXIT_USAGE
+    for verdict in verdicts:
+        print(verdict.render())
+    failed = [v.job for v in verdicts if not v.passed]
+    print(f"verdict: FAIL ({', '.join(failed)})" if failed else "verdict: PASS")
+    return EXIT_FAILED if failed else 0
+
+
+def register(commands: Any) -> None:
+    verify = commands.add_parser("verify", help="read the training jobs' results: transport, bandwidth, throughput")
+    verify.add_argument("stack", help="stack name: reads Pulumi.STACK.yaml and the stack's kubeconfig output")
+    verify.add_argument("--file", help="read this stack file instead")
+    verify.add_argument("--kubeconfig", help="kubeconfig file (default: the stack output, else KUBECONFIG)")
+    verify.set_defaults(func=cmd_verify)
