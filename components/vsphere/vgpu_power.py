@@ -43,13 +43,14 @@ def shut_down_guest(vm: Any, *, name: str, timeout: float, poll: float = 0.5) ->
     except vim.fault.InvalidPowerState:
         pass  # it went off in the meantime
     except vim.fault.ToolsUnavailable as exc:
-        raise VsphereError(f"VM {name}: guest shutdown refused: {fault_text(exc)}", object_name=name, fault=exc) from exc
+        raise VsphereError(
+            f"VM {name}: guest shutdown refused: {fault_text(exc)}", object_name=name, fault=exc
+        ) from exc
     deadline = time.monotonic() + timeout
     while vm.runtime.powerState != "poweredOff":
         if time.monotonic() >= deadline:
             raise VsphereError(
-                f"VM {name}: the guest did not shut down within {timeout:g}s; it is left as it is "
-                "(no hard power-off)",
+                f"VM {name}: the guest did not shut down within {timeout:g}s; it is left as it is (no hard power-off)",
                 object_name=name,
             )
         time.sleep(poll)

@@ -7,6 +7,8 @@ clone of a template that carries its vGPU device, as the program makes it.
 
 from __future__ import annotations
 
+import contextlib
+import itertools
 import threading
 from collections.abc import Callable, Iterator
 from typing import Any
@@ -71,10 +73,8 @@ def make_vm(request: Any) -> Iterator[Callable[..., Any]]:
 
     yield make
     for vm in made:
-        try:
+        with contextlib.suppress(Exception):  # the test may have destroyed it already
             destroy(vm)
-        except Exception:  # the test may have destroyed it already  # noqa: BLE001
-            pass
 
 
 @pytest.fixture
@@ -204,7 +204,7 @@ def test_profile_changes_of_a_pool_power_cycle_one_vm_at_a_time(
     def change(vm: Any, old: Any) -> None:
         try:
             provider.update(old.id, old.outs, _inputs(vm, "grid_t4-8c"))
-        except BaseException as exc:  # noqa: BLE001 - reported below
+        except BaseException as exc:  # reported below
             errors.append(exc)
 
     threads = [threading.Thread(target=change, args=pair) for pair in zip(workers, created, strict=True)]
@@ -216,7 +216,7 @@ def test_profile_changes_of_a_pool_power_cycle_one_vm_at_a_time(
     assert errors == []
     windows = sorted(w for vm in workers for w in _off_windows(timed_events(si, vm)))
     assert len(windows) == 3
-    for (_, first_on), (next_off, _) in zip(windows, windows[1:], strict=False):
+    for (_, first_on), (next_off, _) in itertools.pairwise(windows):
         assert first_on < next_off, f"two GPU workers were down at once: {windows}"
 
 
