@@ -75,7 +75,7 @@ def test_hardware_is_never_downgraded(source: Any, made: list[Any]) -> None:
     vm = _clone(source, made)
     wait_for_task(vm.UpgradeVM_Task(version="vmx-21"))
 
-    with pytest.raises(VsphereError, match="AlreadyUpgraded: .*vmx-21.*cannot be changed to vmx-19"):
+    with pytest.raises(VsphereError, match=r"AlreadyUpgraded: .*vmx-21.*cannot be changed to vmx-19"):
         wait_for_task(vm.UpgradeVM_Task(version="vmx-19"))
     assert vm.config.version == "vmx-21"
 
@@ -92,7 +92,7 @@ def test_a_vgpu_is_not_hot_added(source: Any, made: list[Any]) -> None:
     vm = _clone(source, made)
     power_on(vm)
 
-    with pytest.raises(VsphereError, match="InvalidPowerState: PCI devices .* only .* while it is powered off"):
+    with pytest.raises(VsphereError, match=r"InvalidPowerState: PCI devices .* only .* while it is powered off"):
         reconfigure(vm, deviceChange=[vgpu_device_spec("grid_t4-16c")])
 
 
