@@ -116,8 +116,8 @@ class VcenterInventory(Model):
     device (vmiop) per profile of `gpuWorkers.vgpuProfiles` and, on large-BAR boards (A100, ...),
     EFI firmware and 64-bit MMIO, so each worker has its GPU at its first power-on and is never
     power-cycled to get it (docs/rdma-host-settings.md). Linked clones need it to have the
-    snapshot `templateSnapshot` too. Default: `template`, which then must carry the device and so
-    must not be the control plane's."""
+    snapshot `templateSnapshot` too. Unset: workers clone `template` as well, which has no vGPU
+    device, and their vGPU attachment stops with an error rather than power-cycle a first boot."""
     template_snapshot: str | None = None
     """Snapshot of the template that linked clones hang off; required when `vm.linkedClone`."""
     template_os: Literal["rocky9", "alma9", "rhel9", "rocky8", "alma8", "rhel8"] = "rocky9"
