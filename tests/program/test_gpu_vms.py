@@ -15,6 +15,7 @@ import pytest
 from components.vsphere import node_pool
 from components.vsphere.vgpu_profiles import mmio_size_gb, needs_64bit_mmio, parse_profile, vgpu_extra_config
 from stacks import mock_runtime
+from stacks.loader import InvalidEnvironment, load_environment
 from stacks.mock_runtime import ProgramRun, RecordedResource
 from stacks.mock_values import fake_invoke_result
 from tests.program.conftest import edited_view, run_view
@@ -127,3 +128,17 @@ def test_every_node_pool_option_says_what_it_does() -> None:
             default_unnamed.append(statement.target.id)
     assert undocumented == []
     assert default_unnamed == []
+
+
+def test_the_gpu_template_cannot_be_the_control_planes() -> None:
+    def same(env: dict[str, Any]) -> None:
+        env["vcenter"]["gpuTemplate"] = env["vcenter"]["template"]
+
+    with pytest.raises(InvalidEnvironment) as info:
+        load_environment(edited_view("dev", same))
+    assert any(
+        p.endswith(
+            "environment.vcenter.gpuTemplate: is vcenter.template; the GPU template carries the workers' vGPU device, which control-plane clones must not get (they reserve no memory and would not power on): name a separate template"
+        )
+        for p in info.value.problems
+    ), info.value
