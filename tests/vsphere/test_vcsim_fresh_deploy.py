@@ -9,15 +9,16 @@ so a worker that was never powered off and has its vGPU had it at its first powe
 
 from __future__ import annotations
 
+import base64
 import contextlib
 from collections.abc import Callable, Iterator
 from typing import Any
 
+import dill
 import pytest
+from pulumi.dynamic import Config, ConfigureRequest
 from pyVmomi import vim
 
-from components.vsphere._vsphere import RetryPolicy
-from components.vsphere.vgpu import VgpuAttachmentProvider
 from stacks import mock_runtime
 from stacks.mock_runtime import ProgramRun
 from stacks.mock_values import fake_invoke_result
@@ -32,6 +33,7 @@ VM = "vsphere:index/virtualMachine:VirtualMachine"
 VGPU = "pulumi-python:dynamic/vsphere:VgpuAttachment"
 GET_VM = "vsphere:index/getVirtualMachine:getVirtualMachine"
 GET_HOST = "vsphere:index/getHost:getHost"
+GRAPHICS = "pulumi-python:dynamic/vsphere:HostGraphicsMode"
 
 
 @pytest.fixture(scope="module")
@@ -82,9 +84,26 @@ def _dev_on_the_simulator(templates: dict[str, Any]) -> Callable[[dict[str, Any]
     return edit
 
 
+def _provider(resource: Any, vcsim: Any) -> Any:
+    """The resource's own provider, unpickled from its `__provider` input and configured, as the
+    engine's `pulumi-python` plugin does (pulumi.dynamic.__main__.get_provider)."""
+    provider = dill.loads(base64.b64decode(resource.plain_inputs()["__provider"]))
+    provider.configure(ConfigureRequest(Config(raw_config=vcsim.config(), project_name="vsphere-gpu-cluster")))
+    return provider
+
+
+def _public(inputs: dict[str, Any]) -> dict[str, Any]:
+    return {k: v for k, v in inputs.items() if not k.startswith("__")}
+
+
 @pytest.fixture(scope="module")
 def deployment(si: Any, vcsim: Any, templates: dict[str, Any]) -> Iterator[dict[str, Any]]:
-    """dev, deployed on the simulator: {"run", "vms" (by resource name), "attachments"}."""
+    """dev, deployed on the simulator: {"run", "vms" (by resource name), "attachments", ...}.
+
+    In Pulumi's order: each host's graphics mode, then the VMs, then each VM's vGPU attachment
+    (it waits on its VM). The RDMA switch, port group and vmknics are left out: no VM power step
+    depends on them here.
+    """
     with pytest.MonkeyPatch.context() as patch:
         patch.setattr(mock_runtime, "fake_invoke_result", _simulator_lookups(si))
         run: ProgramRun = run_view(edited_view("dev", _dev_on_the_simulator(templates)), "dev")
@@ -92,29 +111,28 @@ def deployment(si: Any, vcsim: Any, templates: dict[str, Any]) -> Iterator[dict[
     pool = _find(si, vim.ClusterComputeResource, "DC0_C0").resourcePool
     vms: dict[str, Any] = {}
     attachments: dict[str, Any] = {}
-    provider = VgpuAttachmentProvider(power_timeout_minutes=0.1, retry=RetryPolicy(attempts=3, base_delay=0.1))
-    provider.use_connection(_connection(vcsim))
+    graphics: list[tuple[Any, Any]] = []
     try:
+        for resource in run.by_type(GRAPHICS):
+            provider = _provider(resource, vcsim)
+            checked = provider.check({}, _public(resource.plain_inputs())).inputs
+            graphics.append((provider, provider.create(checked)))
         by_urn = {r.urn: r for r in run.by_type(VM)}
         for resource in by_urn.values():
             vms[resource.name] = terraform_vm.create(si, resource.plain_inputs(), datacenter=datacenter, pool=pool)
         for resource in run.by_type(VGPU):
             [vm_urn] = [d for d in resource.dependencies if d in by_urn]
             vm = vms[by_urn[vm_urn].name]
-            inputs = {k: v for k, v in resource.plain_inputs().items() if not k.startswith("__")}
-            checked = provider.check({}, {**inputs, "vm_id": vm.config.uuid}).inputs
-            attachments[by_urn[vm_urn].name] = (checked, provider.create(checked))
-        yield {"run": run, "vms": vms, "attachments": attachments, "provider": provider}
+            provider = _provider(resource, vcsim)
+            checked = provider.check({}, {**_public(resource.plain_inputs()), "vm_id": vm.config.uuid}).inputs
+            attachments[by_urn[vm_urn].name] = (provider, provider.create(checked))
+        yield {"run": run, "vms": vms, "attachments": attachments}
     finally:
         for vm in vms.values():
             with contextlib.suppress(Exception):
                 destroy(vm)
-
-
-def _connection(vcsim: Any) -> Any:
-    from components.vsphere._vsphere import VcenterConnection
-
-    return VcenterConnection.from_url(vcsim.url)
+        for provider, created in graphics:  # give the hosts back as other tests expect them
+            provider.delete(created.id, created.outs)
 
 
 def _workers(deployment: dict[str, Any]) -> dict[str, Any]:
@@ -152,11 +170,11 @@ def test_removing_a_worker_never_powers_it_back_on(si: Any, deployment: dict[str
     """Defect 14.7: Pulumi deletes the attachment (the dependent) first, then the VM."""
     name = "gpu-workers-worker-4"
     vm = deployment["vms"][name]
-    _, created = deployment["attachments"][name]
+    provider, created = deployment["attachments"][name]
     vm_name = vm.name
     start = len(_events_named(si, vm_name))
 
-    deployment["provider"].delete(created.id, created.outs)
+    provider.delete(created.id, created.outs)
     terraform_vm.delete(vm)
 
     # The VM is gone; its events stay in vCenter's log, under its name.
