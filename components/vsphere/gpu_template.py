@@ -16,7 +16,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
-from components.vsphere.vgpu import existing_vgpus
+from components.vsphere.vgpu_devices import existing_vgpus
 from components.vsphere.vgpu_profiles import MMIO_SIZE_GB, USE_64BIT_MMIO, mmio_size_gb, needs_64bit_mmio
 
 Level = Literal["OK", "WARN", "BLOCKER"]
