@@ -202,6 +202,7 @@ func main() {
 	}
 	server := model.Service.NewServer()
 	defer server.Close()
+	server.Config.Handler = strictVMs(server.Config.Handler) // vcsim/vm.go: vCenter's VM rules
 
 	fmt.Printf("VCSIM_URL=%s\n", server.URL.String())
 	_ = os.Stdout.Sync()

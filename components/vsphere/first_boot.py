@@ -80,6 +80,15 @@ def metadata_document(
     return json.dumps(document, sort_keys=True)
 
 
+GUESTINFO_KEYS = (
+    "guestinfo.metadata",
+    "guestinfo.metadata.encoding",
+    "guestinfo.userdata",
+    "guestinfo.userdata.encoding",
+)
+"""The extraConfig keys of `guestinfo_extra_config`."""
+
+
 def guestinfo_extra_config(metadata: str, user_data: str) -> dict[str, str]:
     """The extraConfig entries the datasource reads (base64, so YAML survives the VMX format)."""
     return {

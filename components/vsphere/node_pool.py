@@ -1,9 +1,19 @@
 """A pool of Kubernetes node VMs cloned from the template: the control plane, or the GPU workers.
 
 Each VM gets a management NIC (vmxnet3) and, on GPU workers, a PVRDMA NIC (`vmxnet3vrdma`) on the
-RDMA port group, static addresses through cloud-init metadata (see `first_boot`), its vGPU
-profile(s) through our own provider (pulumi-vsphere cannot attach vGPU), all of its memory
-reserved when it has a vGPU, and a placement rule. VMs of a pool do not depend on each other.
+RDMA port group, static addresses through cloud-init metadata (see `first_boot`), all of its
+memory reserved when it has a vGPU, and a placement rule. VMs of a pool do not depend on each
+other.
+
+vGPU at birth: a GPU worker is cloned from a template that already carries its vGPU device(s)
+(vCenter's clone copies the device; pulumi-vsphere's VM ignores vmiop devices, so it neither
+removes it nor reports it), so the device is there at the VM's first power-on and nothing ever
+power-cycles a first boot. Our `VgpuAttachment` then verifies the profile (and converges it
+gracefully on later changes). Why not the alternatives: pulumi-vsphere 4.x has no vGPU argument
+and always powers a new VM on at the end of its create (terraform-provider-vsphere,
+resourceVSphereVirtualMachinePostDeployChanges), so the device cannot be added in between; our
+own clone provider (Cluster API's way, `pciDevices[].vGPUProfile` in the clone spec) would
+replace pulumi-vsphere's VM resource and with it every existing node in every stack.
 """
 
 from __future__ import annotations
@@ -16,8 +26,9 @@ from typing import Literal
 import pulumi
 import pulumi_vsphere as vsphere
 
-from components.vsphere.first_boot import NicAddress, guestinfo_extra_config, metadata_document
+from components.vsphere.first_boot import GUESTINFO_KEYS, NicAddress, guestinfo_extra_config, metadata_document
 from components.vsphere.vgpu import VgpuAttachment
+from components.vsphere.vgpu_profiles import vgpu_extra_config
 
 Placement = Literal["vm-host-rules", "anti-affinity", "none"]
 
@@ -29,7 +40,9 @@ class PoolNode:
     vm_name: str
     """The VM's name in vCenter."""
     management_ip: IPv4Address
+    """Static address of the management NIC (its MAC is derived from it: `first_boot.static_mac`)."""
     rdma_ip: IPv4Address | None = None
+    """Static address of the PVRDMA NIC; required when the pool has `rdma`, else unused."""
     host: str | None = None
     """ESXi host the VM is created on; `vm-host-rules` placement also pins it there."""
     user_data: pulumi.Input[str] = ""
@@ -39,46 +52,88 @@ class PoolNode:
 @dataclass(frozen=True, kw_only=True)
 class Subnet:
     network_id: pulumi.Input[str]
+    """The port group (network) id the NIC connects to."""
     cidr: IPv4Network
+    """The subnet; node addresses get its prefix length."""
     gateway: IPv4Address | None = None
+    """Default route via this NIC; None: no default route on it (the RDMA network has none)."""
     mtu: int | None = None
+    """MTU set in the guest; None: the guest's default (1500)."""
 
 
 @dataclass(frozen=True, kw_only=True)
 class NodePoolArgs:
+    """What a pool of node VMs is made of. Fields without a default are required."""
+
     role: Literal["control-plane", "gpu-worker"]
+    """Names the pool's anti-affinity rule (`<name_prefix>-<role>-apart`); changes nothing else."""
     name_prefix: str
     """Prefix of the names operators see in vCenter (placement rules)."""
     nodes: Sequence[PoolNode]
+    """The VMs, keyed by `PoolNode.name`: reordering them replaces nothing, renaming one replaces it."""
     datacenter_id: pulumi.Input[str]
+    """Where the template is looked up."""
     compute_cluster_id: pulumi.Input[str]
+    """The cluster the placement rules live in."""
     resource_pool_id: pulumi.Input[str]
+    """Resource pool of every VM (the cluster's root pool unless the stack names one)."""
     datastore_id: pulumi.Input[str]
+    """Datastore of every VM's files and disk (a linked clone's delta disk too)."""
     folder: pulumi.Input[str]
-    """VM folder path relative to the datacenter."""
+    """VM folder path relative to the datacenter; VM names must be unique in it (vCenter refuses a
+    duplicate, which is why VMs are replaced delete-first)."""
     template_name: str
+    """The template every VM is cloned from. For a pool with `vgpu_profiles` it must already
+    carry one vmiop vGPU device per profile (and, on large-BAR boards, EFI firmware and the
+    64-bit MMIO extraConfig of `vgpu_profiles.vgpu_extra_config`): the clone keeps them, so the
+    VM has its GPU at its first power-on. Changing it replaces every VM of the pool."""
     management: Subnet
+    """The management network: the first NIC, vmxnet3, with the default route and DNS."""
     dns_servers: Sequence[IPv4Address]
+    """Resolvers written into the guest's network config."""
     dns_domain: str
+    """Search domain written into the guest's network config."""
     vcpus: int = 4
+    """vCPUs per VM (default 4, the reference design's). Changing it reconfigures the VM in place
+    (pulumi-vsphere powers it off when CPU hot-add is off)."""
     memory_mb: int = 16384
+    """Memory per VM in MiB (default 16 GiB). With a vGPU or an RDMA NIC all of it is reserved, so
+    each host needs that much free unreserved memory per VM."""
     disk_gb: int = 50
-    """Disk size for full clones; a linked clone keeps the template's disk size (it is a delta
-    disk on the template's snapshot and cannot be resized at clone time)."""
+    """Disk size in GB for full clones (default 50, the reference design's); a linked clone keeps
+    the template's disk size (it is a delta disk on the template's snapshot and cannot be resized
+    at clone time)."""
     rdma: Subnet | None = None
-    """The PVRDMA port group; when set, every node gets a `vmxnet3vrdma` NIC on it."""
+    """The PVRDMA port group; when set, every node gets a `vmxnet3vrdma` NIC on it (default none:
+    the control plane)."""
     vgpu_profiles: Sequence[str] = ()
-    """vGPU profiles per node. With any, or with an RDMA NIC, memory is fully reserved and locked
-    to max."""
+    """vGPU profiles per node (default none). With any, or with an RDMA NIC, memory is fully
+    reserved and locked to max; each profile must be offered by the node's host and carried by
+    the template. A later change is applied in place by `VgpuAttachment`: a guest shutdown
+    through VMware Tools per node, one node at a time (cordon and drain first)."""
     linked_clone: bool = False
-    """Clone from the template's single snapshot: seconds instead of minutes per VM."""
+    """Clone from the template's single snapshot (default off): seconds instead of minutes per VM
+    and little disk, but every VM depends on the template's snapshot and keeps its disk size."""
     hardware_version: int = 19
+    """Lowest virtual hardware version (default 19: vSphere 7.0 U2+). A template at a newer version
+    gives its own (vSphere cannot downgrade a VM); a newer value here upgrades the clones, and
+    raising it later power-cycles every VM through pulumi-vsphere."""
     placement: Placement = "none"
+    """`vm-host-rules`: one mandatory VM-host rule per node pinning it to its `host` (strict, one
+    GPU per host, blocks maintenance mode for that host); `anti-affinity`: one "should" DRS rule
+    keeping the pool's VMs apart (DRS picks the hosts); `none` (default): DRS decides."""
     host_ids: Mapping[str, pulumi.Input[str]] = field(default_factory=dict)
-    """ESXi host name to managed object id, for the hosts nodes are pinned to."""
+    """ESXi host name to managed object id, for the hosts nodes are created on and pinned to
+    (default empty: nodes without a `host`, placed by DRS)."""
     clone_timeout_minutes: int = 30
+    """pulumi-vsphere's clone timeout (default 30; a full clone of a large template takes minutes,
+    a linked clone seconds); the VM's create timeout is this plus 10."""
     power_timeout_minutes: int = 10
+    """On a vGPU profile change: how long to wait for VMware Tools, then for the guest shutdown
+    (default 10). Never followed by a hard power-off; a guest that misses it is an error."""
     protect: bool = False
+    """Pulumi `protect` on every VM (default off; prod sets it): `pulumi destroy` and replacements
+    are refused until it is lifted."""
     host_dependencies: Mapping[str, Sequence[pulumi.Resource]] = field(default_factory=dict)
     """ESXi host name to the resources a VM on that host must wait for (its switch membership,
     PVRDMA settings and graphics mode: `RdmaFabric.host_resources`). Default: none. A node with a
@@ -106,6 +161,7 @@ class CloneSource:
     disk_size: pulumi.Input[int]
     disk_thin_provisioned: pulumi.Output[bool]
     disk_eagerly_scrub: pulumi.Output[bool]
+    hardware_version: pulumi.Output[int]
 
     @classmethod
     def of(cls, template: pulumi.Output[vsphere.GetVirtualMachineResult], args: NodePoolArgs) -> CloneSource:
@@ -119,7 +175,18 @@ class CloneSource:
             disk_size=first_disk.size if args.linked_clone else args.disk_gb,
             disk_thin_provisioned=first_disk.thin_provisioned,
             disk_eagerly_scrub=first_disk.eagerly_scrub,
+            # pulumi-vsphere refuses to take a clone below its template's version ("cannot
+            # downgrade virtual machine hardware version": terraform-provider-vsphere,
+            # SetHardwareVersion); the configured version is a floor.
+            hardware_version=template.hardware_version.apply(
+                lambda version: effective_hardware_version(args.hardware_version, version)
+            ),
         )
+
+
+def effective_hardware_version(configured: int, template: int | None) -> int:
+    """The version a clone gets: the configured one, or the template's when that is newer."""
+    return max(configured, template or 0)
 
 
 @dataclass(frozen=True)
@@ -153,6 +220,7 @@ class NodePool(pulumi.ComponentResource):
                     vm_id=vm.id,
                     vm_name=node.vm_name,
                     profiles=list(args.vgpu_profiles),
+                    extra_config=vgpu_extra_config(args.vgpu_profiles),
                     power_timeout_minutes=args.power_timeout_minutes,
                     opts=pulumi.ResourceOptions(parent=self),
                 )
@@ -232,7 +300,7 @@ class NodePool(pulumi.ComponentResource):
             guest_id=source.guest_id,
             firmware=source.firmware,
             scsi_type=source.scsi_type,
-            hardware_version=args.hardware_version,
+            hardware_version=source.hardware_version,
             enable_disk_uuid=True,
             network_interfaces=interfaces,
             disks=[
@@ -259,7 +327,12 @@ class NodePool(pulumi.ComponentResource):
                 # First-boot data is read once; the datasource then blanks guestinfo.userdata in
                 # the VM, so the live value always differs. Changing it later must not churn the
                 # VM: a node is re-bootstrapped by replacing it, not by editing extraConfig.
-                ignore_changes=["extraConfig"],
+                # Only those keys: any other extraConfig stays managed.
+                ignore_changes=[f'extraConfig["{key}"]' for key in GUESTINFO_KEYS],
+                # A replacement (any `clone` change) must delete the old VM first: the new one has
+                # the same name in the same folder (vCenter refuses a duplicate: DuplicateName)
+                # and the same static MACs and addresses, so the two can never exist at once.
+                delete_before_replace=True,
                 custom_timeouts=pulumi.CustomTimeouts(create=f"{args.clone_timeout_minutes + 10}m"),
             ),
         )

@@ -1,12 +1,20 @@
 """NVIDIA vGPU attachment: one `VirtualPCIPassthrough` with a vmiop backing per vGPU profile.
 
 pulumi-vsphere cannot add a shared-PCI (vmiop) device and its VM read ignores such devices, so
-this provider owns the VM's vGPU devices: `read` reports them (vGPU drift shows up here, not on
-the VM resource), `create`/`update` converge them with a desired-minus-existing diff, and
-`delete` removes them. vSphere only accepts vGPU device changes while the VM is powered off and
-needs all guest memory reserved; the provider powers the VM off (guest shutdown, then hard
-power-off after a timeout), reconfigures it, locks the memory reservation to max, and powers it
-back on if it was on.
+this provider owns the VM's vGPU devices and the extraConfig they need (64-bit MMIO on large-BAR
+boards): `read` reports them (vGPU drift shows up here, not on the VM resource), `create`/`update`
+converge them with a desired-minus-existing diff, and `delete` removes them from a VM that is off.
+
+A GPU worker gets its vGPU at birth: it is cloned from a template that already carries the device
+(the clone keeps it), so `create` on a running VM only verifies. vSphere accepts vGPU device
+changes only while the VM is powered off, so a running VM that lacks its vGPU at `create` is an
+error naming the template, never a power cycle: seconds into a first boot, VMware Tools are not
+running yet, and cutting the guest there cuts cloud-init's once-per-instance bootstrap.
+
+A later profile change (`update`) power-cycles gracefully: it waits for VMware Tools, shuts the
+guest down through them, reconfigures, powers on, one VM at a time per Pulumi run (a process-wide
+lock), and never powers a guest off hard: a guest whose Tools never answer or that does not shut
+down in time is an error that leaves the VM running. Cordon and drain the node first (README).
 
 `vm_id` is the pulumi-vsphere `VirtualMachine` id, which is the VM's BIOS UUID (`config.uuid`;
 terraform-provider-vsphere looks VMs up with SearchIndex.FindByUuid(vmSearch=True,
@@ -15,15 +23,12 @@ instanceUuid=False)).
 
 from __future__ import annotations
 
-import time
-from collections import Counter
-from collections.abc import Sequence
-from dataclasses import dataclass
+import threading
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 import pulumi
 import pulumi.dynamic
-from pyVmomi import vim
 
 from components.dynamic_resource import DynamicResource
 from components.vsphere._vsphere import (
@@ -35,149 +40,71 @@ from components.vsphere._vsphere import (
     public_props,
     wait_for_task,
 )
+from components.vsphere.vgpu_devices import (
+    VgpuDevice,
+    VgpuPlan,
+    build_config_spec,
+    existing_vgpus,
+    extra_config_changes,
+    extra_config_of,
+    plan_vgpu_devices,
+)
+from components.vsphere.vgpu_power import (
+    POWER_ON_MARKER,
+    finish_power_on,
+    power_on_pending,
+    set_power_on_marker,
+    shut_down_guest,
+)
 
-#: Minutes to wait for a guest shutdown before a hard power-off.
+__all__ = [
+    "POWER_ON_MARKER",
+    "NotAtBirth",
+    "VgpuAttachment",
+    "VgpuAttachmentProvider",
+    "VgpuDevice",
+    "VgpuPlan",
+    "converge",
+    "detach",
+    "existing_vgpus",
+    "plan_vgpu_devices",
+]
+
+#: Minutes to wait for VMware Tools, then again for the guest to shut down.
 DEFAULT_POWER_TIMEOUT_MINUTES = 5.0
 
-
-@dataclass(frozen=True)
-class VgpuDevice:
-    """An existing vGPU device on a VM: its device key and profile."""
-
-    key: int
-    profile: str
+#: One vGPU power cycle at a time in this process. Pulumi runs every Python dynamic provider of a
+#: program in the one `pulumi-python` plugin process (pulumi/pulumi#17673: deserialized providers
+#: are cached per process, `configure` runs once per program) and updates independent resources
+#: in parallel; a profile change must take GPU workers down one by one, not the whole pool at once.
+_POWER_CYCLE = threading.Lock()
 
 
-@dataclass(frozen=True)
-class VgpuPlan:
-    """What to change: profiles to add, device keys to remove."""
-
-    add: tuple[str, ...]
-    remove: tuple[int, ...]
-
-    @property
-    def empty(self) -> bool:
-        return not self.add and not self.remove
+class NotAtBirth(VsphereError):
+    """A running VM lacks its vGPU configuration at `create`: the template did not carry it."""
 
 
-def plan_vgpu_devices(desired: Sequence[str], existing: Sequence[VgpuDevice]) -> VgpuPlan:
-    """Desired minus existing, as multisets: keep matching devices, remove extras, add missing.
+def converge(
+    vm: Any,
+    desired: Sequence[str],
+    *,
+    name: str,
+    shutdown_timeout: float,
+    extra_config: Mapping[str, str] | None = None,
+    power_cycle: bool = True,
+) -> None:
+    """Make the VM's vGPU devices (and the extraConfig they need) match; a VM that was on ends on.
 
-    Devices are kept in their existing order (the first matches stay), so a re-run that is
-    already converged plans nothing, and a profile change removes the old device and adds the
-    new one.
-    """
-    wanted = Counter(desired)
-    remove: list[int] = []
-    for device in existing:
-        if wanted[device.profile] > 0:
-            wanted[device.profile] -= 1
-        else:
-            remove.append(device.key)
-    add: list[str] = []
-    for profile in desired:  # desired order, not Counter order, for stable device order
-        if wanted[profile] > 0:
-            wanted[profile] -= 1
-            add.append(profile)
-    return VgpuPlan(add=tuple(add), remove=tuple(remove))
-
-
-def existing_vgpus(vm: Any) -> list[VgpuDevice]:
-    devices = vm.config.hardware.device if vm.config else []
-    return [
-        VgpuDevice(key=d.key, profile=d.backing.vgpu or "")
-        for d in devices
-        if isinstance(d, vim.vm.device.VirtualPCIPassthrough)
-        and isinstance(d.backing, vim.vm.device.VirtualPCIPassthrough.VmiopBackingInfo)
-    ]
-
-
-def build_config_spec(vm: Any, plan: VgpuPlan, *, lock_memory: bool) -> Any:
-    by_key = {d.key: d for d in vm.config.hardware.device}
-    changes = [
-        vim.vm.device.VirtualDeviceSpec(operation=vim.vm.device.VirtualDeviceSpec.Operation.remove, device=by_key[key])
-        for key in plan.remove
-    ]
-    for index, profile in enumerate(plan.add):
-        changes.append(
-            vim.vm.device.VirtualDeviceSpec(
-                operation=vim.vm.device.VirtualDeviceSpec.Operation.add,
-                device=vim.vm.device.VirtualPCIPassthrough(
-                    key=-(100 + index),  # temporary key; vCenter assigns the real one
-                    backing=vim.vm.device.VirtualPCIPassthrough.VmiopBackingInfo(vgpu=profile),
-                ),
-            )
-        )
-    spec = vim.vm.ConfigSpec(deviceChange=changes)
-    if lock_memory:
-        spec.memoryReservationLockedToMax = True
-    return spec
-
-
-def power_off(vm: Any, *, name: str, timeout: float) -> None:
-    """Guest shutdown when VMware Tools run, waiting up to `timeout`; else hard power-off."""
-    if vm.runtime.powerState == "poweredOff":
-        return
-    if vm.guest is not None and vm.guest.toolsRunningStatus == "guestToolsRunning":
-        try:
-            vm.ShutdownGuest()
-        except (vim.fault.ToolsUnavailable, vim.fault.InvalidState, vim.fault.InvalidPowerState):
-            pass  # fall through to the hard power-off
-        else:
-            deadline = time.monotonic() + timeout
-            while time.monotonic() < deadline:
-                if vm.runtime.powerState == "poweredOff":
-                    return
-                time.sleep(1.0)
-    if vm.runtime.powerState != "poweredOff":
-        wait_for_task(vm.PowerOffVM_Task(), object_name=name, what="power off")
-
-
-def power_on(vm: Any, *, name: str) -> None:
-    if vm.runtime.powerState != "poweredOn":
-        wait_for_task(vm.PowerOnVM_Task(), object_name=name, what="power on")
-
-
-#: VM extraConfig key set while this provider holds a running VM powered off. If vCenter is lost
-#: mid-way, the next run (a retry or a later `pulumi up`) sees it and powers the VM back on.
-POWER_ON_MARKER = "pulumi.vgpuAttachment.powerOnAfter"
-
-
-def power_on_pending(vm: Any) -> bool:
-    # The last entry wins: vCenter keeps one entry per key, govmomi 0.24's simulator appends.
-    value = ""
-    for option in vm.config.extraConfig or []:
-        if option.key == POWER_ON_MARKER:
-            value = str(option.value or "")
-    return value.lower() == "true"
-
-
-def set_power_on_marker(vm: Any, pending: bool, *, name: str) -> None:
-    # An empty value removes an extraConfig key.
-    option = vim.option.OptionValue(key=POWER_ON_MARKER, value="true" if pending else "")
-    wait_for_task(
-        vm.ReconfigVM_Task(spec=vim.vm.ConfigSpec(extraConfig=[option])),
-        object_name=name,
-        what="mark power state" if pending else "clear power state mark",
-    )
-
-
-def finish_power_on(vm: Any, *, name: str) -> None:
-    power_on(vm, name=name)
-    set_power_on_marker(vm, False, name=name)
-
-
-def converge(vm: Any, desired: Sequence[str], *, name: str, shutdown_timeout: float) -> None:
-    """Make the VM's vGPU devices match `desired`; a VM that was on ends on again.
-
-    Sequence for a running VM: mark it (extraConfig) -> power off -> reconfigure devices ->
-    power on -> clear the mark. The mark, kept in vCenter rather than in this process, is what
-    lets a re-run after a lost connection know the VM must be powered back on.
+    A running VM that needs a change: with `power_cycle`, mark it (extraConfig) -> guest shutdown
+    -> reconfigure -> power on -> clear the mark, one VM at a time; without, NotAtBirth. The mark,
+    kept in vCenter rather than in this process, is what lets a re-run after a lost connection
+    know the VM must be powered back on.
     """
     plan = plan_vgpu_devices(desired, existing_vgpus(vm))
+    config = extra_config_changes(vm, extra_config or {})
     lock_memory = bool(desired) and not vm.config.memoryReservationLockedToMax
     pending = power_on_pending(vm)
-    if plan.empty:
+    if plan.empty and not config:
         if lock_memory:
             # Only the reservation lock: vSphere allows it while the VM runs.
             wait_for_task(
@@ -186,22 +113,58 @@ def converge(vm: Any, desired: Sequence[str], *, name: str, shutdown_timeout: fl
                 what="lock memory reservation",
             )
         if pending:
-            finish_power_on(vm, name=name)  # an earlier attempt was cut off after power-off
+            finish_power_on(vm, name=name)  # an earlier attempt was cut off after the shutdown
         return
-    restore_on = pending or vm.runtime.powerState == "poweredOn"
-    if restore_on and not pending:
-        set_power_on_marker(vm, True, name=name)
-    power_off(vm, name=name, timeout=shutdown_timeout)
-    try:
-        wait_for_task(
-            vm.ReconfigVM_Task(spec=build_config_spec(vm, plan, lock_memory=lock_memory)),
+    running = vm.runtime.powerState == "poweredOn"
+    if running and not pending and not power_cycle:
+        wanted = ", ".join(desired) or "none"
+        raise NotAtBirth(
+            f"VM {name} is running without its vGPU configuration (wanted: {wanted}; has: "
+            f"{', '.join(d.profile for d in existing_vgpus(vm)) or 'none'}"
+            f"{'; extraConfig ' + ', '.join(o.key for o in config) if config else ''}). vSphere changes vGPU "
+            "devices only while a VM is off, and powering a first boot off cuts its cloud-init bootstrap, so "
+            "nothing was changed: clone GPU workers from a template that carries the vGPU device "
+            "(vcenter.gpuTemplate, docs/rdma-host-settings.md), then replace this VM",
             object_name=name,
-            what="reconfigure vGPU devices",
         )
-    finally:
-        # Power it back on even if the reconfigure failed: the VM should end as it started.
-        if restore_on:
-            finish_power_on(vm, name=name)
+    with _POWER_CYCLE:
+        restore_on = pending or vm.runtime.powerState == "poweredOn"
+        if restore_on and not pending:
+            set_power_on_marker(vm, True, name=name)
+        try:
+            shut_down_guest(vm, name=name, timeout=shutdown_timeout)
+        except VsphereError:
+            if vm.runtime.powerState == "poweredOn":
+                set_power_on_marker(vm, False, name=name)  # still on: nothing to resume
+            raise
+        spec = build_config_spec(vm, plan, lock_memory=lock_memory)
+        if config:
+            spec.extraConfig = config
+        try:
+            wait_for_task(vm.ReconfigVM_Task(spec=spec), object_name=name, what="reconfigure vGPU devices")
+        finally:
+            # Power it back on even if the reconfigure failed: the VM should end as it started.
+            if restore_on:
+                finish_power_on(vm, name=name)
+
+
+def detach(vm: Any, *, name: str) -> bool:
+    """Remove the vGPU devices of a VM that is off; leave a running one untouched (False).
+
+    Never powers anything on or off. Pulumi deletes an attachment before its VM (dependents
+    first): when the VM is being destroyed, powering it off and on here would only boot the
+    guest once more seconds before pulumi-vsphere shuts it down for good. The device goes
+    with the VM, or is removed the next time the attachment is deleted while the VM is off.
+    """
+    plan = plan_vgpu_devices([], existing_vgpus(vm))
+    if plan.empty or vm.runtime.powerState != "poweredOff":
+        return plan.empty
+    wait_for_task(
+        vm.ReconfigVM_Task(spec=build_config_spec(vm, plan, lock_memory=False)),
+        object_name=name,
+        what="remove vGPU devices",
+    )
+    return True
 
 
 def host_of(vm: Any) -> Any:
@@ -256,6 +219,13 @@ class VgpuAttachmentProvider(VsphereProvider):
                 )
             elif not any(is_unknown(p) for p in profiles):
                 inputs["profiles"] = [p.strip() for p in profiles]
+        extra = inputs.get("extra_config")
+        if extra is None:
+            inputs["extra_config"] = {}
+        elif not is_unknown(extra) and (
+            not isinstance(extra, dict) or not all(isinstance(v, str) for v in extra.values())
+        ):
+            failures.append(pulumi.dynamic.CheckFailure("extra_config", "must map extraConfig keys to strings"))
         return pulumi.dynamic.CheckResult(inputs, failures)
 
     def diff(self, _id: str, olds: dict[str, Any], news: dict[str, Any]) -> pulumi.dynamic.DiffResult:
@@ -265,6 +235,7 @@ class VgpuAttachmentProvider(VsphereProvider):
             or sorted(olds.get("profiles") or []) != sorted(news.get("profiles") or [])
             or olds.get("memory_reservation_locked_to_max") is not True
             or olds.get("vm_name") != news.get("vm_name")
+            or (olds.get("extra_config") or {}) != (news.get("extra_config") or {})
         )
         # Delete before replace: the old VM's vGPU must release the GPU before another VM on the
         # same host can power on with one (vGPU capacity per physical GPU is fixed).
@@ -278,28 +249,40 @@ class VgpuAttachmentProvider(VsphereProvider):
             "host_name": host_of(vm).name,
             "power_state": str(vm.runtime.powerState),
             "memory_reservation_locked_to_max": bool(vm.config.memoryReservationLockedToMax),
+            # Live values of the keys we manage: a key set by hand differently shows as drift.
+            "extra_config": extra_config_of(vm, list(props.get("extra_config") or {})),
         }
 
-    def _apply(self, props: dict[str, Any]) -> dict[str, Any]:
+    def _apply(self, props: dict[str, Any], *, power_cycle: bool) -> dict[str, Any]:
         vm_id: str = props["vm_id"]
         vm_name: str = props.get("vm_name") or vm_id
         profiles: list[str] = list(props["profiles"])
+        extra_config: dict[str, str] = dict(props.get("extra_config") or {})
 
         def op(si: Any) -> dict[str, Any]:
             vm = find_vm_by_uuid(si, vm_id)
             if vm is None:
                 raise VsphereError(f"VM {vm_name} (BIOS UUID {vm_id}) not found in vCenter", object_name=vm_name)
             check_profiles_offered(vm, profiles)
-            converge(vm, profiles, name=vm_name, shutdown_timeout=self.shutdown_timeout_s)
+            converge(
+                vm,
+                profiles,
+                name=vm_name,
+                shutdown_timeout=self.shutdown_timeout_s,
+                extra_config=extra_config,
+                power_cycle=power_cycle,
+            )
             return self._outs(vm, props)
 
         return self.run(op, what=f"vGPU {', '.join(profiles)} on VM {vm_name}")
 
     def create(self, props: dict[str, Any]) -> pulumi.dynamic.CreateResult:
-        return pulumi.dynamic.CreateResult(id_=f"vgpu:{props['vm_id']}", outs=self._apply(props))
+        # The VM was just cloned and powered on: it is booting for the first time. Verify only.
+        return pulumi.dynamic.CreateResult(id_=f"vgpu:{props['vm_id']}", outs=self._apply(props, power_cycle=False))
 
     def update(self, _id: str, _olds: dict[str, Any], news: dict[str, Any]) -> pulumi.dynamic.UpdateResult:
-        return pulumi.dynamic.UpdateResult(outs=self._apply(news))
+        # A profile change on a node that has been up: graceful power cycle, one VM at a time.
+        return pulumi.dynamic.UpdateResult(outs=self._apply(news, power_cycle=True))
 
     def read(self, id_: str, props: dict[str, Any]) -> pulumi.dynamic.ReadResult:
         vm_id = props["vm_id"]
@@ -321,9 +304,9 @@ class VgpuAttachmentProvider(VsphereProvider):
             vm = find_vm_by_uuid(si, vm_id)
             if vm is None:
                 return  # the VM went first; nothing to detach
-            # The memory reservation lock stays: the VM resource declares it too, and undoing
-            # it here would fight that resource.
-            converge(vm, [], name=vm_name, shutdown_timeout=self.shutdown_timeout_s)
+            # No power change here (see `detach`). The memory reservation lock stays: the VM
+            # resource declares it too, and undoing it here would fight that resource.
+            detach(vm, name=vm_name)
 
         self.run(op, what=f"detach vGPU from VM {vm_name}")
 
@@ -332,8 +315,10 @@ class VgpuAttachment(DynamicResource, module="vsphere", name="VgpuAttachment"):
     """Attaches NVIDIA vGPU profiles to a VM (one vmiop PCI device per profile).
 
     Type token: `pulumi-python:dynamic/vsphere:VgpuAttachment`. The resource owns all vGPU
-    devices of the VM. Changing `vm_id` replaces it (detach from the old VM first); changing
-    `profiles` updates in place (power off, swap devices, power on).
+    devices of the VM and the extraConfig keys they need. `create` verifies what the VM got from
+    its template and changes nothing on a running VM; changing `profiles` updates in place
+    (guest shutdown through VMware Tools, swap devices, power on, one VM at a time); `delete`
+    never powers anything on or off. Changing `vm_id` replaces it.
     """
 
     vm_id: pulumi.Output[str]
@@ -348,6 +333,8 @@ class VgpuAttachment(DynamicResource, module="vsphere", name="VgpuAttachment"):
     """The VM's power state when last read."""
     memory_reservation_locked_to_max: pulumi.Output[bool]
     """Whether all guest memory is reserved (vGPU requires it)."""
+    # The output `extra_config` (live values of the keys the vGPUs need) is not declared as an
+    # attribute: a dict output would need the SDK's type conversion (components/dynamic_resource).
 
     def __init__(
         self,
@@ -356,6 +343,7 @@ class VgpuAttachment(DynamicResource, module="vsphere", name="VgpuAttachment"):
         vm_id: pulumi.Input[str],
         vm_name: pulumi.Input[str],
         profiles: Sequence[str],
+        extra_config: Mapping[str, str] | None = None,
         power_timeout_minutes: float = DEFAULT_POWER_TIMEOUT_MINUTES,
         opts: pulumi.ResourceOptions | None = None,
     ) -> None:
@@ -364,8 +352,10 @@ class VgpuAttachment(DynamicResource, module="vsphere", name="VgpuAttachment"):
         :param vm_name: the VM's name, used in messages.
         :param profiles: one or more vGPU profiles, e.g. ["grid_t4-16c"]; each must be offered by
             the VM's host.
-        :param power_timeout_minutes: how long to wait for a guest shutdown before a hard
-            power-off (default 5 minutes).
+        :param extra_config: VM extraConfig the vGPUs need (`vgpu_profiles.vgpu_extra_config`:
+            64-bit MMIO on large-BAR boards), set with the devices while the VM is off.
+        :param power_timeout_minutes: on a profile change, how long to wait for VMware Tools and
+            then for the guest shutdown (default 5 minutes); never followed by a hard power-off.
         """
         if not profiles:
             raise ValueError(f"{resource_name}: profiles must name at least one vGPU profile")
@@ -376,6 +366,7 @@ class VgpuAttachment(DynamicResource, module="vsphere", name="VgpuAttachment"):
                 "vm_id": vm_id,
                 "vm_name": vm_name,
                 "profiles": list(profiles),
+                "extra_config": dict(extra_config or {}),
                 "host_name": None,
                 "power_state": None,
                 "memory_reservation_locked_to_max": None,

@@ -110,6 +110,13 @@ class VcenterInventory(Model):
     """Resource pool path inside the cluster; default: the cluster's root pool."""
     template: NonEmpty
     """The RHEL-family template VM the nodes are cloned from (see docs/bootstrap.md)."""
+    gpu_template: str | None = None
+    """The template GPU workers are cloned from: the same guest as `template`, plus one NVIDIA vGPU
+    device (vmiop) per profile of `gpuWorkers.vgpuProfiles` and, on large-BAR boards (A100, ...),
+    EFI firmware and 64-bit MMIO, so each worker has its GPU at its first power-on and is never
+    power-cycled to get it (docs/rdma-host-settings.md). Linked clones need it to have the
+    snapshot `templateSnapshot` too. Unset: workers clone `template` as well, which has no vGPU
+    device, and their vGPU attachment stops with an error rather than power-cycle a first boot."""
     template_snapshot: str | None = None
     """Snapshot of the template that linked clones hang off; required when `vm.linkedClone`."""
     template_os: Literal["rocky9", "alma9", "rhel9", "rocky8", "alma8", "rhel8"] = "rocky9"
@@ -197,10 +204,12 @@ class VmSettings(Model):
     """Clone from `vcenter.templateSnapshot`: seconds per VM instead of minutes, but the disks stay
     tied to the template and cannot be larger than its disk."""
     hardware_version: int = Field(default=19, ge=13)
-    """Virtual hardware version; PVRDMA needs 13+, PVRDMA namespaces on vSphere 7 need 17+."""
+    """Lowest virtual hardware version; PVRDMA needs 13+, PVRDMA namespaces on vSphere 7 need 17+.
+    A template at a newer version keeps its own (vSphere cannot downgrade a VM)."""
     clone_timeout_minutes: int = Field(default=30, ge=1)
     power_timeout_minutes: int = Field(default=10, ge=1)
-    """How long a vGPU attachment waits for the guest to shut down before powering off."""
+    """How long a vGPU profile change waits for VMware Tools, then for the guest to shut down; it
+    never powers a guest off hard."""
 
 
 def _manifest_url(value: str) -> str:

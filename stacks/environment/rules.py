@@ -235,6 +235,16 @@ def linked_clone_needs_snapshot(env: Environment) -> Iterator[Problem]:
 
 
 @rule
+def gpu_template_is_not_the_control_planes(env: Environment) -> Iterator[Problem]:
+    if env.vcenter.gpu_template is not None and env.vcenter.gpu_template == env.vcenter.template:
+        yield Problem(
+            ("vcenter", "gpuTemplate"),
+            "is vcenter.template; the GPU template carries the workers' vGPU device, which control-plane "
+            "clones must not get (they reserve no memory and would not power on): name a separate template",
+        )
+
+
+@rule
 def control_plane_quorum(env: Environment) -> Iterator[Problem]:
     count = len(env.control_plane.nodes)
     if count % 2 == 0:

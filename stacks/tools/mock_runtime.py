@@ -49,6 +49,7 @@ class RecordedResource:
     provider: str | None = None
     protect: bool = False
     ignore_changes: list[str] = field(default_factory=list)
+    delete_before_replace: bool = False
     source_position: str | None = None
     """Where the program declared it (`file://...#line`), as the engine keeps it in the state."""
     version: str = ""
@@ -141,6 +142,7 @@ class RecordingMonitor(mocks.MockMonitor):
                 provider=request.provider or None,
                 protect=bool(request.protect),
                 ignore_changes=list(request.ignoreChanges),
+                delete_before_replace=bool(request.deleteBeforeReplace),
                 source_position=_source_position(request),
                 version=request.version,
             )

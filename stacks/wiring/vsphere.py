@@ -9,13 +9,14 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
+from typing import Literal
 
 import pulumi
 import pulumi_vsphere as vsphere
 from pydantic.alias_generators import to_camel
 
 from components.vsphere.node_pool import NodePool as NodePoolComponent
-from components.vsphere.node_pool import NodePoolArgs, PoolNode, Subnet
+from components.vsphere.node_pool import NodePoolArgs, Placement, PoolNode, Subnet
 from components.vsphere.rdma_fabric import RdmaFabricArgs, RdmaHost
 from stacks.environment.model import Environment, NodePool
 
@@ -93,11 +94,27 @@ def _pool_args(
     inventory: Inventory,
     folder: vsphere.Folder,
     user_data: dict[str, pulumi.Output[str]],
-) -> dict:
+    *,
+    role: Literal["control-plane", "gpu-worker"],
+    placement: Placement,
+    template_name: str,
+    rdma: Subnet | None = None,
+    vgpu_profiles: Sequence[str] = (),
+    host_ids: Mapping[str, pulumi.Input[str]] | None = None,
+    host_dependencies: Mapping[str, Sequence[pulumi.Resource]] | None = None,
+) -> NodePoolArgs:
+    """NodePoolArgs built with keywords (mypy checks every name), shared by both pools."""
     mgmt = env.management_network
-    return {
-        "name_prefix": env.vm.name_prefix,
-        "nodes": [
+    return NodePoolArgs(
+        role=role,
+        placement=placement,
+        template_name=template_name,
+        rdma=rdma,
+        vgpu_profiles=vgpu_profiles,
+        host_ids=host_ids or {},
+        host_dependencies=dict(host_dependencies or {}),
+        name_prefix=env.vm.name_prefix,
+        nodes=[
             PoolNode(
                 name=node.name,
                 vm_name=env.vm_name(node),
@@ -108,33 +125,37 @@ def _pool_args(
             )
             for node in pool.nodes
         ],
-        "datacenter_id": inventory.datacenter_id,
-        "compute_cluster_id": inventory.compute_cluster_id,
-        "resource_pool_id": inventory.resource_pool_id,
-        "datastore_id": inventory.datastore_id,
-        "folder": folder.path,
-        "template_name": env.vcenter.template,
-        "management": Subnet(network_id=inventory.management_network_id, cidr=mgmt.subnet, gateway=mgmt.gateway),
-        "dns_servers": mgmt.dns_servers,
-        "dns_domain": mgmt.dns_domain,
-        "vcpus": pool.vcpus,
-        "memory_mb": pool.memory_mb,
-        "disk_gb": pool.disk_gb,
-        "linked_clone": env.vm.linked_clone,
-        "hardware_version": env.vm.hardware_version,
-        "clone_timeout_minutes": env.vm.clone_timeout_minutes,
-        "power_timeout_minutes": env.vm.power_timeout_minutes,
-        "protect": env.protect,
-    }
+        datacenter_id=inventory.datacenter_id,
+        compute_cluster_id=inventory.compute_cluster_id,
+        resource_pool_id=inventory.resource_pool_id,
+        datastore_id=inventory.datastore_id,
+        folder=folder.path,
+        management=Subnet(network_id=inventory.management_network_id, cidr=mgmt.subnet, gateway=mgmt.gateway),
+        dns_servers=mgmt.dns_servers,
+        dns_domain=mgmt.dns_domain,
+        vcpus=pool.vcpus,
+        memory_mb=pool.memory_mb,
+        disk_gb=pool.disk_gb,
+        linked_clone=env.vm.linked_clone,
+        hardware_version=env.vm.hardware_version,
+        clone_timeout_minutes=env.vm.clone_timeout_minutes,
+        power_timeout_minutes=env.vm.power_timeout_minutes,
+        protect=env.protect,
+    )
 
 
 def control_plane_args(
     env: Environment, inventory: Inventory, folder: vsphere.Folder, user_data: dict[str, pulumi.Output[str]]
 ) -> NodePoolArgs:
-    return NodePoolArgs(
+    return _pool_args(
+        env,
+        env.control_plane,
+        inventory,
+        folder,
+        user_data,
         role="control-plane",
         placement="anti-affinity",
-        **_pool_args(env, env.control_plane, inventory, folder, user_data),
+        template_name=env.vcenter.template,
     )
 
 
@@ -147,14 +168,20 @@ def gpu_worker_args(
     host_dependencies: Mapping[str, Sequence[pulumi.Resource]] | None = None,
 ) -> NodePoolArgs:
     workers = env.gpu_workers
-    return NodePoolArgs(
+    return _pool_args(
+        env,
+        workers,
+        inventory,
+        folder,
+        user_data,
         role="gpu-worker",
+        placement=workers.placement,
+        # The GPU template carries the workers' vGPU device: it is there at first power-on.
+        template_name=env.vcenter.gpu_template or env.vcenter.template,
         rdma=Subnet(network_id=rdma_port_group_id, cidr=env.rdma_network.subnet, mtu=env.rdma_network.vmknic_mtu),
         vgpu_profiles=workers.vgpu_profiles,
-        placement=workers.placement,
         host_ids=inventory.host_ids,
-        host_dependencies=dict(host_dependencies or {}),
-        **_pool_args(env, workers, inventory, folder, user_data),
+        host_dependencies=host_dependencies,
     )
 
 

@@ -191,7 +191,10 @@ def _add_vgpu(vm: Any, profile: str = "grid_t4-16c") -> None:
         key=-1, backing=vim.vm.device.VirtualPCIPassthrough.VmiopBackingInfo(vgpu=profile)
     )
     change = vim.vm.device.VirtualDeviceSpec(operation="add", device=device)
-    wait_for_task(vm.ReconfigVM_Task(spec=vim.vm.ConfigSpec(deviceChange=[change])))
+    # A vGPU VM needs all its memory reserved before it powers on (the harness refuses it
+    # otherwise, as vCenter does), so the graphics rule is the one a test meets.
+    spec = vim.vm.ConfigSpec(deviceChange=[change], memoryReservationLockedToMax=True)
+    wait_for_task(vm.ReconfigVM_Task(spec=spec))
 
 
 def _enable_3d(vm: Any) -> None:

@@ -1,154 +1,288 @@
-"""VgpuAttachment against the vCenter simulator (hosts offer grid_t4-* profiles)."""
+"""VgpuAttachment against the vCenter simulator harness (hosts offer grid_t4-* profiles).
+
+The harness plays vCenter's VM rules (vcsim/vm.go): vGPU devices change only while a VM is off,
+VMware Tools answer only a while after power-on, a guest shutdown needs them. A GPU worker is a
+clone of a template that carries its vGPU device, as the program makes it.
+"""
 
 from __future__ import annotations
 
-from collections.abc import Callable
+import contextlib
+import itertools
+import threading
+from collections.abc import Callable, Iterator
 from typing import Any
 
 import pytest
 from pyVmomi import vim
 
 from components.vsphere._vsphere import RetryPolicy, VsphereError, wait_for_task
-from components.vsphere.vgpu import POWER_ON_MARKER, VgpuAttachmentProvider
+from components.vsphere.vgpu import POWER_ON_MARKER, NotAtBirth, VgpuAttachmentProvider
+from tests.vsphere.conftest import TEMPLATE_VM
+from tests.vsphere.vm_helpers import (
+    clone,
+    destroy,
+    events,
+    power_on,
+    reconfigure,
+    reserve_all_memory,
+    timed_events,
+    unique,
+    vgpu_device_spec,
+    vgpus,
+    wait_for_tools,
+)
 
 pytestmark = pytest.mark.vcsim
 
 FAST_RETRY = RetryPolicy(attempts=6, base_delay=0.1, max_delay=0.5, max_total=10)
 
 
-def _vgpus(vm: Any) -> list[str]:
-    return [
-        d.backing.vgpu
-        for d in vm.config.hardware.device
-        if isinstance(d, vim.vm.device.VirtualPCIPassthrough)
-        and isinstance(d.backing, vim.vm.device.VirtualPCIPassthrough.VmiopBackingInfo)
-    ]
-
-
-def _vm_events(si: Any, vm: Any) -> list[str]:
-    """Power and reconfigure events of a VM, oldest first."""
-    spec = vim.event.EventFilterSpec(entity=vim.event.EventFilterSpec.ByEntity(entity=vm, recursion="self"))
-    events = si.RetrieveContent().eventManager.QueryEvents(spec)
-    kinds = {"VmPoweredOffEvent": "off", "VmPoweredOnEvent": "on", "VmReconfiguredEvent": "reconfig"}
-    ordered = sorted(events, key=lambda e: e.key)
-    return [kinds[type(e).__name__.split(".")[-1]] for e in ordered if type(e).__name__.split(".")[-1] in kinds]
-
-
-def _inputs(vm: Any, *profiles: str) -> dict[str, Any]:
-    return {"vm_id": vm.config.uuid, "vm_name": vm.name, "profiles": list(profiles)}
+def _inputs(vm: Any, *profiles: str, extra_config: dict[str, str] | None = None) -> dict[str, Any]:
+    return {"vm_id": vm.config.uuid, "vm_name": vm.name, "profiles": list(profiles), "extra_config": extra_config or {}}
 
 
 @pytest.fixture
 def provider(configured: Callable[..., Any], extended: Any) -> VgpuAttachmentProvider:
-    # A short guest-shutdown wait: the simulator powers off at once anyway.
-    return configured(VgpuAttachmentProvider(power_timeout_minutes=0.05, retry=FAST_RETRY))
+    # Tools come up 1 s after power-on in the harness; 0.1 min leaves room for that.
+    return configured(VgpuAttachmentProvider(power_timeout_minutes=0.1, retry=FAST_RETRY))
 
 
-def test_attach_adds_vmiop_device_locks_memory_and_keeps_vm_on(provider: VgpuAttachmentProvider, fresh_vm: Any) -> None:
-    assert fresh_vm.runtime.powerState == "poweredOn"
-    inputs = provider.check({}, _inputs(fresh_vm, "grid_t4-16c")).inputs
+@pytest.fixture(scope="module")
+def gpu_template(si: Any, vcsim: Any) -> Iterator[Any]:
+    """A powered-off VM carrying one grid_t4-16c vGPU device: what `vcenter.gpuTemplate` names."""
+    from tests.vsphere.conftest import _find
+
+    template = clone(_find(si, vim.VirtualMachine, TEMPLATE_VM), unique("gpu-template"))
+    reconfigure(template, deviceChange=[vgpu_device_spec("grid_t4-16c")])
+    yield template
+    destroy(template)
+
+
+@pytest.fixture
+def make_vm(request: Any) -> Iterator[Callable[..., Any]]:
+    made: list[Any] = []
+
+    def make(source: Any, *, on: bool = True) -> Any:
+        vm = clone(source, unique(f"t-{request.node.name[:30]}"))
+        made.append(vm)
+        reserve_all_memory(vm)
+        if on:
+            power_on(vm)
+        return vm
+
+    yield make
+    for vm in made:
+        with contextlib.suppress(Exception):  # the test may have destroyed it already
+            destroy(vm)
+
+
+@pytest.fixture
+def worker(make_vm: Callable[..., Any], gpu_template: Any) -> Any:
+    """A GPU worker as the program makes it: cloned from the GPU template, just powered on."""
+    return make_vm(gpu_template)
+
+
+@pytest.fixture
+def plain_vm(make_vm: Callable[..., Any], find: Callable[[Any, str], Any]) -> Any:
+    """A running clone of a template without a vGPU device."""
+    return make_vm(find(vim.VirtualMachine, TEMPLATE_VM))
+
+
+def test_create_on_a_worker_cloned_with_its_vgpu_changes_nothing(
+    provider: VgpuAttachmentProvider, worker: Any, si: Any
+) -> None:
+    before = events(si, worker)
+    inputs = provider.check({}, _inputs(worker, "grid_t4-16c")).inputs
 
     created = provider.create(inputs)
 
-    assert _vgpus(fresh_vm) == ["grid_t4-16c"]
-    assert fresh_vm.config.memoryReservationLockedToMax is True
-    assert fresh_vm.runtime.powerState == "poweredOn"
-    assert created.id == f"vgpu:{fresh_vm.config.uuid}"
+    assert events(si, worker) == before  # not reconfigured, not power-cycled
+    assert vgpus(worker) == ["grid_t4-16c"]
+    assert worker.runtime.powerState == "poweredOn"
+    assert created.id == f"vgpu:{worker.config.uuid}"
     assert created.outs["profiles"] == ["grid_t4-16c"]
-    assert created.outs["host_name"] == fresh_vm.runtime.host.name
+    assert created.outs["host_name"] == worker.runtime.host.name
     read = provider.read(created.id, created.outs)
     assert read.outs == created.outs
     assert provider.diff(created.id, read.outs, inputs).changes is False
 
 
-def test_rerun_changes_nothing(provider: VgpuAttachmentProvider, fresh_vm: Any, si: Any) -> None:
-    inputs = _inputs(fresh_vm, "grid_t4-16c")
-    provider.create(inputs)
-    keys = [d.key for d in fresh_vm.config.hardware.device]
-    events = _vm_events(si, fresh_vm)
+def test_create_never_power_cycles_a_booting_vm_that_lacks_its_vgpu(
+    provider: VgpuAttachmentProvider, plain_vm: Any, si: Any
+) -> None:
+    """Defect 14.1: the old provider powered the first boot off hard (Tools not up yet)."""
+    before = events(si, plain_vm)
 
-    provider.create(inputs)
+    with pytest.raises(NotAtBirth, match=r"running without its vGPU configuration .*vcenter\.gpuTemplate"):
+        provider.create(_inputs(plain_vm, "grid_t4-16c"))
 
-    assert [d.key for d in fresh_vm.config.hardware.device] == keys
-    assert _vm_events(si, fresh_vm) == events  # not reconfigured, not power-cycled
+    assert events(si, plain_vm) == before
+    assert plain_vm.runtime.powerState == "poweredOn"
+    assert vgpus(plain_vm) == []
 
 
-def test_profile_change_is_an_update_that_swaps_the_device(provider: VgpuAttachmentProvider, fresh_vm: Any) -> None:
-    created = provider.create(_inputs(fresh_vm, "grid_t4-16c"))
-    news = _inputs(fresh_vm, "grid_t4-8c")
+def test_create_on_a_powered_off_vm_adds_the_device_and_leaves_it_off(
+    provider: VgpuAttachmentProvider, make_vm: Callable[..., Any], find: Callable[[Any, str], Any]
+) -> None:
+    vm = make_vm(find(vim.VirtualMachine, TEMPLATE_VM), on=False)
+
+    provider.create(_inputs(vm, "grid_t4-4c"))
+
+    assert vgpus(vm) == ["grid_t4-4c"]
+    assert vm.runtime.powerState == "poweredOff"
+
+
+def test_large_bar_profile_gets_64bit_mmio_while_the_vm_is_off(
+    provider: VgpuAttachmentProvider, make_vm: Callable[..., Any], find: Callable[[Any, str], Any]
+) -> None:
+    vm = make_vm(find(vim.VirtualMachine, TEMPLATE_VM), on=False)
+    mmio = {"pciPassthru.use64bitMMIO": "TRUE", "pciPassthru.64bitMMIOSizeGB": "64"}
+
+    created = provider.create(_inputs(vm, "grid_t4-16c", extra_config=mmio))
+
+    assert created.outs["extra_config"] == mmio
+    inputs = _inputs(vm, "grid_t4-16c", extra_config={**mmio, "pciPassthru.64bitMMIOSizeGB": "128"})
+    assert provider.diff(created.id, created.outs, inputs).changes is True
+
+
+def _off_windows(timeline: list[tuple[int, str]]) -> list[tuple[int, int]]:
+    windows, start = [], None
+    for key, kind in timeline:
+        if kind == "off":
+            start = key
+        elif kind == "on" and start is not None:
+            windows.append((start, key))
+            start = None
+    return windows
+
+
+def test_profile_change_shuts_the_guest_down_through_tools_and_powers_it_back_on(
+    provider: VgpuAttachmentProvider, worker: Any, si: Any
+) -> None:
+    created = provider.create(_inputs(worker, "grid_t4-16c"))
+    news = _inputs(worker, "grid_t4-8c")
     diff = provider.diff(created.id, created.outs, news)
     assert (diff.changes, diff.replaces) == (True, [])
+    before = len(events(si, worker))
 
     updated = provider.update(created.id, created.outs, news)
 
-    assert _vgpus(fresh_vm) == ["grid_t4-8c"]
+    # Mark (power back on after), guest shutdown through Tools (never a hard power-off), swap the
+    # device while off, power on, clear the mark.
+    assert events(si, worker)[before:] == ["reconfig", "guest-shutdown", "off", "reconfig", "on", "reconfig"]
+    assert vgpus(worker) == ["grid_t4-8c"]
     assert updated.outs["profiles"] == ["grid_t4-8c"]
-    assert fresh_vm.runtime.powerState == "poweredOn"
+    assert worker.runtime.powerState == "poweredOn"
 
 
-def test_two_profiles_attach_two_devices(provider: VgpuAttachmentProvider, fresh_vm: Any) -> None:
-    provider.create(_inputs(fresh_vm, "grid_t4-8c", "grid_t4-8c"))
-    assert _vgpus(fresh_vm) == ["grid_t4-8c", "grid_t4-8c"]
+def test_profile_change_on_a_guest_whose_tools_never_answer_is_an_error_not_a_hard_power_off(
+    configured: Callable[..., Any], extended: Any, worker: Any, si: Any
+) -> None:
+    impatient = configured(VgpuAttachmentProvider(power_timeout_minutes=0.005, retry=FAST_RETRY))
+    created = impatient.create(_inputs(worker, "grid_t4-16c"))
+    before = events(si, worker)  # the guest is still booting: Tools not up
+
+    with pytest.raises(VsphereError, match=r"VMware Tools did not answer .* \(no hard power-off\)"):
+        impatient.update(created.id, created.outs, _inputs(worker, "grid_t4-8c"))
+
+    assert events(si, worker)[len(before) :].count("off") == 0
+    assert worker.runtime.powerState == "poweredOn"
+    assert not _marked(worker)
+    assert vgpus(worker) == ["grid_t4-16c"]
 
 
-def test_delete_detaches_and_restores_power_state(provider: VgpuAttachmentProvider, fresh_vm: Any) -> None:
-    created = provider.create(_inputs(fresh_vm, "grid_t4-16c"))
+def test_profile_changes_of_a_pool_power_cycle_one_vm_at_a_time(
+    provider: VgpuAttachmentProvider, make_vm: Callable[..., Any], gpu_template: Any, si: Any
+) -> None:
+    workers = [make_vm(gpu_template) for _ in range(3)]
+    created = [provider.create(_inputs(vm, "grid_t4-16c")) for vm in workers]
+    for vm in workers:
+        wait_for_tools(vm)
+    errors: list[BaseException] = []
+
+    def change(vm: Any, old: Any) -> None:
+        try:
+            provider.update(old.id, old.outs, _inputs(vm, "grid_t4-8c"))
+        except BaseException as exc:  # reported below
+            errors.append(exc)
+
+    threads = [threading.Thread(target=change, args=pair) for pair in zip(workers, created, strict=True)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+
+    assert errors == []
+    windows = sorted(w for vm in workers for w in _off_windows(timed_events(si, vm)))
+    assert len(windows) == 3
+    for (_, first_on), (next_off, _) in itertools.pairwise(windows):
+        assert first_on < next_off, f"two GPU workers were down at once: {windows}"
+
+
+def test_delete_never_powers_a_running_vm_on_or_off(provider: VgpuAttachmentProvider, worker: Any, si: Any) -> None:
+    """Defect 14.7: the old delete powered the VM off, detached, and powered it back on just
+    before pulumi-vsphere destroyed it."""
+    created = provider.create(_inputs(worker, "grid_t4-16c"))
+    before = events(si, worker)
 
     provider.delete(created.id, created.outs)
 
-    assert _vgpus(fresh_vm) == []
-    assert fresh_vm.runtime.powerState == "poweredOn"
+    assert events(si, worker) == before
+    assert worker.runtime.powerState == "poweredOn"
+    assert vgpus(worker) == ["grid_t4-16c"]  # goes with the VM
 
 
-def test_powered_off_vm_stays_off(provider: VgpuAttachmentProvider, fresh_vm: Any) -> None:
-    wait_for_task(fresh_vm.PowerOffVM_Task())
+def test_delete_detaches_from_a_powered_off_vm_and_leaves_it_off(
+    provider: VgpuAttachmentProvider, worker: Any, si: Any
+) -> None:
+    created = provider.create(_inputs(worker, "grid_t4-16c"))
+    wait_for_task(worker.PowerOffVM_Task())
 
-    created = provider.create(_inputs(fresh_vm, "grid_t4-4c"))
-    assert fresh_vm.runtime.powerState == "poweredOff"
     provider.delete(created.id, created.outs)
 
-    assert _vgpus(fresh_vm) == []
-    assert fresh_vm.runtime.powerState == "poweredOff"
+    assert vgpus(worker) == []
+    assert worker.runtime.powerState == "poweredOff"
 
 
-def test_drift_detached_by_hand_is_reported_and_repaired(provider: VgpuAttachmentProvider, fresh_vm: Any) -> None:
-    inputs = _inputs(fresh_vm, "grid_t4-16c")
+def test_drift_detached_by_hand_is_reported_and_repaired_by_an_update(
+    provider: VgpuAttachmentProvider, worker: Any
+) -> None:
+    inputs = _inputs(worker, "grid_t4-16c")
     created = provider.create(inputs)
-    # Someone removes the vGPU in vCenter (the VM resource of pulumi-vsphere would not notice).
-    device = next(d for d in fresh_vm.config.hardware.device if isinstance(d, vim.vm.device.VirtualPCIPassthrough))
-    wait_for_task(fresh_vm.PowerOffVM_Task())
-    spec = vim.vm.ConfigSpec(deviceChange=[vim.vm.device.VirtualDeviceSpec(operation="remove", device=device)])
-    wait_for_task(fresh_vm.ReconfigVM_Task(spec=spec))
-    wait_for_task(fresh_vm.PowerOnVM_Task())
+    device = next(d for d in worker.config.hardware.device if isinstance(d, vim.vm.device.VirtualPCIPassthrough))
+    wait_for_task(worker.PowerOffVM_Task())
+    reconfigure(worker, deviceChange=[vim.vm.device.VirtualDeviceSpec(operation="remove", device=device)])
+    power_on(worker)
 
     refreshed = provider.read(created.id, created.outs)
     assert refreshed.outs["profiles"] == []
     assert provider.diff(created.id, refreshed.outs, inputs).changes is True
 
     provider.update(created.id, refreshed.outs, inputs)
-    assert _vgpus(fresh_vm) == ["grid_t4-16c"]
+    assert vgpus(worker) == ["grid_t4-16c"]
+    assert worker.runtime.powerState == "poweredOn"
 
 
 def test_profile_not_offered_by_the_host_fails_before_touching_the_vm(
-    provider: VgpuAttachmentProvider, fresh_vm: Any
+    provider: VgpuAttachmentProvider, plain_vm: Any
 ) -> None:
-    host = fresh_vm.runtime.host.name
+    host = plain_vm.runtime.host.name
     with pytest.raises(VsphereError) as info:
-        provider.create(_inputs(fresh_vm, "grid_a100-40c"))
+        provider.create(_inputs(plain_vm, "grid_a100-40c"))
 
     assert str(info.value).endswith(
         f"vGPU profile grid_a100-40c is not offered by host {host} (offered: grid_t4-1c, "
-        f"grid_t4-2c, grid_t4-4c, grid_t4-8c, grid_t4-16c); VM {fresh_vm.name}"
+        f"grid_t4-2c, grid_t4-4c, grid_t4-8c, grid_t4-16c); VM {plain_vm.name}"
     )
-    assert _vgpus(fresh_vm) == []
-    assert fresh_vm.runtime.powerState == "poweredOn"
+    assert vgpus(plain_vm) == []
+    assert plain_vm.runtime.powerState == "poweredOn"
 
 
-def test_vm_that_is_gone(provider: VgpuAttachmentProvider, fresh_vm: Any) -> None:
-    inputs = _inputs(fresh_vm, "grid_t4-16c")
+def test_vm_that_is_gone(provider: VgpuAttachmentProvider, worker: Any) -> None:
+    inputs = _inputs(worker, "grid_t4-16c")
     created = provider.create(inputs)
-    wait_for_task(fresh_vm.PowerOffVM_Task())
-    wait_for_task(fresh_vm.Destroy_Task())
+    destroy(worker)
 
     assert provider.read(created.id, created.outs).id == ""
     provider.delete(created.id, created.outs)  # succeeds: nothing left to detach
@@ -156,9 +290,9 @@ def test_vm_that_is_gone(provider: VgpuAttachmentProvider, fresh_vm: Any) -> Non
         provider.create(inputs)
 
 
-def test_vm_id_is_the_bios_uuid_not_the_instance_uuid(provider: VgpuAttachmentProvider, fresh_vm: Any) -> None:
-    inputs = {**_inputs(fresh_vm, "grid_t4-1c"), "vm_id": fresh_vm.config.instanceUuid}
-    if fresh_vm.config.instanceUuid == fresh_vm.config.uuid:
+def test_vm_id_is_the_bios_uuid_not_the_instance_uuid(provider: VgpuAttachmentProvider, worker: Any) -> None:
+    inputs = {**_inputs(worker, "grid_t4-16c"), "vm_id": worker.config.instanceUuid}
+    if worker.config.instanceUuid == worker.config.uuid:
         pytest.skip("simulator gave this VM the same BIOS and instance UUID")
     with pytest.raises(VsphereError, match="not found"):
         provider.create(inputs)
@@ -169,40 +303,42 @@ def _marked(vm: Any) -> bool:
     return bool(values) and values[-1] == "true"  # the simulator appends instead of replacing
 
 
-def test_vcenter_gone_after_power_off_is_fixed_by_a_rerun(
-    configured: Callable[..., Any], extended: Any, tcp_proxy: Any, fresh_vm: Any
+def test_vcenter_gone_after_the_shutdown_is_fixed_by_a_rerun(
+    configured: Callable[..., Any], extended: Any, tcp_proxy: Any, worker: Any, si: Any
 ) -> None:
     provider = configured(
-        VgpuAttachmentProvider(power_timeout_minutes=0.05, retry=RetryPolicy(attempts=1)), port=tcp_proxy.port
+        VgpuAttachmentProvider(power_timeout_minutes=0.1, retry=RetryPolicy(attempts=1)), port=tcp_proxy.port
     )
-    inputs = _inputs(fresh_vm, "grid_t4-16c")
-    # vCenter vanishes when the device change is sent: the VM is already powered off by then.
+    created = provider.create(_inputs(worker, "grid_t4-16c"))
+    news = _inputs(worker, "grid_t4-8c")
+    # vCenter vanishes when the device change is sent: the guest is already shut down by then.
     tcp_proxy.cut_on(b"VmiopBackingInfo")
 
-    with pytest.raises(VsphereError, match=f"on VM {fresh_vm.name}"):
-        provider.create(inputs)
-    assert fresh_vm.runtime.powerState == "poweredOff"
-    assert _vgpus(fresh_vm) == []
-    assert _marked(fresh_vm)  # vCenter remembers the VM must come back on
+    with pytest.raises(VsphereError, match=f"on VM {worker.name}"):
+        provider.update(created.id, created.outs, news)
+    assert worker.runtime.powerState == "poweredOff"
+    assert vgpus(worker) == ["grid_t4-16c"]
+    assert _marked(worker)  # vCenter remembers the VM must come back on
 
     tcp_proxy.restore()
-    created = provider.create(inputs)  # the next `pulumi up`
+    updated = provider.update(created.id, created.outs, news)  # the next `pulumi up`
 
-    assert _vgpus(fresh_vm) == ["grid_t4-16c"]
-    assert fresh_vm.runtime.powerState == "poweredOn"
-    assert not _marked(fresh_vm)
-    assert provider.diff(created.id, provider.read(created.id, created.outs).outs, inputs).changes is False
+    assert vgpus(worker) == ["grid_t4-8c"]
+    assert worker.runtime.powerState == "poweredOn"
+    assert not _marked(worker)
+    assert provider.diff(created.id, provider.read(created.id, updated.outs).outs, news).changes is False
 
 
-def test_short_outage_during_attach_is_ridden_out_by_retries(
-    configured: Callable[..., Any], extended: Any, tcp_proxy: Any, fresh_vm: Any
+def test_short_outage_during_a_profile_change_is_ridden_out_by_retries(
+    configured: Callable[..., Any], extended: Any, tcp_proxy: Any, worker: Any
 ) -> None:
-    provider = configured(VgpuAttachmentProvider(power_timeout_minutes=0.05, retry=FAST_RETRY), port=tcp_proxy.port)
+    provider = configured(VgpuAttachmentProvider(power_timeout_minutes=0.1, retry=FAST_RETRY), port=tcp_proxy.port)
+    created = provider.create(_inputs(worker, "grid_t4-16c"))
     tcp_proxy.cut_on(b"VmiopBackingInfo", restore_after=0.2)
 
-    provider.create(_inputs(fresh_vm, "grid_t4-16c"))
+    provider.update(created.id, created.outs, _inputs(worker, "grid_t4-8c"))
 
     assert tcp_proxy.cuts == 1
-    assert _vgpus(fresh_vm) == ["grid_t4-16c"]
-    assert fresh_vm.runtime.powerState == "poweredOn"
-    assert not _marked(fresh_vm)
+    assert vgpus(worker) == ["grid_t4-8c"]
+    assert worker.runtime.powerState == "poweredOn"
+    assert not _marked(worker)

@@ -1,0 +1,143 @@
+"""Is the GPU workers' template fit to give each worker its vGPU at birth? Pure checks for preflight.
+
+A GPU worker is cloned from `vcenter.gpuTemplate` and powered on by pulumi-vsphere straight away,
+so whatever the worker needs at its first power-on must already be in the template: one vmiop
+vGPU device per profile of the stack, and on large-BAR boards EFI firmware and 64-bit MMIO
+(`vgpu_profiles`). The control plane's template must carry no vGPU (its VMs reserve no memory,
+and a vGPU VM without full reservation does not power on). `template_facts` reads a template
+with pyVmomi; `gpu_template_findings` and `control_plane_template_findings` judge the facts
+without vCenter, so preflight (stacks/tools/preflight_checks.py) can call them and tests can table them.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any, Literal
+
+from components.vsphere.vgpu_devices import existing_vgpus
+from components.vsphere.vgpu_profiles import MMIO_SIZE_GB, USE_64BIT_MMIO, mmio_size_gb, needs_64bit_mmio
+
+Level = Literal["OK", "WARN", "BLOCKER"]
+
+ADD_DEVICE_HOW = (
+    "with the template powered off (convert it to a VM first): Edit Settings > Add New Device > "
+    "PCI Device > NVIDIA GRID vGPU, pick the profile, reserve all guest memory, convert it back"
+)
+
+
+@dataclass(frozen=True)
+class Finding:
+    level: Level
+    key: str
+    """The stack key the finding is about (what the user edits)."""
+    message: str
+
+
+@dataclass(frozen=True)
+class TemplateFacts:
+    name: str
+    vgpu_profiles: tuple[str, ...] = ()
+    firmware: str = "bios"
+    hardware_version: int = 0
+    extra_config: Mapping[str, str] = field(default_factory=dict)
+
+
+def template_facts(vm: Any) -> TemplateFacts:
+    """What the checks need from a template VM (pyVmomi `vim.VirtualMachine`)."""
+    config = vm.config
+    extra: dict[str, str] = {}
+    for option in config.extraConfig or []:
+        extra[option.key] = str(option.value or "")  # the last entry wins
+    return TemplateFacts(
+        name=vm.name,
+        vgpu_profiles=tuple(d.profile for d in existing_vgpus(vm)),
+        firmware=str(config.firmware or "bios"),
+        hardware_version=int(str(config.version).removeprefix("vmx-") or 0),
+        extra_config=extra,
+    )
+
+
+def gpu_template_findings(
+    facts: TemplateFacts,
+    *,
+    profiles: Sequence[str],
+    hardware_version: int,
+    key: str = "vcenter.gpuTemplate",
+) -> list[Finding]:
+    """Judge the GPU workers' template against the stack's profiles and hardware version."""
+    found: list[Finding] = []
+    if Counter(facts.vgpu_profiles) != Counter(profiles):
+        carried = ", ".join(facts.vgpu_profiles) or "no vGPU device"
+        found.append(
+            Finding(
+                "BLOCKER",
+                key,
+                f"template {facts.name} carries {carried}, gpuWorkers.vgpuProfiles asks for {', '.join(profiles)}: "
+                f"each worker must have its vGPU at first power-on; add it to the template ({ADD_DEVICE_HOW}), "
+                "or name a template that has it",
+            )
+        )
+    if needs_64bit_mmio(profiles):
+        need = mmio_size_gb(profiles)
+        problems = []
+        if facts.firmware != "efi":
+            problems.append(f"firmware is {facts.firmware}, not efi (reinstall the guest with EFI)")
+        if facts.extra_config.get(USE_64BIT_MMIO, "").upper() != "TRUE":
+            problems.append(f"{USE_64BIT_MMIO} is not TRUE")
+        size = facts.extra_config.get(MMIO_SIZE_GB, "")
+        if not size.isdigit() or int(size) < need:
+            problems.append(f"{MMIO_SIZE_GB} is {size or 'unset'}, needs {need}")
+        if problems:
+            found.append(
+                Finding(
+                    "BLOCKER",
+                    key,
+                    f"template {facts.name}: vGPU {', '.join(profiles)} needs 64-bit MMIO at power-on (VMware KB "
+                    f"2142307), vCenter will refuse to start the workers: {'; '.join(problems)}",
+                )
+            )
+    if facts.hardware_version > hardware_version:
+        found.append(
+            Finding(
+                "WARN",
+                "vm.hardwareVersion",
+                f"template {facts.name} is at hardware version {facts.hardware_version}, above vm.hardwareVersion "
+                f"{hardware_version}: the clones keep {facts.hardware_version} (vSphere cannot downgrade); "
+                f"set vm.hardwareVersion: {facts.hardware_version} to say so",
+            )
+        )
+    if not found:
+        found.append(Finding("OK", key, f"template {facts.name} carries {', '.join(profiles)}"))
+    return found
+
+
+def control_plane_template_findings(facts: TemplateFacts, *, key: str = "vcenter.template") -> list[Finding]:
+    """The control plane's template must carry no vGPU device (its clones would not power on)."""
+    if facts.vgpu_profiles:
+        return [
+            Finding(
+                "BLOCKER",
+                key,
+                f"template {facts.name} carries vGPU {', '.join(facts.vgpu_profiles)}: control-plane clones would "
+                "keep it and, without a full memory reservation, not power on; use a template without vGPU here "
+                "and name the vGPU one in vcenter.gpuTemplate",
+            )
+        ]
+    return [Finding("OK", key, f"template {facts.name} carries no vGPU")]
+
+
+def missing_gpu_template_finding(gpu_template: str | None) -> list[Finding]:
+    """`vcenter.gpuTemplate` unset: workers would clone the control plane's template, which has no vGPU."""
+    if gpu_template:
+        return []
+    return [
+        Finding(
+            "BLOCKER",
+            "vcenter.gpuTemplate",
+            "missing: GPU workers are cloned from a template that already carries their vGPU device "
+            "(docs/rdma-host-settings.md); without it their VgpuAttachment stops with an error after the "
+            "first boot began",
+        )
+    ]
