@@ -10,8 +10,9 @@ from typing import Any
 import pytest
 from pyVmomi import vim
 
-from components.vsphere._vsphere import RetryPolicy, VsphereError
+from components.vcenter.errors import VsphereError
 from components.vsphere.host_graphics import HostGraphicsModeProvider
+from components.vsphere.provider_base import RetryPolicy
 
 pytestmark = pytest.mark.vcsim
 
