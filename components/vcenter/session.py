@@ -20,6 +20,7 @@ from __future__ import annotations
 import atexit
 import contextlib
 import http.client
+import ssl
 import threading
 import xml.etree.ElementTree as ElementTree
 from collections.abc import Iterator
@@ -91,7 +92,13 @@ def login(conn: VcenterConnection, *, timeout: float = LOGIN_TIMEOUT_S, http_tim
             fault=exc,
             transient=True,
         ) from exc
-    except OSError as exc:
+    except ssl.SSLError as exc:  # lasting: a retry meets the same certificate
+        raise VsphereError(
+            f"TLS with vCenter {conn.address} failed: {fault_text(exc)} (a self-signed certificate needs "
+            "vsphere:allowUnverifiedSsl: true, or its CA in the system trust store)",
+            fault=exc,
+        ) from exc
+    except (OSError, http.client.HTTPException) as exc:  # refused, DNS, reset, garbled answer
         raise VsphereError(
             f"cannot reach vCenter {conn.address}: {fault_text(exc)}", fault=exc, transient=True
         ) from exc

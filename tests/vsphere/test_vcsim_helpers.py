@@ -189,3 +189,15 @@ def test_wrong_password_fails_at_once_with_the_user(vcsim: Any) -> None:
     with pytest.raises(VsphereError, match=r"refused the login of user 'nobody'") as info:
         provider.read("pvrdma:x", {"host_name": "x", "vmknic_device": "vmk1"})
     assert isinstance(info.value.fault, vim.fault.InvalidLogin)
+
+
+def test_tls_failure_is_lasting_and_names_the_fix(vcsim: Any) -> None:
+    plain = VcenterConnection.from_url(vcsim.url)  # the simulator speaks plain HTTP
+    tls = VcenterConnection(server=plain.server, user="u", password="p", port=plain.port, protocol="https")
+
+    with pytest.raises(
+        VsphereError, match=r"TLS with vCenter https://127\.0\.0\.1:\d+ failed: .*allowUnverifiedSsl"
+    ) as info:
+        session.login(tls, timeout=5)
+
+    assert not info.value.transient
