@@ -179,6 +179,7 @@ func main() {
 	model.Host = *standalone
 	model.Machine = *machines
 
+	applyAPIVersion(model) // vcsim/preflight.go
 	if err := model.Create(); err != nil {
 		fmt.Fprintln(os.Stderr, "vcsim-harness: create model:", err)
 		os.Exit(1)
@@ -192,6 +193,7 @@ func main() {
 	}
 	registerGpuPowerHook()
 	registerDvsMemberHook()
+	extendHostsForPreflight(pnics) // vcsim/preflight.go
 
 	// Loopback only, plain HTTP (TLS stays nil): tests never leave the machine.
 	// Explicit credentials: the simulator then refuses other logins, as vCenter does (with its

@@ -23,16 +23,10 @@ import pulumi.dynamic
 from pyVmomi import vim
 
 from components.dynamic_resource import DynamicResource
-from components.vsphere._vsphere import (
-    RetryPolicy,
-    VsphereError,
-    VsphereProvider,
-    find_host,
-    find_host_or_none,
-    is_unknown,
-    public_props,
-    wait_for_task,
-)
+from components.vcenter.errors import VsphereError
+from components.vcenter.lookups import find_host, find_host_or_none
+from components.vcenter.tasks import wait_for_task
+from components.vsphere.provider_base import RetryPolicy, VsphereProvider, is_unknown, public_props
 
 
 def find_switch(si: Any, uuid: str) -> Any | None:

@@ -18,15 +18,8 @@ import pulumi
 import pulumi.dynamic
 
 from components.dynamic_resource import DynamicResource
-from components.vsphere._vsphere import (
-    RetryPolicy,
-    VsphereError,
-    VsphereProvider,
-    find_host,
-    find_host_or_none,
-    is_unknown,
-    public_props,
-)
+from components.vcenter.errors import VsphereError
+from components.vcenter.lookups import find_host, find_host_or_none
 from components.vsphere.host_graphics_ops import (
     ASSIGNMENT_POLICIES,
     DEFAULT_ASSIGNMENT_POLICY,
@@ -39,6 +32,7 @@ from components.vsphere.host_graphics_ops import (
     write_config,
     write_previous,
 )
+from components.vsphere.provider_base import RetryPolicy, VsphereProvider, is_unknown, public_props
 
 _log = logging.getLogger(__name__)
 

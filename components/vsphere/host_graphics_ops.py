@@ -26,7 +26,8 @@ from typing import Any
 
 from pyVmomi import vim, vmodl
 
-from components.vsphere._vsphere import VsphereError, fault_text
+from components.vcenter.errors import VsphereError
+from components.vcenter.faults import fault_text
 
 SHARED_DIRECT = "sharedDirect"
 #: vSphere's default assignment policy ("Spread VMs across GPUs (best performance)").

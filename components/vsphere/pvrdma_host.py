@@ -25,15 +25,9 @@ import pulumi.dynamic
 from pyVmomi import vim
 
 from components.dynamic_resource import DynamicResource
-from components.vsphere._vsphere import (
-    RetryPolicy,
-    VsphereError,
-    VsphereProvider,
-    find_host,
-    find_host_or_none,
-    is_unknown,
-    public_props,
-)
+from components.vcenter.errors import VsphereError
+from components.vcenter.lookups import find_host, find_host_or_none
+from components.vsphere.provider_base import RetryPolicy, VsphereProvider, is_unknown, public_props
 
 OPTION_KEY = "Net.PVRDMAVmknic"
 RULESET_KEY = "pvrdma"

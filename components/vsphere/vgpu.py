@@ -31,15 +31,10 @@ import pulumi
 import pulumi.dynamic
 
 from components.dynamic_resource import DynamicResource
-from components.vsphere._vsphere import (
-    RetryPolicy,
-    VsphereError,
-    VsphereProvider,
-    find_vm_by_uuid,
-    is_unknown,
-    public_props,
-    wait_for_task,
-)
+from components.vcenter.errors import VsphereError
+from components.vcenter.lookups import find_vm_by_uuid
+from components.vcenter.tasks import wait_for_task
+from components.vsphere.provider_base import RetryPolicy, VsphereProvider, is_unknown, public_props
 from components.vsphere.vgpu_devices import (
     VgpuDevice,
     VgpuPlan,

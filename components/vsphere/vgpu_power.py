@@ -12,7 +12,9 @@ from typing import Any
 
 from pyVmomi import vim
 
-from components.vsphere._vsphere import VsphereError, fault_text, wait_for_task
+from components.vcenter.errors import VsphereError
+from components.vcenter.faults import fault_text
+from components.vcenter.tasks import wait_for_task
 
 
 def tools_running(vm: Any) -> bool:

@@ -42,6 +42,31 @@ HOG_VM = "pf-hog"
 """A powered-on VM reserving 3072 MB on HOG_HOST, a cluster host the base stack does not use."""
 HOG_HOST = "DC0_C0_H3"
 HOG_RESERVATION_MB = 3072
+GPU_USER_VM = "pf-gpu-user"
+"""A powered-on VM not of any stack here, holding a grid_t4-8c vGPU on GPU_USER_HOST's one T4."""
+GPU_USER_HOST = "DC0_C0_H2"
+GPU_USER_PROFILE = "grid_t4-8c"
+NEWER_HOST = "DC0_C0_H1"
+NEWER_HOST_VERSION = "7.0.2"
+"""ESXi 7.0 U2: the oldest release that runs hardware version 19 (KB 2007240)."""
+NO_ROCE = ("DC0_C0_H2", "vmnic5")
+"""An RDMA vmnic whose RDMA device is iWARP-only."""
+UNPAIRED = ("DC0_C0_H3", "vmnic5")
+"""An RDMA vmnic without an RDMA device."""
+HARNESS_FLAGS = [
+    # vCenter 7.0 U3: the API that reports HostNetworkInfo.rdmaDevice (vcsim/preflight.go).
+    "-api-version",
+    "7.0.3.0",
+    "-rdma-no-roce",
+    ":".join(NO_ROCE),
+    "-rdma-unpaired",
+    ":".join(UNPAIRED),
+    "-esxi-version",
+    f"{NEWER_HOST}={NEWER_HOST_VERSION}",
+    # The GPU user's vGPU powers on only where the host runs Shared Direct, as on ESXi.
+    "-graphics-default",
+    "sharedDirect",
+]
 
 
 def _unavailable(message: str) -> None:
@@ -110,7 +135,7 @@ def _read_url(process: subprocess.Popen[bytes]) -> str | None:
 def simulator() -> Iterator[Simulator]:
     _ensure_harness()
     process = subprocess.Popen(
-        [str(HARNESS), "-port", "0", "-exit-on-stdin-eof"],
+        [str(HARNESS), "-port", "0", "-exit-on-stdin-eof", *HARNESS_FLAGS],
         cwd=ROOT,
         stdin=subprocess.PIPE,
         stdout=subprocess.PIPE,
@@ -125,9 +150,9 @@ def simulator() -> Iterator[Simulator]:
         assert sim.parts.hostname == "127.0.0.1", sim.url
         yield sim
     finally:
-        from components.vsphere import _vsphere
+        from components.vcenter.session import disconnect_all
 
-        _vsphere.disconnect_all()
+        disconnect_all()
         if process.stdin is not None:
             process.stdin.close()
         process.terminate()
@@ -157,7 +182,7 @@ class Planted:
 @pytest.fixture(scope="session")
 def planted(simulator: Simulator) -> Iterator[Planted]:
     """Templates (with and without a snapshot), a VM with a taken name, a VM reserving memory."""
-    from components.vsphere._vsphere import wait_for_task
+    from components.vcenter.tasks import wait_for_task
 
     si = SmartConnect(
         protocol="http", host="127.0.0.1", port=simulator.parts.port, user=simulator.user, pwd=simulator.password
@@ -171,6 +196,7 @@ def planted(simulator: Simulator) -> Iterator[Planted]:
             return _find(si, vim.VirtualMachine, name)
 
         template = clone(TEMPLATE)
+        wait_for_task(template.ReconfigVM_Task(spec=vim.vm.ConfigSpec(firmware="efi")))  # the bare one stays BIOS
         wait_for_task(template.CreateSnapshot_Task(name="base", description="", memory=False, quiesce=False))
         template.MarkAsTemplate()
         clone(BARE_TEMPLATE).MarkAsTemplate()
@@ -185,6 +211,20 @@ def planted(simulator: Simulator) -> Iterator[Planted]:
         )
         if hog.runtime.powerState != "poweredOn":
             wait_for_task(hog.PowerOnVM_Task())
+        gpu_user = clone(GPU_USER_VM)
+        if gpu_user.runtime.powerState == "poweredOn":
+            wait_for_task(gpu_user.PowerOffVM_Task())
+        wait_for_task(gpu_user.RelocateVM_Task(spec=vim.vm.RelocateSpec(host=_find(si, vim.HostSystem, GPU_USER_HOST))))
+        vgpu = vim.vm.device.VirtualDeviceSpec(
+            operation=vim.vm.device.VirtualDeviceSpec.Operation.add,
+            device=vim.vm.device.VirtualPCIPassthrough(
+                key=-1, backing=vim.vm.device.VirtualPCIPassthrough.VmiopBackingInfo(vgpu=GPU_USER_PROFILE)
+            ),
+        )
+        # A vGPU VM powers on only with all its memory reserved (the harness refuses it otherwise).
+        spec = vim.vm.ConfigSpec(deviceChange=[vgpu], memoryReservationLockedToMax=True)
+        wait_for_task(gpu_user.ReconfigVM_Task(spec=spec))
+        wait_for_task(gpu_user.PowerOnVM_Task())
         yield Planted(sim=simulator, hog_host=hog.runtime.host.name)
     finally:
         Disconnect(si)

@@ -8,9 +8,11 @@ from pathlib import Path
 import pytest
 import yaml
 
+from components.vcenter.inventory_model import DatastoreInfo, GpuInfo, HostInfo, Inventory, RdmaDeviceInfo, VmInfo
 from stacks.environment.loader import load_environment, read_stack_file
 from stacks.tools.cli import main
-from stacks.tools.preflight_checks import DatastoreInfo, HostInfo, Inventory, VmInfo, check
+from stacks.tools.preflight_checks import check
+from stacks.tools.preflight_checks.gpus import _free_slots
 
 ROOT = Path(__file__).resolve().parents[2]
 ENV = "vsphere-gpu-cluster:environment"
@@ -25,13 +27,21 @@ def test_invalid_stack_file_exits_2(tmp_path: Path, capsys: pytest.CaptureFixtur
     assert "Traceback" not in captured.out + captured.err
 
 
-def test_missing_credentials_exit_2(monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -> None:
+def test_missing_credentials_exit_2(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
     for name in ("VSPHERE_SERVER", "VSPHERE_USER", "VSPHERE_PASSWORD"):
         monkeypatch.delenv(name, raising=False)
+    monkeypatch.setenv("PATH", str(tmp_path))  # no Pulumi CLI
     assert main(["preflight", "dev", "--file", str(ROOT / "Pulumi.dev.yaml")]) == 2
     err = capsys.readouterr().err
-    assert "vsphere:password (or env VSPHERE_PASSWORD)" in err
-    assert len(err.strip().splitlines()) == 1
+    assert (
+        "vsphere:password not found; tried, in order: --password: not given; `pulumi config --json --show-secrets "
+        "--stack dev`: not run, the Pulumi CLI is not on PATH; Pulumi.dev.yaml: not set; environment "
+        "VSPHERE_PASSWORD: not set"
+    ) in err
+    assert "vsphere:user not found" not in err  # the stack file has it
+    assert "Traceback" not in err
 
 
 def _host(name: str, **overrides: object) -> HostInfo:
@@ -49,6 +59,8 @@ def _host(name: str, **overrides: object) -> HostInfo:
         "vgpu_profiles": ("grid_t4-16c",),
         "graphics_default": "sharedDirect",
         "vmknic_ips": {},
+        "rdma_devices": (RdmaDeviceInfo("vmrdma0", "vmnic4", roce=True),),
+        "gpus": (GpuInfo("NVIDIA Tesla T4", "NVIDIA Corporation", "0000:3b:00.0", 16384),),
     }
     values.update(overrides)
     return HostInfo(**values)  # type: ignore[arg-type]
@@ -141,3 +153,97 @@ def test_linked_clone_disk_size_note(dev_env) -> None:
     assert warnings == [
         f"WARN    {ENV}.gpuWorkers.diskGb: linked clones keep the template's 30 GB disk; diskGb 50 is ignored"
     ]
+
+
+# --- issue 14 defect 8, judged on hand-built snapshots -------------------------------------
+
+
+def test_rdma_pairing_unknown_before_api_7_is_a_warning(dev_env) -> None:
+    inv = _inventory(rdma_devices=())
+    inv.rdma_reported = False
+    rendered = [f.render() for f in check(dev_env, inv) if f.level != "OK"]
+    assert rendered == [
+        f"WARN    {ENV}.hosts: vCenter's API is older than 7.0 and does not report RDMA devices: whether each "
+        "RDMA vmnic is paired with a RoCE device (else PVRDMA falls back to TCP) was not checked"
+    ]
+
+
+@pytest.mark.parametrize(
+    ("hardware_version", "esxi", "level"),
+    [
+        (19, "7.0.2", "OK"),
+        (19, "7.0.1", "BLOCKER"),
+        (20, "7.0.3", "BLOCKER"),
+        (20, "8.0.0", "OK"),
+        (21, "8.0.1", "BLOCKER"),
+        (21, "8.0.2", "OK"),
+        (16, "8.0.3", "BLOCKER"),
+    ],
+)
+def test_hardware_version_against_esxi_kb_2007240(dev_env, hardware_version: int, esxi: str, level: str) -> None:
+    env = dev_env.model_copy(update={"vm": dev_env.vm.model_copy(update={"hardware_version": hardware_version})})
+    ours = [f for f in check(env, _inventory(version=esxi)) if f.key == f"{ENV}.vm.hardwareVersion"]
+    assert [f.level for f in ours] == [level], ours
+
+
+def test_older_cluster_host_outside_the_gpu_hosts_is_a_warning(dev_env) -> None:
+    inv = _inventory()
+    inv.hosts["spare"] = _host("spare", version="6.7.0")
+    ours = [f.render() for f in check(dev_env, inv) if f.key == f"{ENV}.vm.hardwareVersion"]
+    assert ours == [
+        f"WARN    {ENV}.vm.hardwareVersion: hardware version 19 needs ESXi 7.0 U2 or later; cluster hosts 'spare' "
+        "(ESXi 6.7.0) are older, so the control plane cannot run (or move) there"
+    ]
+
+
+@pytest.mark.parametrize(
+    ("profiles", "firmware", "level"),
+    [
+        (["grid_t4-16c"], "bios", "OK"),
+        (["grid_a100-40c"], "bios", "BLOCKER"),
+        (["grid_a100-3-20c"], "bios", "BLOCKER"),
+        (["grid_t4-8c", "grid_l40-24q"], "bios", "BLOCKER"),
+        (["grid_a100-40c"], "efi", "OK"),
+    ],
+)
+def test_template_firmware_rule(dev_env, profiles: list[str], firmware: str, level: str) -> None:
+    workers = dev_env.gpu_workers.model_copy(update={"vgpu_profiles": profiles})
+    env = dev_env.model_copy(update={"gpu_workers": workers})
+    inv = _inventory(vgpu_profiles=tuple(profiles))
+    inv.vms["rocky9-k8s-gpu-template"] = [
+        VmInfo("rocky9-k8s-gpu-template", "vm-1", None, False, 0, True, (), ("base",), (50.0,), firmware=firmware)
+    ]
+    ours = [f for f in check(env, inv) if f.key == f"{ENV}.vcenter.template" and "boots" in f.message]
+    assert [f.level for f in ours] == [level], ours
+
+
+@pytest.mark.parametrize(
+    ("gpus", "others", "profile", "free"),
+    [
+        ([16], [], "grid_t4-16c", 1),
+        ([16], ["grid_t4-8c"], "grid_t4-16c", 0),  # one profile per GPU: the other VM's 8c holds it
+        ([16], ["grid_t4-8c"], "grid_t4-8c", 1),  # same profile: the second half is free
+        ([16, 16], ["grid_t4-4c"] * 5, "grid_t4-4c", 3),
+        ([16, 16], ["grid_t4-4c"] * 5, "grid_t4-16c", 0),
+        ([16, 16, 16], ["grid_t4-2c"], "grid_t4-8c", 4),
+    ],
+)
+def test_free_vgpu_slots(gpus: list[int], others: list[str], profile: str, free: int) -> None:
+    assert _free_slots(gpus, others, profile) == free
+
+
+def test_powered_off_gpu_user_does_not_block(dev_env) -> None:
+    inv = _inventory()
+    host = inv.hosts[dev_env.hosts[0].name]
+    inv.vms["desktop"] = [
+        VmInfo("desktop", "vm-7", host.moid, False, 0, False, (), (), (), vgpu_profiles=("grid_t4-16c",))
+    ]
+    rendered = [f.render() for f in check(dev_env, inv) if f.level != "OK"]
+    assert rendered == [
+        f"WARN    {ENV}.hosts[0].name: other VMs on '{host.name}' use vGPUs: desktop (grid_t4-16c, powered off); "
+        "enough left for this stack's workers"
+    ]
+    inv.vms["desktop"] = [
+        VmInfo("desktop", "vm-7", host.moid, True, 0, False, (), (), (), vgpu_profiles=("grid_t4-16c",))
+    ]
+    assert [f.level for f in check(dev_env, inv) if f.key == f"{ENV}.hosts[0].name"] == ["BLOCKER"]

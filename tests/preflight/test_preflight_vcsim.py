@@ -5,16 +5,32 @@ from __future__ import annotations
 
 import copy
 import socket
+import time
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 import pytest
 import yaml
+from pyVim.connect import Disconnect, SmartConnect
 
 from stacks.tools.cli import main
 
-from .conftest import BARE_TEMPLATE, HOG_HOST, HOG_RESERVATION_MB, TAKEN_VM, TEMPLATE, Planted
+from .conftest import (
+    BARE_TEMPLATE,
+    GPU_USER_HOST,
+    GPU_USER_PROFILE,
+    GPU_USER_VM,
+    HOG_HOST,
+    HOG_RESERVATION_MB,
+    NEWER_HOST,
+    NEWER_HOST_VERSION,
+    NO_ROCE,
+    TAKEN_VM,
+    TEMPLATE,
+    UNPAIRED,
+    Planted,
+)
 
 pytestmark = pytest.mark.vcsim
 
@@ -30,7 +46,8 @@ BASE: dict[str, Any] = {
         "template": TEMPLATE,
         "templateSnapshot": "base",
     },
-    "vm": {"namePrefix": "pf-gpu", "linkedClone": True},
+    # Hardware version 13: the simulator's hosts run ESXi 6.5 (one runs 7.0.2, see conftest).
+    "vm": {"namePrefix": "pf-gpu", "linkedClone": True, "hardwareVersion": 13},
     "hosts": [
         {"name": "DC0_C0_H0", "rdmaVmnics": ["vmnic4"], "vmknicIp": "192.168.0.24"},
         {"name": "DC0_C0_H1", "rdmaVmnics": ["vmnic4"], "vmknicIp": "192.168.0.25"},
@@ -67,10 +84,10 @@ def preflight(
 ) -> Callable[..., tuple[int, list[str]]]:
     """preflight(env_dict) -> (exit status, stdout lines), credentials from the environment."""
 
-    def run(env: dict[str, Any], server: str | None = None) -> tuple[int, list[str]]:
+    def run(env: dict[str, Any], server: str | None = None, *extra: str) -> tuple[int, list[str]]:
         path = tmp_path / "Pulumi.sim.yaml"
         path.write_text(yaml.safe_dump({"config": {ENV: env}}, sort_keys=False))
-        code = main(["preflight", "sim", "--file", str(path), "--server", server or planted.sim.server])
+        code = main(["preflight", "sim", "--file", str(path), "--server", server or planted.sim.server, *extra])
         captured = capsys.readouterr()
         assert "Traceback" not in captured.out + captured.err
         return code, captured.out.splitlines()
@@ -102,7 +119,19 @@ def test_matching_inventory_passes(preflight) -> None:
     assert any(line.startswith(f"OK      {ENV}.vcenter.datastore: ") for line in lines)
     assert any(line.startswith(f"OK      {ENV}.hosts[1]: host 'DC0_C0_H1': connected") for line in lines)
     assert lines[-1].startswith("preflight sim against http://127.0.0.1:")
-    assert ": ready: 0 blocker(s)" in lines[-1]
+    assert ": ready: 0 BLOCKER, " in lines[-1]
+    assert lines[0] == (
+        "connection settings: vsphere:vsphereServer from --server, vsphere:user from environment VSPHERE_USER, "
+        "vsphere:password from environment VSPHERE_PASSWORD"
+    )
+    for name in ("DC0_C0_H0", "DC0_C0_H1"):
+        index = int(name[-1])
+        assert (
+            f"OK      {ENV}.hosts[{index}].rdmaVmnics[0]: vmnic4 on '{name}' is paired with RoCE device vmrdma0"
+            in lines
+        )
+    assert f"OK      {ENV}.vcenter.template: template '{TEMPLATE}' boots EFI" in lines
+    assert any(line.startswith(f"OK      {ENV}.vm.hardwareVersion: hardware version 13 runs") for line in lines)
 
 
 def _set(path: list[str | int], value: Any) -> Callable[[dict[str, Any]], None]:
@@ -174,7 +203,7 @@ def _rename_host(name: str) -> Callable[[dict[str, Any]], None]:
         ),
         pytest.param(
             _set(["vcenter", "datacenter"], "Datacenter"),
-            f"BLOCKER {ENV}.vcenter.datacenter: datacenter 'Datacenter' not found",
+            f"BLOCKER {ENV}.vcenter.datacenter: datacenter 'Datacenter' not found (datacenters: DC0)",
             id="missing-datacenter",
         ),
         pytest.param(
@@ -196,7 +225,8 @@ def _rename_host(name: str) -> Callable[[dict[str, Any]], None]:
         ),
         pytest.param(
             _rename_host("esxi-99"),
-            f"BLOCKER {ENV}.hosts[0].name: host 'esxi-99' not found",
+            f"BLOCKER {ENV}.hosts[0].name: host 'esxi-99' not found (hosts in datacenter 'DC0': DC0_C0_H0, "
+            "DC0_C0_H1, DC0_C0_H2, DC0_C0_H3, DC0_H0)",
             id="missing-host",
         ),
         pytest.param(
@@ -243,7 +273,7 @@ def test_taken_vm_name_is_a_warning(preflight) -> None:
         f"WARN    {ENV}.gpuWorkers.nodes[0].name: VM '{TAKEN_VM}' exists already (fine if this stack created it)"
         in lines
     )
-    assert "1 warning(s)" in lines[-1]
+    assert ": ready: 0 BLOCKER, 1 WARN, " in lines[-1]
 
 
 def test_existing_switch_name_is_a_warning(preflight) -> None:
@@ -267,20 +297,147 @@ def test_full_clones_count_disks_on_the_datastore(preflight) -> None:
     assert "422 GB needed for the new VMs' disks and swap" in datastore[0]
 
 
-def test_unreachable_vcenter_is_one_line(preflight) -> None:
+def test_unreachable_vcenter_is_one_finding(preflight) -> None:
     with socket.socket() as probe:  # a loopback port nobody listens on
         probe.bind(("127.0.0.1", 0))
         port = probe.getsockname()[1]
     code, lines = preflight(BASE, server=f"http://127.0.0.1:{port}")
     assert code == 1
-    assert lines == [
-        f"BLOCKER vsphere:vsphereServer: cannot connect to vCenter http://127.0.0.1:{port}: "
-        "ConnectionRefusedError: [Errno 111] Connection refused"
+    assert lines[1:] == [
+        f"BLOCKER vsphere:vsphereServer: cannot reach vCenter http://127.0.0.1:{port}: "
+        "ConnectionRefusedError: [Errno 111] Connection refused",
+        f"preflight sim against http://127.0.0.1:{port}: blocked: 1 BLOCKER, 0 WARN, 0 OK",
     ]
 
 
-def test_wrong_password_is_one_line(preflight, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_a_vcenter_that_never_answers_fails_within_the_login_timeout(preflight) -> None:
+    with socket.create_server(("127.0.0.1", 0)) as silent:  # accepts (kernel backlog), never answers
+        port = silent.getsockname()[1]
+        start = time.monotonic()
+        code, lines = preflight(BASE, f"http://127.0.0.1:{port}", "--login-timeout", "1")
+        took = time.monotonic() - start
+    assert code == 1
+    assert lines[1].startswith(
+        f"BLOCKER vsphere:vsphereServer: vCenter http://127.0.0.1:{port} did not answer within 1s"
+    ), lines
+    assert took < 10
+
+
+def test_wrong_password_is_reported_under_the_password_key(preflight, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("VSPHERE_PASSWORD", "wrong")
     code, lines = preflight(BASE)
     assert code == 1
-    assert len(lines) == 1 and "refused the login of user" in lines[0]
+    assert len(lines) == 3, lines
+    assert lines[1].startswith("BLOCKER vsphere:password: vCenter http://127.0.0.1:")
+    assert "refused the login of user 'user'" in lines[1]
+    assert "check vsphere:password (from environment VSPHERE_PASSWORD) and vsphere:user" in lines[1]
+    assert lines[2].endswith(": blocked: 1 BLOCKER, 0 WARN, 0 OK")
+
+
+def test_preflight_logs_its_session_out(preflight, planted: Planted) -> None:
+    sim = planted.sim
+    watcher = SmartConnect(protocol="http", host="127.0.0.1", port=sim.parts.port, user=sim.user, pwd=sim.password)
+    try:
+        before = {s.key for s in watcher.content.sessionManager.sessionList}
+        for _ in range(2):
+            code, _ = preflight(BASE)
+            assert code == 0
+        after = {s.key for s in watcher.content.sessionManager.sessionList}
+    finally:
+        Disconnect(watcher)
+    assert after == before
+
+
+# --- issue 14 defect 8: what preflight did not check ---------------------------------------
+
+
+def _second_host(name: str, vmnic: str) -> Callable[[dict[str, Any]], None]:
+    """hosts[1] (and worker-2, pinned to it) moved to another host and RDMA vmnic."""
+
+    def edit(env: dict[str, Any]) -> None:
+        env["hosts"][1] = {"name": name, "rdmaVmnics": [vmnic], "vmknicIp": "192.168.0.25"}
+        env["gpuWorkers"]["nodes"][1]["host"] = name
+
+    return edit
+
+
+def test_rdma_vmnic_without_a_paired_rdma_device_is_a_blocker(preflight) -> None:
+    host, vmnic = UNPAIRED
+    code, lines = preflight(changed(_second_host(host, vmnic)))
+    assert code == 1
+    ours = [line for line in lines if line.startswith(f"BLOCKER {ENV}.hosts[1].rdmaVmnics[0]:")]
+    assert ours == [
+        f"BLOCKER {ENV}.hosts[1].rdmaVmnics[0]: {vmnic} on '{host}' has no RDMA device paired with it "
+        "(rdmaDevice[].backing.pairedUplink; host's RDMA devices: vmrdma0->vmnic4); PVRDMA between hosts would "
+        "fall back to TCP. Use the vmnic of the RoCE HCA (esxcli rdma device list), or install its RDMA driver"
+    ]
+
+
+def test_rdma_device_without_roce_is_a_blocker(preflight) -> None:
+    host, vmnic = NO_ROCE
+    code, lines = preflight(changed(_second_host(host, vmnic)))
+    assert code == 1
+    assert (
+        f"BLOCKER {ENV}.hosts[1].rdmaVmnics[0]: {vmnic} on '{host}' is paired with vmrdma1, which is not "
+        "RoCE-capable (capability.roceV1Capable/roceV2Capable false); PVRDMA needs RoCE"
+    ) in lines
+
+
+def test_hardware_version_newer_than_a_host_is_a_blocker(preflight) -> None:
+    code, lines = preflight(changed(_set(["vm", "hardwareVersion"], 19)))
+    assert code == 1
+    # DC0_C0_H1 runs 7.0.2 (7.0 U2, enough for 19); DC0_C0_H0 runs 6.5.0.
+    assert (
+        f"BLOCKER {ENV}.vm.hardwareVersion: hardware version 19 needs ESXi 7.0 U2 or later (KB 2007240); GPU hosts "
+        "'DC0_C0_H0' (ESXi 6.5.0) are older: lower vm.hardwareVersion or upgrade them"
+    ) in lines
+    assert NEWER_HOST_VERSION == "7.0.2" and NEWER_HOST == "DC0_C0_H1"
+
+
+def test_large_bar_profile_needs_an_efi_template(preflight) -> None:
+    a100 = changed(_set(["gpuWorkers", "vgpuProfiles"], ["grid_a100-40c"]))
+    a100["vcenter"]["template"] = BARE_TEMPLATE  # BIOS
+    a100["vm"]["linkedClone"] = False
+    code, lines = preflight(a100)
+    assert code == 1
+    assert (
+        f"BLOCKER {ENV}.vcenter.template: template '{BARE_TEMPLATE}' boots 'bios', but vGPU profiles grid_a100-40c "
+        "are on large-BAR boards that need EFI (and 64-bit MMIO); convert the template to EFI, or use T4 profiles"
+    ) in lines
+    t4 = copy.deepcopy(a100)
+    t4["gpuWorkers"]["vgpuProfiles"] = ["grid_t4-16c"]
+    code, lines = preflight(t4)
+    assert (
+        f"OK      {ENV}.vcenter.template: template '{BARE_TEMPLATE}' boots 'bios': fine for T4 profiles only" in lines
+    )
+    efi = copy.deepcopy(a100)
+    efi["vcenter"]["template"] = TEMPLATE
+    _, lines = preflight(efi)
+    assert not any(line.startswith(f"BLOCKER {ENV}.vcenter.template:") for line in lines)
+
+
+def _on_gpu_user_host(profile: str) -> Callable[[dict[str, Any]], None]:
+    def edit(env: dict[str, Any]) -> None:
+        _second_host(GPU_USER_HOST, "vmnic4")(env)
+        env["gpuWorkers"]["vgpuProfiles"] = [profile]
+
+    return edit
+
+
+def test_gpu_taken_by_another_vm_is_a_blocker(preflight) -> None:
+    code, lines = preflight(changed(_on_gpu_user_host("grid_t4-16c")))
+    assert code == 1
+    assert (
+        f"BLOCKER {ENV}.hosts[1].name: GPUs of '{GPU_USER_HOST}' are taken by VMs not of this stack: "
+        f"{GPU_USER_VM} ({GPU_USER_PROFILE}); 1 GPU(s), 1 x grid_t4-16c needed, 0 free. Move or power off "
+        "those VMs, or pin the workers elsewhere"
+    ) in lines
+
+
+def test_gpu_shared_with_another_vm_of_the_same_profile_is_a_warning(preflight) -> None:
+    code, lines = preflight(changed(_on_gpu_user_host(GPU_USER_PROFILE)))
+    assert code == 0, "\n".join(lines)
+    assert (
+        f"WARN    {ENV}.hosts[1].name: other VMs on '{GPU_USER_HOST}' use vGPUs: {GPU_USER_VM} ({GPU_USER_PROFILE}); "
+        "enough left for this stack's workers"
+    ) in lines

@@ -156,9 +156,9 @@ def vcsim() -> Iterator[Vcsim]:
     try:
         yield sim
     finally:
-        from components.vsphere import _vsphere
+        from components.vcenter.session import disconnect_all
 
-        _vsphere.disconnect_all()
+        disconnect_all()
         if sim.process.stdin is not None:
             sim.process.stdin.close()
         sim.process.terminate()
@@ -254,7 +254,7 @@ def host_name(si: Any, extended: Vcsim) -> Iterator[str]:
 @pytest.fixture
 def fresh_vm(si: Any, find: Callable[[Any, str], Any], request: Any) -> Iterator[Any]:
     """A powered-on clone of a simulator VM, destroyed after the test."""
-    from components.vsphere._vsphere import wait_for_task
+    from components.vcenter.tasks import wait_for_task
 
     template = find(vim.VirtualMachine, TEMPLATE_VM)
     name = f"test-{request.node.name[:40]}-{time.monotonic_ns() % 100000}"

@@ -24,7 +24,8 @@ from typing import Any
 
 from pyVmomi import vim
 
-from components.vsphere._vsphere import find_vm_by_uuid, wait_for_task
+from components.vcenter.lookups import find_vm_by_uuid
+from components.vcenter.tasks import wait_for_task
 
 
 class TerraformError(Exception):

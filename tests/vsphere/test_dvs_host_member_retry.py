@@ -9,7 +9,7 @@ from typing import Any
 import pytest
 from pyVmomi import vim
 
-from components.vsphere._vsphere import VsphereError
+from components.vcenter.errors import VsphereError
 from components.vsphere.dvs_host_member import reconfigure_member
 
 

@@ -8,7 +8,7 @@ from typing import Any
 import pytest
 from pyVmomi import vim
 
-from components.vsphere._vsphere import wait_for_task
+from components.vcenter.tasks import wait_for_task
 from components.vsphere.gpu_template import (
     TemplateFacts,
     control_plane_template_findings,

@@ -11,8 +11,10 @@ from typing import Any
 import pytest
 from pyVmomi import vim
 
-from components.vsphere._vsphere import RetryPolicy, VsphereError, wait_for_task
+from components.vcenter.errors import VsphereError
+from components.vcenter.tasks import wait_for_task
 from components.vsphere.dvs_host_member import DvsHostMemberProvider
+from components.vsphere.provider_base import RetryPolicy
 
 pytestmark = pytest.mark.vcsim
 

@@ -12,7 +12,7 @@ from typing import Any
 import pytest
 from pyVmomi import vim
 
-from components.vsphere._vsphere import VsphereError
+from components.vcenter.errors import VsphereError
 from stacks.tools.mock_runtime import ProgramRun
 from tests.vsphere import terraform_vm
 from tests.vsphere.conftest import CLUSTER_HOSTS, TEMPLATE_VM, _find
@@ -27,7 +27,7 @@ def templates(si: Any, vcsim: Any) -> Iterator[dict[str, Any]]:
     """The control plane's template and the GPU workers' (grid_t4-16c device, hardware vmx-21)."""
     if not vcsim.extended:
         pytest.skip("needs the vcsim harness")
-    from components.vsphere._vsphere import wait_for_task
+    from components.vcenter.tasks import wait_for_task
 
     base = _find(si, vim.VirtualMachine, TEMPLATE_VM)
     plain = clone(base, unique("rocky9-k8s"))

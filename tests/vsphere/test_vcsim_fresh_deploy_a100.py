@@ -17,7 +17,8 @@ import pytest
 from pyVim.connect import Disconnect, SmartConnect
 from pyVmomi import vim
 
-from components.vsphere._vsphere import VsphereError, wait_for_task
+from components.vcenter.errors import VsphereError
+from components.vcenter.tasks import wait_for_task
 from components.vsphere.gpu_template import gpu_template_findings, template_facts
 from tests.vsphere.conftest import HARNESS, TEMPLATE_VM, Vcsim, _find, _start
 from tests.vsphere.sim_deploy import deployed, on_the_simulator

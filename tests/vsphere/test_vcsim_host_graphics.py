@@ -16,8 +16,10 @@ from typing import Any
 import pytest
 from pyVmomi import vim
 
-from components.vsphere._vsphere import RetryPolicy, VsphereError, wait_for_task
+from components.vcenter.errors import VsphereError
+from components.vcenter.tasks import wait_for_task
 from components.vsphere.host_graphics import HostGraphicsModeProvider
+from components.vsphere.provider_base import RetryPolicy
 from tests.vsphere.graphics_helpers import set_active_graphics
 
 pytestmark = pytest.mark.vcsim

@@ -14,15 +14,12 @@ from pulumi.dynamic.dynamic import serialize_provider
 from pulumi.runtime import rpc
 from pyVmomi import vim
 
-from components.vsphere import _vsphere
-from components.vsphere._vsphere import (
-    RetryPolicy,
-    VcenterConnection,
-    VsphereError,
-    parse_server,
-    with_retries,
-)
+from components.vcenter.errors import VsphereError
+from components.vcenter.faults import fault_text
+from components.vcenter.settings import VcenterConnection, parse_server
+from components.vcenter.tasks import backoff_delays, with_retries
 from components.vsphere.host_graphics import HostGraphicsMode, HostGraphicsModeProvider
+from components.vsphere.provider_base import RetryPolicy
 from components.vsphere.pvrdma_host import PvrdmaHostSettings, PvrdmaHostSettingsProvider, vmknic_device_from_vnic_id
 from components.vsphere.vgpu import (
     VgpuAttachment,
@@ -259,15 +256,15 @@ def test_with_retries_respects_total_budget() -> None:
 
 
 def test_backoff_is_capped_and_jittered() -> None:
-    delays = _vsphere.backoff_delays(base=1, cap=4, attempts=6, rng=lambda: 1.0)
+    delays = backoff_delays(base=1, cap=4, attempts=6, rng=lambda: 1.0)
     assert delays == [1, 2, 4, 4, 4, 4]
-    low = _vsphere.backoff_delays(base=1, cap=4, attempts=3, rng=lambda: 0.0)
+    low = backoff_delays(base=1, cap=4, attempts=3, rng=lambda: 0.0)
     assert low == [0.5, 1, 2]
 
 
 def test_fault_text_prefers_message_then_type() -> None:
-    assert _vsphere.fault_text(vim.fault.NotFound()) == "NotFound"
-    assert _vsphere.fault_text(vim.fault.NotFound(msg="no such ruleset")) == ("NotFound: no such ruleset")
+    assert fault_text(vim.fault.NotFound()) == "NotFound"
+    assert fault_text(vim.fault.NotFound(msg="no such ruleset")) == ("NotFound: no such ruleset")
 
 
 def test_retry_policy_defaults_are_bounded() -> None:

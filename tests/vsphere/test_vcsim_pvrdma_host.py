@@ -8,7 +8,8 @@ from typing import Any
 import pytest
 from pyVmomi import vim
 
-from components.vsphere._vsphere import RetryPolicy, VsphereError
+from components.vcenter.errors import VsphereError
+from components.vsphere.provider_base import RetryPolicy
 from components.vsphere.pvrdma_host import PvrdmaHostSettingsProvider
 
 pytestmark = pytest.mark.vcsim

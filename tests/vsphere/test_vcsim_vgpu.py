@@ -16,7 +16,9 @@ from typing import Any
 import pytest
 from pyVmomi import vim
 
-from components.vsphere._vsphere import RetryPolicy, VsphereError, wait_for_task
+from components.vcenter.errors import VsphereError
+from components.vcenter.tasks import wait_for_task
+from components.vsphere.provider_base import RetryPolicy
 from components.vsphere.vgpu import POWER_ON_MARKER, NotAtBirth, VgpuAttachmentProvider
 from tests.vsphere.conftest import TEMPLATE_VM
 from tests.vsphere.vm_helpers import (

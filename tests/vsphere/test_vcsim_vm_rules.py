@@ -14,7 +14,8 @@ from typing import Any
 import pytest
 from pyVmomi import vim
 
-from components.vsphere._vsphere import VsphereError, wait_for_task
+from components.vcenter.errors import VsphereError
+from components.vcenter.tasks import wait_for_task
 from tests.vsphere.conftest import TEMPLATE_VM
 from tests.vsphere.vm_helpers import (
     clone,

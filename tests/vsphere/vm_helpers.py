@@ -7,7 +7,7 @@ from typing import Any
 
 from pyVmomi import vim
 
-from components.vsphere._vsphere import wait_for_task
+from components.vcenter.tasks import wait_for_task
 
 _EVENT_KINDS = {
     "VmPoweredOffEvent": "off",

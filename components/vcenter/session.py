@@ -1,0 +1,197 @@
+"""vCenter sessions: a login bounded in time, logout, and a per-connection session cache.
+
+Why our own login instead of pyVmomi's `SmartConnect`: `SmartConnect` first asks the server which
+API versions it speaks (`__FindSupportedVersion` -> `__GetElementTree` in pyVim/connect.py, pyVmomi
+9.1), over an `http.client.HTTP(S)Connection` made *without* a timeout. Its
+`httpConnectionTimeout` reaches only the SOAP stub (`SoapStubAdapter`, as the socket timeout of
+every later request), and `connectionPoolTimeout` only closes idle pooled connections. So against a
+server that accepts the TCP connection and never answers, `SmartConnect` waits forever; only
+`socket.setdefaulttimeout` would bound it, and that is process-wide. We do the same version lookup
+(`GET /sdk/vimServiceVersions.xml`, the same preference order) with a timeout, then call pyVmomi's
+`Connect` with the version found and `httpConnectionTimeout` set, so every request of the login
+and after it has a socket timeout.
+
+Sessions are logged out: `session()` logs out when its block ends; the cache (`connect`) is
+emptied by `disconnect_all`, which runs at interpreter exit too.
+"""
+
+from __future__ import annotations
+
+import atexit
+import contextlib
+import http.client
+import ssl
+import threading
+import xml.etree.ElementTree as ElementTree
+from collections.abc import Iterator
+from typing import Any
+
+from pyVim.connect import Connect, Disconnect, getSslContext
+from pyVmomi import vim
+from pyVmomi.VmomiSupport import GetServiceVersions, versionIdMap
+
+from components.vcenter.errors import VsphereError
+from components.vcenter.faults import fault_text, is_connection_error
+from components.vcenter.settings import VcenterConnection
+
+#: Socket timeout of every SOAP request (connect and each read), so a vCenter that stops
+#: answering fails (and is retried) instead of hanging a `pulumi up` forever.
+HTTP_TIMEOUT_S = 60.0
+#: Socket timeout of the API-version lookup that starts a login. A vCenter answers it from a
+#: static file in milliseconds; a longer wait means it is not answering at all.
+LOGIN_TIMEOUT_S = 30.0
+
+_VERSIONS_PATH = "/sdk/vimServiceVersions.xml"
+
+
+def _api_version(conn: VcenterConnection, *, timeout: float, ssl_context: Any) -> str:
+    """The most preferred vim25 API version both pyVmomi and the server speak (bounded)."""
+    client: http.client.HTTPConnection
+    if conn.protocol == "https":
+        client = http.client.HTTPSConnection(conn.server, conn.port, timeout=timeout, context=ssl_context)
+    else:
+        client = http.client.HTTPConnection(conn.server, conn.port, timeout=timeout)
+    try:
+        client.request("GET", _VERSIONS_PATH)
+        response = client.getresponse()
+        body = response.read() if response.status == 200 else b""
+    finally:
+        client.close()
+    offered: set[str] = set()
+    with contextlib.suppress(ElementTree.ParseError):
+        root = ElementTree.fromstring(body) if body else None
+        # Same reading as pyVmomi's __VersionIsSupported: each namespace's version and its priors.
+        if root is not None and root.tag == "namespaces":
+            for namespace in root.findall("namespace"):
+                offered.update(v.text or "" for v in namespace.findall("version"))
+                offered.update(v.text or "" for v in namespace.findall("priorVersions/version"))
+    for version in GetServiceVersions("vim25"):
+        if versionIdMap.get(version) in offered:
+            return str(version)
+    raise VsphereError(
+        f"{conn.address} is not a vCenter this pyVmomi can talk to (GET {_VERSIONS_PATH} "
+        f"answered {response.status} without a supported vim25 version)"
+    )
+
+
+def login(conn: VcenterConnection, *, timeout: float = LOGIN_TIMEOUT_S, http_timeout: float = HTTP_TIMEOUT_S) -> Any:
+    """A new logged-in `vim.ServiceInstance`; the caller logs it out (`logout`).
+
+    Bounded: the version lookup waits at most `timeout` for each socket operation, and each SOAP
+    request of the login (and of the session's later calls) at most `http_timeout`.
+    Raises VsphereError: transient for an unreachable or silent server, lasting for a refused login
+    (its `fault` is the `vim.fault.InvalidLogin`).
+    """
+    ssl_context = getSslContext(conn.server, None, not conn.verify_ssl)
+    try:
+        version = _api_version(conn, timeout=timeout, ssl_context=ssl_context)
+    except TimeoutError as exc:
+        raise VsphereError(
+            f"vCenter {conn.address} did not answer within {timeout:g}s (GET {_VERSIONS_PATH}, the API "
+            "version lookup that starts a login); check vsphere:vsphereServer and that vCenter is up",
+            fault=exc,
+            transient=True,
+        ) from exc
+    except ssl.SSLError as exc:  # lasting: a retry meets the same certificate
+        raise VsphereError(
+            f"TLS with vCenter {conn.address} failed: {fault_text(exc)} (a self-signed certificate needs "
+            "vsphere:allowUnverifiedSsl: true, or its CA in the system trust store)",
+            fault=exc,
+        ) from exc
+    except (OSError, http.client.HTTPException) as exc:  # refused, DNS, reset, garbled answer
+        raise VsphereError(
+            f"cannot reach vCenter {conn.address}: {fault_text(exc)}", fault=exc, transient=True
+        ) from exc
+    try:
+        return Connect(
+            host=conn.server,
+            # pyVmomi's convention (SmartConnect does the same): a negative port means plain HTTP.
+            port=-conn.port if conn.protocol == "http" else conn.port,
+            user=conn.user,
+            pwd=conn.password,
+            version=version,
+            sslContext=ssl_context,
+            httpConnectionTimeout=http_timeout,
+        )
+    except vim.fault.InvalidLogin as exc:
+        raise VsphereError(
+            f"vCenter {conn.address} refused the login of user {conn.user!r}: {fault_text(exc)}", fault=exc
+        ) from exc
+    except Exception as exc:
+        if is_connection_error(exc):
+            raise VsphereError(
+                f"vCenter {conn.address} dropped the login: {fault_text(exc)}", fault=exc, transient=True
+            ) from exc
+        raise
+
+
+def logout(si: Any) -> None:
+    """Log a session out. Errors are ignored: the session may be gone already, nothing to save."""
+    with contextlib.suppress(Exception):
+        Disconnect(si)
+
+
+@contextlib.contextmanager
+def session(
+    conn: VcenterConnection, *, timeout: float = LOGIN_TIMEOUT_S, http_timeout: float = HTTP_TIMEOUT_S
+) -> Iterator[Any]:
+    """`with session(conn) as si:` a logged-in service instance, logged out when the block ends."""
+    si = login(conn, timeout=timeout, http_timeout=http_timeout)
+    try:
+        yield si
+    finally:
+        logout(si)
+
+
+# ---------------------------------------------------------------------------------------------
+# The cache: one session per connection settings, for callers that make many short calls.
+
+_CACHE: dict[VcenterConnection, Any] = {}
+_LOCKS: dict[VcenterConnection, threading.Lock] = {}
+_REGISTRY = threading.Lock()
+"""Guards the two dicts only; never held during I/O."""
+
+
+def _lock_for(conn: VcenterConnection) -> threading.Lock:
+    with _REGISTRY:
+        return _LOCKS.setdefault(conn, threading.Lock())
+
+
+def connect(conn: VcenterConnection, *, timeout: float = LOGIN_TIMEOUT_S, http_timeout: float = HTTP_TIMEOUT_S) -> Any:
+    """A cached logged-in session for these settings.
+
+    Locked per connection, not per process: a login to a vCenter that does not answer holds up
+    only the callers of that same vCenter, and them for at most the login's bound.
+    """
+    with _lock_for(conn):
+        with _REGISTRY:
+            si = _CACHE.get(conn)
+        if si is not None:
+            return si
+        si = login(conn, timeout=timeout, http_timeout=http_timeout)
+        with _REGISTRY:
+            _CACHE[conn] = si
+        return si
+
+
+def forget(conn: VcenterConnection, *, logout_session: bool = False) -> None:
+    """Drop a cached session (after a connection error or an expired session).
+
+    No logout by default: the session is gone or vCenter is unreachable, and a logout call to
+    an unreachable vCenter would only wait out the socket timeout.
+    """
+    with _REGISTRY:
+        si = _CACHE.pop(conn, None)
+    if si is not None and logout_session:
+        logout(si)
+
+
+def disconnect_all() -> None:
+    """Log out of every cached session (end of a test session or program)."""
+    with _REGISTRY:
+        cached = list(_CACHE)
+    for conn in cached:
+        forget(conn, logout_session=True)
+
+
+atexit.register(disconnect_all)

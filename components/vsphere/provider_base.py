@@ -1,0 +1,144 @@
+"""The base our dynamic providers share: credentials from `configure` (never from inputs or
+pickles), and one vCenter session per provider operation, retried, logged out at its end.
+
+vCenter I/O itself lives in `components.vcenter` (no Pulumi there); this module is the Pulumi
+side of it.
+
+Why one session per operation (login at its start, logout at its end) rather than one per
+process: the engine ends a provider process by interrupting it and killing it 5 s later
+(pulumi/pulumi sdk/go/common/resource/plugin/plugin.go, `ExecPlugin`'s kill: `InterruptChildren`,
+then `Kill` after 5 s), so an exit hook that logs out a cached session to a slow vCenter may
+never finish, and a killed engine leaves it behind. vCenter keeps an abandoned session until its
+idle timeout (30 minutes by default) and counts it against the session limit. A login is one
+round trip; our operations are few (one per host or VM and step), so a session each costs little
+and is always logged out.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from typing import Any, TypeVar
+
+import pulumi.dynamic
+from pulumi.runtime import rpc
+
+from components.vcenter.errors import VsphereError
+from components.vcenter.faults import is_connection_error
+from components.vcenter.session import HTTP_TIMEOUT_S, LOGIN_TIMEOUT_S, login, logout
+from components.vcenter.settings import VcenterConnection
+from components.vcenter.tasks import with_retries
+
+T = TypeVar("T")
+
+
+def is_unknown(value: Any) -> bool:
+    """True for a value Pulumi does not know yet (preview of an Output not yet resolved)."""
+    return isinstance(value, str) and value == rpc.UNKNOWN
+
+
+def public_props(props: Mapping[str, Any]) -> dict[str, Any]:
+    """Props without the engine's serialized provider (`__provider`)."""
+    return {k: v for k, v in props.items() if not k.startswith("__")}
+
+
+@dataclass(frozen=True)
+class RetryPolicy:
+    attempts: int = 6
+    base_delay: float = 0.5
+    max_delay: float = 8.0
+    max_total: float = 120.0
+    """Wall-clock deadline of one operation, its logins and retries included."""
+    login_timeout: float = LOGIN_TIMEOUT_S
+    """Bound of one login's API-version lookup (`components.vcenter.session.login`)."""
+    http_timeout: float = HTTP_TIMEOUT_S
+    """Socket timeout of each SOAP request."""
+
+
+class VsphereProvider(pulumi.dynamic.ResourceProvider):
+    """Base for our providers: credentials come from `configure`, never from inputs or pickles."""
+
+    def __init__(self, *, retry: RetryPolicy | None = None) -> None:
+        super().__init__()
+        self.retry = retry or RetryPolicy()
+        self._conn: VcenterConnection | None = None
+        self._config_error: VsphereError | None = None
+
+    # The SDK pickles the provider (dill) into the state file as `__provider`. Connection
+    # settings are set only by `configure`, which runs after unpickling, and are dropped here
+    # too so a configured provider never carries a password into a pickle.
+    def __getstate__(self) -> dict[str, Any]:
+        state = dict(self.__dict__)
+        state["_conn"] = None
+        state["_config_error"] = None
+        return state
+
+    def __setstate__(self, state: dict[str, Any]) -> None:
+        self.__dict__.update(state)
+
+    def configure(self, req: pulumi.dynamic.ConfigureRequest) -> None:
+        # Missing settings are remembered, not raised: `check` during a preview must work on a
+        # machine without vCenter credentials; the first call that needs vCenter raises it.
+        try:
+            self._conn = VcenterConnection.from_pulumi_config(req.config)
+            self._config_error = None
+        except VsphereError as exc:
+            self._conn = None
+            self._config_error = exc
+
+    def use_connection(self, conn: VcenterConnection) -> None:
+        """Configure directly (tests, or a program that builds the connection itself)."""
+        self._conn = conn
+        self._config_error = None
+
+    @property
+    def connection(self) -> VcenterConnection:
+        if self._conn is not None:
+            return self._conn
+        if self._config_error is not None:
+            raise self._config_error
+        raise VsphereError(
+            "vSphere provider not configured: set vsphere:vsphereServer, vsphere:user and "
+            "vsphere:password in the stack config (or VSPHERE_SERVER/USER/PASSWORD)"
+        )
+
+    @property
+    def has_connection_settings(self) -> bool:
+        return self._conn is not None
+
+    def run(self, fn: Callable[[Any], T], *, what: str, retry: RetryPolicy | None = None) -> T:
+        """Run `fn(service_instance)` in a session of its own, with retries; log it out at the end.
+
+        A connection error or an expired session drops the session, and the next attempt logs in
+        again; every login gets at most what is left of the operation's deadline.
+        """
+        conn = self.connection
+        policy = retry or self.retry
+        deadline = time.monotonic() + policy.max_total
+        sessions: list[Any] = []  # the live session, if any (a list: the closures rebind nothing)
+
+        def attempt() -> T:
+            if not sessions:
+                left = max(1.0, min(policy.login_timeout, deadline - time.monotonic()))
+                sessions.append(login(conn, timeout=left, http_timeout=policy.http_timeout))
+            return fn(sessions[0])
+
+        def on_transient(exc: BaseException) -> None:
+            # No logout on a broken connection: it would only wait out the socket timeout.
+            if is_connection_error(exc) and sessions:
+                sessions.clear()
+
+        try:
+            return with_retries(
+                attempt,
+                what=what,
+                attempts=policy.attempts,
+                base_delay=policy.base_delay,
+                max_delay=policy.max_delay,
+                max_total=policy.max_total,
+                on_transient=on_transient,
+            )
+        finally:
+            if sessions:
+                logout(sessions[0])
