@@ -16,16 +16,37 @@ from typing import Annotated, Literal
 from pydantic import AfterValidator, BaseModel, ConfigDict, Field
 from pydantic.alias_generators import to_camel
 
-from components.k8s.facts import DEFAULT_CALICO_VERSION, DNS_LABEL, SUPPORTED_KUBERNETES_MINORS
+from components.k8s.facts import DEFAULT_CALICO_VERSION, DNS_LABEL, DNS_SUBDOMAIN, SUPPORTED_KUBERNETES_MINORS
 
 # NVIDIA vGPU type names as vSphere lists them: grid_<board>-<framebuffer GB><series>, with an
 # optional MIG slice count for A100/H100-class boards (grid_a100-3-20c). Series: A (app streaming),
 # B (virtual PC), C (compute: what training needs), Q (workstation).
-_VGPU_PROFILE = re.compile(r"^grid_[a-z0-9]+(-[0-9]+)?-[0-9]+[abcq]$")
+# Boards released since vGPU 17 are listed with an `nvidia_` prefix instead (nvidia_l40s-48q,
+# nvidia_a40-48c, nvidia_h100-1-10c).
+_VGPU_PROFILE = re.compile(r"^(grid|nvidia)_(?P<board>[a-z0-9]+)(-[0-9]+)?-[0-9]+(?P<series>[abcq])$")
 _K8S_VERSION = re.compile(r"^1\.(\d+)\.(\d+)$")
 _TAG = re.compile(r"^[A-Za-z0-9_][A-Za-z0-9_.-]{0,127}$")
 _DIGEST = re.compile(r"^sha256:[a-f0-9]{64}$")
 _QUANTITY = re.compile(r"^[0-9]+(\.[0-9]+)?(Ki|Mi|Gi|Ti|K|M|G|T)?$")
+_VMNIC = re.compile(r"^vmnic[0-9]+$")
+_PCI_ID = re.compile(r"^[0-9a-f]{4}$")
+# The RDMA shared device plugin accepts letters, digits and '_' in a resource name
+# (components/k8s/addons/rdma_plugin.py, after the plugin's own check).
+_RDMA_RESOURCE_NAME = re.compile(r"^[a-zA-Z0-9_]+$")
+# OpenSSH public key types cloud-init writes to authorized_keys (sshd(8), AUTHORIZED_KEYS FILE FORMAT).
+SSH_KEY_TYPES = ("ssh-ed25519", "ssh-rsa", "ecdsa-sha2-", "sk-ssh-ed25519", "sk-ecdsa-sha2-")
+
+DVS_VERSIONS = ("6.5.0", "6.6.0", "7.0.0", "7.0.2", "7.0.3", "8.0.0", "8.0.3", "9.0.0")
+"""Distributed switch versions vCenter creates (`DistributedVirtualSwitchProductSpec.version`)
+that can carry PVRDMA: PVRDMA arrived with vSphere 6.5, so older switches cannot."""
+
+HARDWARE_VERSIONS = (13, 14, 15, 17, 18, 19, 20, 21, 22)
+"""ESXi virtual hardware versions from 13 (ESXi 6.5, the first with PVRDMA) to 22 (ESXi 9.0);
+16 exists only in Workstation/Fusion (VMware KB 1003746, "Virtual machine hardware versions")."""
+
+MIN_CLONE_TIMEOUT_MINUTES = 10
+"""terraform-provider-vsphere refuses a `clone.timeout` under 10 minutes
+(virtual_machine_clone_subresource.go: `validation.IntAtLeast(10)`)."""
 
 
 
@@ -42,7 +63,102 @@ def _vgpu_profile(value: str) -> str:
     if not _VGPU_PROFILE.match(value):
         raise ValueError(
             f"{value!r} is not an NVIDIA vGPU profile name; expected the form vSphere lists, "
-            "e.g. grid_t4-16c or grid_a100-3-20c (lowercase, 'grid_' prefix)"
+            "e.g. grid_t4-16c, grid_a100-3-20c or nvidia_l40s-48c (lowercase, 'grid_' or 'nvidia_' prefix)"
+        )
+    return value
+
+
+def vgpu_board_and_series(profile: str) -> tuple[str, str]:
+    """`('t4', 'c')` for `grid_t4-16c`: the board and the series letter of a well-formed profile."""
+    match = _VGPU_PROFILE.match(profile)
+    if not match:
+        raise ValueError(f"{profile!r} is not a vGPU profile name")
+    return match["board"], match["series"]
+
+
+def _dns_subdomain(value: str) -> str:
+    if not DNS_SUBDOMAIN.match(value):
+        raise ValueError(
+            f"{value!r} is not a valid DNS name: lowercase letters, digits and '-' in dot-separated labels "
+            "(no '_', no spaces), at most 253 characters"
+        )
+    return value
+
+
+def _host_or_ip(value: str) -> str:
+    """A bare host name or IPv4 address: kubeadm's `controlPlaneEndpoint` takes `host[:port]`, and the
+    port is always 6443 here."""
+    if "://" in value or "/" in value or ":" in value:
+        raise ValueError(
+            f"{value!r} must be a bare DNS name or IP address, without scheme, port or path "
+            "(e.g. k8s-api.lab.example.com); the API server port is 6443"
+        )
+    try:
+        IPv4Address(value)
+    except ValueError:
+        _dns_subdomain(value)
+    return value
+
+
+def _vmnic(value: str) -> str:
+    if not _VMNIC.match(value):
+        raise ValueError(
+            f"{value!r} is not a physical NIC name; RDMA uplinks are vmnics (e.g. vmnic4, as listed under "
+            "Host > Configure > Physical adapters), not VMkernel adapters (vmk1)"
+        )
+    return value
+
+
+def _pci_id(value: str) -> str:
+    if not _PCI_ID.match(value):
+        raise ValueError(f"{value!r} is not a PCI id: 4 lowercase hex digits without 0x, e.g. 15ad")
+    return value
+
+
+def _rdma_resource_name(value: str) -> str:
+    if not _RDMA_RESOURCE_NAME.match(value):
+        raise ValueError(
+            f"{value!r} is not a resource name the RDMA shared device plugin accepts: letters, digits and '_' only"
+        )
+    return value
+
+
+def _ssh_public_key(value: str) -> str:
+    if "PRIVATE KEY" in value:
+        raise ValueError(
+            "this is a private key; give the public key (the one line of the .pub file, e.g. ssh-ed25519 AAAA...)"
+        )
+    if not value.startswith(SSH_KEY_TYPES) or "\n" in value.strip():
+        raise ValueError(
+            f"not an OpenSSH public key line (starts with {value[:12]!r}); give one line of a .pub file, "
+            f"starting with one of {', '.join(SSH_KEY_TYPES)}"
+        )
+    return value
+
+
+def _dvs_version(value: str) -> str:
+    if value not in DVS_VERSIONS:
+        raise ValueError(
+            f"{value!r} is not a distributed switch version that can carry PVRDMA; use one of {', '.join(DVS_VERSIONS)} "
+            "(at most the oldest ESXi version of the hosts)"
+        )
+    return value
+
+
+def _hardware_version(value: int) -> int:
+    if value not in HARDWARE_VERSIONS:
+        raise ValueError(
+            f"{value} is not an ESXi virtual hardware version that supports PVRDMA; use one of "
+            f"{', '.join(map(str, HARDWARE_VERSIONS))} (13+ for PVRDMA, 17+ for PVRDMA namespaces, 16 does not exist on ESXi)"
+        )
+    return value
+
+
+def _clone_timeout(value: int) -> int:
+    if value < MIN_CLONE_TIMEOUT_MINUTES:
+        raise ValueError(
+            f"{value} is below the vSphere provider's minimum clone timeout of {MIN_CLONE_TIMEOUT_MINUTES} minutes; "
+            f"use {MIN_CLONE_TIMEOUT_MINUTES} or more"
         )
     return value
 
@@ -84,6 +200,15 @@ KubernetesVersion = Annotated[str, AfterValidator(_kubernetes_version)]
 PinnedImage = Annotated[str, AfterValidator(_pinned_image)]
 Quantity = Annotated[str, AfterValidator(_quantity)]
 NonEmpty = Annotated[str, Field(min_length=1)]
+DnsSubdomain = Annotated[str, AfterValidator(_dns_subdomain)]
+HostOrIp = Annotated[str, AfterValidator(_host_or_ip)]
+Vmnic = Annotated[str, AfterValidator(_vmnic)]
+PciId = Annotated[str, AfterValidator(_pci_id)]
+RdmaResourceName = Annotated[str, AfterValidator(_rdma_resource_name)]
+SshPublicKey = Annotated[str, AfterValidator(_ssh_public_key)]
+DvsVersion = Annotated[str, AfterValidator(_dvs_version)]
+HardwareVersion = Annotated[int, AfterValidator(_hardware_version)]
+CloneTimeout = Annotated[int, AfterValidator(_clone_timeout)]
 
 
 class Model(BaseModel):
@@ -102,8 +227,11 @@ class VcenterInventory(Model):
     """Where in vCenter the environment lives. Names as shown in the vSphere client."""
 
     datacenter: NonEmpty
+    """Datacenter holding the cluster, the hosts and the management network (must exist)."""
     compute_cluster: NonEmpty
+    """DRS cluster of the GPU hosts (must exist); placement rules are created in it."""
     datastore: NonEmpty
+    """Datastore for the VMs' disks (must exist, with room for every full clone)."""
     folder: NonEmpty
     """VM folder path (created by the program), e.g. `gpu-cluster/dev`."""
     resource_pool: str | None = None
@@ -121,7 +249,7 @@ class GpuHost(Model):
 
     name: NonEmpty
     """The host's name in vCenter."""
-    rdma_vmnics: list[NonEmpty]
+    rdma_vmnics: list[Vmnic]
     """The RDMA uplink; exactly one, because PVRDMA does not support NIC teaming."""
     vmknic_ip: IPv4Address
     """Static address of this host's PVRDMA VMkernel adapter on the RDMA subnet."""
@@ -131,15 +259,24 @@ class RdmaNetwork(Model):
     """The distributed switch and port group that carry PVRDMA traffic."""
 
     switch_name: NonEmpty
-    switch_version: str = "8.0.0"
-    """Distributed switch version; every host must be at least this ESXi version."""
+    """Name of the distributed switch the program creates; unique in the datacenter's networks."""
+    switch_version: DvsVersion = "8.0.0"
+    """Distributed switch version (quote it: `"8.0.0"`); every host must be at least this ESXi
+    version. Default 8.0.0; newer versions need newer hosts."""
     port_group_name: NonEmpty
+    """Name of the PVRDMA port group created on the switch; must differ from the switch and from
+    the management network."""
     vlan_id: int = Field(default=0, ge=0, le=4094)
+    """VLAN of the PVRDMA port group; default 0 (untagged). Written without leading zeros."""
     subnet: IPv4Network
+    """RDMA subnet (network address, e.g. 192.168.0.0/24): the hosts' vmknics and the workers'
+    PVRDMA NICs get static addresses from it."""
     gateway: IPv4Address | None = None
+    """Gateway on the RDMA subnet; default none (RoCE traffic stays inside the subnet)."""
     mtu: int = Field(default=9000, ge=1280, le=9000)
-    """Switch MTU; 9000 (jumbo frames) is what RoCE wants."""
+    """Switch MTU; 9000 (jumbo frames) is what RoCE wants, and the policy pack refuses less."""
     vmknic_mtu: int = Field(default=9000, ge=1280, le=9000)
+    """MTU of each host's PVRDMA vmknic and of the workers' PVRDMA NIC; default 9000, at most `mtu`."""
     lldp: Literal["listen", "advertise", "both", "none"] = "both"
     """LLDP on the switch, so the physical switch ports can be traced from vCenter."""
 
@@ -150,9 +287,15 @@ class ManagementNetwork(Model):
     network_name: NonEmpty
     """Existing port group name for management traffic."""
     subnet: IPv4Network
+    """Management subnet (network address); every node's `managementIp` is inside it."""
     gateway: IPv4Address
+    """Default gateway of the nodes."""
     dns_servers: list[IPv4Address] = Field(min_length=1)
-    dns_domain: NonEmpty
+    """DNS servers of the nodes (one to three; the resolver reads no more), reachable during
+    bootstrap: not loopback, not inside the pod or service range."""
+    dns_domain: DnsSubdomain
+    """DNS domain of the nodes (their search domain; FQDN `<node>.<dnsDomain>`); lowercase, and not
+    the cluster's own domain `cluster.local`."""
 
 
 class HostGraphics(Model):
@@ -165,6 +308,7 @@ class NodeSpec(Model):
     name: DnsLabel
     """Short node name; the VM is named `<vm.namePrefix>-<name>` and the Kubernetes node `<name>`."""
     management_ip: IPv4Address
+    """Static address of the node's management NIC, inside `managementNetwork.subnet`."""
     rdma_ip: IPv4Address | None = None
     """Address of the PVRDMA NIC (GPU workers only)."""
     host: str | None = None
@@ -174,16 +318,25 @@ class NodeSpec(Model):
 
 class NodePool(Model):
     vcpus: int = Field(default=4, ge=1, le=768)
+    """Virtual CPUs per VM; default 4 (the reference design's)."""
     memory_mb: int = Field(default=16384, ge=1024)
+    """Memory per VM in MB; default 16384 for the control plane."""
     disk_gb: int = Field(default=50, ge=20)
+    """System disk per VM in GB; default 50. With linked clones it cannot exceed the template's disk."""
     nodes: list[NodeSpec] = Field(min_length=1)
     """The pool's nodes; names are stable keys, so reordering this list replaces nothing."""
 
 
 class WorkerPool(NodePool):
+    vcpus: int = Field(default=4, ge=1, le=768)
+    """Virtual CPUs per GPU worker; default 4."""
     memory_mb: int = Field(default=24576, ge=1024)
+    """Memory per GPU worker in MB, all of it reserved (vGPU needs that); default 24576."""
+    disk_gb: int = Field(default=50, ge=20)
+    """System disk per GPU worker in GB; default 50."""
     vgpu_profiles: list[VgpuProfile] = Field(default_factory=lambda: ["grid_t4-16c"], min_length=1)
-    """vGPU profiles attached to each worker, one virtual GPU each."""
+    """vGPU profiles attached to each worker, one virtual GPU each: C-series (compute) profiles of
+    one board, e.g. grid_t4-16c; default one grid_t4-16c."""
     memory_reservation_mb: int | None = None
     """vGPU VMs need all of their memory reserved; leave unset (it follows `memoryMb`)."""
     placement: Literal["vm-host-rules", "anti-affinity", "none"] = "vm-host-rules"
@@ -193,20 +346,25 @@ class WorkerPool(NodePool):
 
 class VmSettings(Model):
     name_prefix: DnsLabel
+    """Prefix of every VM (`<namePrefix>-<node>`), DRS rule and the cluster name (`<namePrefix>-k8s`);
+    unique per environment."""
     linked_clone: bool = False
     """Clone from `vcenter.templateSnapshot`: seconds per VM instead of minutes, but the disks stay
     tied to the template and cannot be larger than its disk."""
-    hardware_version: int = Field(default=19, ge=13)
+    hardware_version: HardwareVersion = 19
     """Virtual hardware version; PVRDMA needs 13+, PVRDMA namespaces on vSphere 7 need 17+."""
-    clone_timeout_minutes: int = Field(default=30, ge=1)
+    clone_timeout_minutes: CloneTimeout = 30
+    """How long a clone may take before the provider gives up; default 30, at least 10 (the
+    provider's minimum). Full clones of large templates need more."""
     power_timeout_minutes: int = Field(default=10, ge=1)
     """How long a vGPU attachment waits for the guest to shut down before powering off."""
 
 
 class Cni(Model):
     name: Literal["calico"] = "calico"
-    version: Annotated[str, Field(pattern=r"^v\d+\.\d+\.\d+$")] = DEFAULT_CALICO_VERSION
-    """Calico release; v3.31 supports Kubernetes 1.32-1.35 (see docs/bootstrap.md)."""
+    """The CNI plugin; only Calico (through the tigera-operator) is supported."""
+    version: Annotated[str, Field(pattern=r"^v3\.\d+\.\d+$")] = DEFAULT_CALICO_VERSION
+    """Calico release (a v3 tag, quoted); v3.31 supports Kubernetes 1.32-1.35 (see docs/bootstrap.md)."""
 
 
 class KubernetesSettings(Model):
@@ -214,23 +372,33 @@ class KubernetesSettings(Model):
     """bootstrap: kubeadm on the VMs; existing: target the cluster whose kubeconfig is the secret
     `vsphere-gpu-cluster:kubeconfig` (the VMs are still built, but not joined)."""
     version: KubernetesVersion = "1.34.2"
+    """Kubernetes release of the bootstrap (quote it: `"1.34.2"`); supported minors 1.32-1.35."""
     pod_cidr: IPv4Network = IPv4Network("10.244.0.0/16")
+    """Pod network (kubeadm `podSubnet`, Calico's pool); default 10.244.0.0/16. At most a /24 (each
+    node gets a /24 from it) and large enough for a /24 per node."""
     service_cidr: IPv4Network = IPv4Network("10.96.0.0/12")
-    control_plane_endpoint: str | None = None
+    """Service network; default 10.96.0.0/12, the largest kube-apiserver accepts. Needs room for
+    the cluster DNS service at its 10th address (a /28 or larger)."""
+    control_plane_endpoint: HostOrIp | None = None
     """DNS name or VIP of the API server; needed with more than one control-plane node (an
     external load balancer), defaults to the single control-plane node's address."""
     cni: Cni = Cni()
+    """The pod network plugin (bootstrap mode only)."""
     gpu_node_taint: bool = True
     """Taint GPU workers `nvidia.com/gpu=present:NoSchedule` so only GPU work lands there."""
-    ssh_authorized_keys: list[str] = Field(default_factory=list)
+    ssh_authorized_keys: list[SshPublicKey] = Field(default_factory=list)
+    """OpenSSH public keys (one `.pub` line each) for the template's default user; default none."""
     api_ready_timeout_minutes: int = Field(default=20, ge=1)
+    """How long to wait for the new API server to answer before failing; default 20 (bootstrap mode)."""
 
 
 class GpuOperatorSettings(Model):
     chart_version: Annotated[str, Field(pattern=r"^v\d+\.\d+\.\d+$")] = "v26.3.1"
+    """GPU Operator Helm chart version, pinned (quote it); default v26.3.1."""
     driver_repository: NonEmpty
     """Private registry holding the vGPU guest driver image (NVIDIA does not publish it)."""
     driver_version: NonEmpty
+    """vGPU guest driver version, the image's tag prefix (e.g. "550.127.05"; quote it)."""
     gridd_conf: str = "FeatureType=1"
     """Contents of gridd.conf; licensing itself comes from the NLS client configuration token,
     the secret `vsphere-gpu-cluster:nvidiaLicenseToken`."""
@@ -241,17 +409,25 @@ class GpuSoftware(Model):
     """device-plugin: the guest driver is in the template; gpu-operator: NVIDIA's operator
     installs the vGPU guest driver from your registry and licenses it."""
     device_plugin_image: PinnedImage = "nvcr.io/nvidia/k8s-device-plugin:v0.20.0"
+    """NVIDIA device plugin image, pinned (mode device-plugin only); default v0.20.0 from nvcr.io."""
     gpu_operator: GpuOperatorSettings | None = None
+    """GPU Operator settings; required with mode gpu-operator, refused otherwise."""
 
 
 class RdmaSoftware(Model):
-    resource_name: DnsLabel = "pvrdma"
+    resource_name: RdmaResourceName = "pvrdma"
+    """Name of the RDMA resource pods request (`<resourcePrefix>/<resourceName>`); letters, digits
+    and '_'; default pvrdma."""
     resource_prefix: DnsLabel = "rdma"
+    """Prefix of the RDMA resource; default rdma (the plugin's own)."""
     hca_max: int = Field(default=64, ge=1)
     """How many pods may share the PVRDMA device on one node."""
-    vendors: list[str] = Field(default_factory=lambda: ["15ad"])
-    device_ids: list[str] = Field(default_factory=lambda: ["0820"])
-    drivers: list[str] = Field(default_factory=lambda: ["vmw_pvrdma"])
+    vendors: list[PciId] = Field(default_factory=lambda: ["15ad"])
+    """PCI vendor ids the plugin selects (4 lowercase hex digits); default VMware's 15ad."""
+    device_ids: list[PciId] = Field(default_factory=lambda: ["0820"])
+    """PCI device ids the plugin selects; default 0820, the PVRDMA function."""
+    drivers: list[NonEmpty] = Field(default_factory=lambda: ["vmw_pvrdma"])
+    """Kernel drivers the plugin selects; default vmw_pvrdma. At least one selector must be set."""
 
 
 class MpiOperatorSettings(Model):
@@ -264,10 +440,15 @@ class MpiOperatorSettings(Model):
 
 class SampleJob(Model):
     enabled: bool = True
+    """Create the tf_cnn_benchmarks MPIJob; default true."""
     image: PinnedImage = "horovod/horovod:0.28.1"
+    """Image with Horovod and tf_cnn_benchmarks, pinned; default horovod/horovod:0.28.1."""
     model: NonEmpty = "resnet50"
+    """tf_cnn_benchmarks model; default resnet50 (the reference design's)."""
     batch_size: int = Field(default=32, ge=1)
+    """Batch size per GPU; default 32."""
     num_batches: int = Field(default=100, ge=1)
+    """Batches to run; default 100 (a few minutes on a T4)."""
     slots_per_worker: int = Field(default=1, ge=1)
     """MPI ranks per worker; one per vGPU (cannot exceed `gpuWorkers.vgpuProfiles`)."""
     shm_size: Quantity = "8Gi"
@@ -276,6 +457,7 @@ class SampleJob(Model):
 
 class FabricCheck(Model):
     enabled: bool = True
+    """Create the NCCL all_reduce_perf MPIJob that shows whether RDMA is used; default true."""
     image: PinnedImage | None = None
     """Image with nccl-tests; default: the pinned image the job builder documents."""
 
@@ -284,29 +466,46 @@ class Jobs(Model):
     transport: Literal["roce", "tcp"] = "roce"
     """How NCCL talks between workers in both jobs: roce over the PVRDMA device, tcp over sockets."""
     namespace: DnsLabel = "training"
+    """Namespace the jobs run in (created by the program); default training."""
     sample: SampleJob = SampleJob()
+    """The tf_cnn_benchmarks job."""
     fabric_check: FabricCheck = FabricCheck()
+    """The NCCL fabric check job."""
 
 
 class Environment(Model):
     """Everything one stack (environment) differs in."""
 
     name: DnsLabel
+    """Environment name (a DNS label), e.g. dev."""
     protect: bool = False
     """Protect switch, port group and VMs from `pulumi destroy` (on in prod)."""
     vcenter: VcenterInventory
+    """Where in vCenter the environment lives."""
     vm: VmSettings
+    """Settings of every VM: name prefix, clone mode, hardware version, timeouts."""
     hosts: list[GpuHost] = Field(min_length=1)
+    """The ESXi GPU hosts, each with its RDMA vmnic and PVRDMA vmknic address."""
     rdma_network: RdmaNetwork
+    """The distributed switch and port group for PVRDMA."""
     management_network: ManagementNetwork
+    """The existing network of every node's first NIC."""
     host_graphics: HostGraphics = HostGraphics()
+    """The GPU hosts' graphics mode (Shared Direct for vGPU)."""
     control_plane: NodePool
+    """The control-plane VMs (an odd number)."""
     gpu_workers: WorkerPool
+    """The GPU worker VMs, their vGPU profiles and placement."""
     kubernetes: KubernetesSettings = KubernetesSettings()
+    """The cluster: bootstrapped here or existing, version, networks, endpoint."""
     gpu: GpuSoftware = GpuSoftware()
+    """How GPUs reach pods: the device plugin or the GPU Operator."""
     rdma: RdmaSoftware = RdmaSoftware()
+    """How the PVRDMA device reaches pods: the RDMA shared device plugin's resource and selectors."""
     mpi_operator: MpiOperatorSettings = MpiOperatorSettings()
+    """The Kubeflow MPI Operator release."""
     jobs: Jobs = Jobs()
+    """The sample training job and the fabric check."""
 
     def vm_name(self, node: NodeSpec) -> str:
         return f"{self.vm.name_prefix}-{node.name}"

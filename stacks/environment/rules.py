@@ -1,49 +1,20 @@
-"""Rules that relate several parts of an environment.
+"""Rules that relate several parts of an environment: addresses, uplinks, placement, pools.
 
-Each rule is a function from a validated `Environment` to the problems it finds, every problem
-naming the exact key path (camelCase, as written in the stack file) and the fix. `check` runs them
-all, so one run reports every problem at once.
+Each rule is a function from an `Environment` to the problems it finds, every problem naming the
+exact key path (camelCase, as written in the stack file) and the fix. `check` runs every rule of
+every subject module (imported at the end of this one), so one run reports every problem at once.
 """
 
 from __future__ import annotations
 
 from collections import defaultdict
-from collections.abc import Callable, Iterable, Iterator
-from dataclasses import dataclass
+from collections.abc import Iterator
 from ipaddress import IPv4Address, IPv4Network
 
 from stacks.environment.model import Environment, NodePool
+from stacks.environment.registry import RULES, Path, Problem, Rule, check, format_path, rule, run_rule
 
-Path = tuple[str | int, ...]
-
-
-@dataclass(frozen=True)
-class Problem:
-    path: Path
-    message: str
-
-    def render(self, root: str) -> str:
-        return f"{format_path(root, self.path)}: {self.message}"
-
-
-def format_path(root: str, path: Iterable[str | int]) -> str:
-    text = root
-    for part in path:
-        text += f"[{part}]" if isinstance(part, int) else (f".{part}" if text else part)
-    return text
-
-
-Rule = Callable[[Environment], Iterator[Problem]]
-RULES: list[Rule] = []
-
-
-def rule(fn: Rule) -> Rule:
-    RULES.append(fn)
-    return fn
-
-
-def check(env: Environment) -> list[Problem]:
-    return [problem for each in RULES for problem in each(env)]
+__all__ = ["RULES", "Path", "Problem", "Rule", "check", "format_path", "rule", "run_rule"]
 
 
 def _pools(env: Environment) -> list[tuple[str, NodePool]]:
@@ -149,11 +120,16 @@ def one_rdma_uplink_per_host(env: Environment) -> Iterator[Problem]:
 
 @rule
 def names_unique(env: Environment) -> Iterator[Problem]:
-    hosts: set[str] = set()
+    hosts: dict[str, int] = {}
     for i, host in enumerate(env.hosts):
-        if host.name in hosts:
-            yield Problem(("hosts", i, "name"), f"host {host.name!r} is listed twice")
-        hosts.add(host.name)
+        # ESXi host names are DNS names: vCenter finds `ESXI-01.lab` and `esxi-01.lab` as one host.
+        key = host.name.casefold().rstrip(".")
+        if key in hosts:
+            first = env.hosts[hosts[key]].name
+            same = "listed twice" if first == host.name else f"the same host as hosts[{hosts[key]}] {first!r} (names are not case-sensitive)"
+            yield Problem(("hosts", i, "name"), f"host {host.name!r} is {same}; list each ESXi host once")
+        else:
+            hosts[key] = i
     nodes: set[str] = set()
     for pool_key, pool in _pools(env):
         for j, node in enumerate(pool.nodes):
@@ -226,15 +202,6 @@ def full_memory_reservation(env: Environment) -> Iterator[Problem]:
 
 
 @rule
-def linked_clone_needs_snapshot(env: Environment) -> Iterator[Problem]:
-    if env.vm.linked_clone and not env.vcenter.template_snapshot:
-        yield Problem(
-            ("vcenter", "templateSnapshot"),
-            "missing; vm.linkedClone clones from a snapshot of the template: name it here, or set vm.linkedClone: false",
-        )
-
-
-@rule
 def control_plane_quorum(env: Environment) -> Iterator[Problem]:
     count = len(env.control_plane.nodes)
     if count % 2 == 0:
@@ -250,15 +217,6 @@ def control_plane_quorum(env: Environment) -> Iterator[Problem]:
 
 
 @rule
-def secrets_for_modes(env: Environment) -> Iterator[Problem]:
-    if env.gpu.mode == "gpu-operator" and env.gpu.gpu_operator is None:
-        yield Problem(
-            ("gpu", "gpuOperator"),
-            "missing; gpu.mode 'gpu-operator' needs driverRepository and driverVersion for the vGPU guest driver",
-        )
-
-
-@rule
 def slots_fit_gpus(env: Environment) -> Iterator[Problem]:
     gpus = len(env.gpu_workers.vgpu_profiles)
     slots = env.jobs.sample.slots_per_worker
@@ -267,3 +225,7 @@ def slots_fit_gpus(env: Environment) -> Iterator[Problem]:
             ("jobs", "sample", "slotsPerWorker"),
             f"{slots} ranks per worker but each worker has {gpus} vGPU(s); use at most {gpus}",
         )
+
+
+# The other subjects register their rules on import; importing this module brings in all of them.
+from stacks.environment import rules_kubernetes, rules_software, rules_vsphere  # noqa: E402, F401

@@ -12,8 +12,9 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from stacks import PROJECT_DIR
-from stacks.environment.loader import ENVIRONMENT_KEY, InvalidEnvironment, load_environment, read_stack_file
+from stacks.environment.loader import ENVIRONMENT_KEY, InvalidEnvironment
 from stacks.environment.model import Environment
+from stacks.environment.stack_file import check_stack_file
 from stacks.tools.plan_errors import GraphvizMissing
 
 EXIT_INVALID = 2
@@ -25,7 +26,7 @@ def stack_file(stack: str, file: str | None) -> Path:
 
 def cmd_validate(args: argparse.Namespace) -> int:
     path = stack_file(args.stack, args.file)
-    env = load_environment(read_stack_file(path))
+    _, env = check_stack_file(path)
     workers, hosts = len(env.gpu_workers.nodes), len(env.hosts)
     print(
         f"{path.name}: valid: environment {env.name!r}, {hosts} GPU hosts, "
@@ -41,7 +42,8 @@ def cmd_plan(args: argparse.Namespace) -> int:
     path = stack_file(args.stack, args.file)
     out_dir = Path(args.out)
     graph = Path(args.graph) if args.graph else None
-    result = plan_stack(read_stack_file(path), stack=args.stack, out_dir=out_dir, graph_file=graph)
+    view, _ = check_stack_file(path)  # every problem, cross-stack collisions included, before planning
+    result = plan_stack(view, stack=args.stack, out_dir=out_dir, graph_file=graph)
     print(summary_tree(result.run))
     print(
         f"wrote {out_dir / 'resources.json'} and {len(result.manifest_files)} manifest file(s) under {out_dir / 'manifests'}"
