@@ -27,7 +27,7 @@ def rdma_switch_mtu_is_jumbo(env: Environment) -> Iterator[Problem]:
         yield Problem(
             ("rdmaNetwork", "mtu"),
             f"{mtu} is under {POLICY_RDMA_MIN_MTU}; RoCE needs jumbo frames and the policy pack refuses the switch "
-            f"(rdma-switch-single-uplink); set {POLICY_RDMA_MIN_MTU}",
+            f"(rdma-switch-single-uplink-jumbo-mtu); set {POLICY_RDMA_MIN_MTU}",
         )
 
 

@@ -359,7 +359,7 @@ def test_good_stacks_break_no_rule(stack: str, root: Any) -> None:
 def test_model_copy_edits_are_checked_like_file_edits(dev_view: ConfigView) -> None:
     env = load_environment(dev_view)
     smaller_switch = env.model_copy(update={"rdma_network": env.rdma_network.model_copy(update={"mtu": 1500})})
-    policy = ("rdmaNetwork.mtu", "1500 is under 9000; RoCE needs jumbo frames and the policy pack refuses the switch (rdma-switch-single-uplink); set 9000")
+    policy = ("rdmaNetwork.mtu", "1500 is under 9000; RoCE needs jumbo frames and the policy pack refuses the switch (rdma-switch-single-uplink-jumbo-mtu); set 9000")
     one_worker_moved = env.model_copy(
         update={
             "gpu_workers": env.gpu_workers.model_copy(
@@ -370,8 +370,8 @@ def test_model_copy_edits_are_checked_like_file_edits(dev_view: ConfigView) -> N
         }
     )
     assert _problems(smaller_switch) == [
+        ("rdmaNetwork.vmknicMtu", "9000 is above the switch MTU rdmaNetwork.mtu 1500; lower it or raise the switch MTU"),
         policy,
-        ("rdmaNetwork.vmknicMtu", "9000 is above the switch MTU rdmaNetwork.mtu 1500; lower it or raise the switch MTU")
     ]
     assert [path for path, _ in _problems(one_worker_moved)] == ["gpuWorkers.nodes[3].host"]
 
