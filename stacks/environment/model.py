@@ -11,9 +11,9 @@ from __future__ import annotations
 
 import re
 from ipaddress import IPv4Address, IPv4Network
-from typing import Annotated, Literal
+from typing import Annotated, Any, Literal
 
-from pydantic import AfterValidator, BaseModel, ConfigDict, Field
+from pydantic import AfterValidator, BaseModel, BeforeValidator, ConfigDict, Field
 from pydantic.alias_generators import to_camel
 
 from components.k8s.facts import DEFAULT_CALICO_VERSION, DNS_LABEL, DNS_SUBDOMAIN, SUPPORTED_KUBERNETES_MINORS
@@ -136,6 +136,13 @@ def _ssh_public_key(value: str) -> str:
     return value
 
 
+def _written_as_text(value: Any) -> Any:
+    """Addresses and ranges as text only: pydantic would read `12` or `true` as 0.0.0.12 or 0.0.0.1."""
+    if not isinstance(value, str | IPv4Address | IPv4Network):
+        raise ValueError(f"{value!r} is not an address; write it like 10.10.0.5 or, for a range, 10.10.0.0/24")
+    return value
+
+
 def _dvs_version(value: str) -> str:
     if value not in DVS_VERSIONS:
         raise ValueError(
@@ -201,6 +208,8 @@ PinnedImage = Annotated[str, AfterValidator(_pinned_image)]
 Quantity = Annotated[str, AfterValidator(_quantity)]
 NonEmpty = Annotated[str, Field(min_length=1)]
 DnsSubdomain = Annotated[str, AfterValidator(_dns_subdomain)]
+Address = Annotated[IPv4Address, BeforeValidator(_written_as_text)]
+Network = Annotated[IPv4Network, BeforeValidator(_written_as_text)]
 HostOrIp = Annotated[str, AfterValidator(_host_or_ip)]
 Vmnic = Annotated[str, AfterValidator(_vmnic)]
 PciId = Annotated[str, AfterValidator(_pci_id)]
@@ -251,7 +260,7 @@ class GpuHost(Model):
     """The host's name in vCenter."""
     rdma_vmnics: list[Vmnic]
     """The RDMA uplink; exactly one, because PVRDMA does not support NIC teaming."""
-    vmknic_ip: IPv4Address
+    vmknic_ip: Address
     """Static address of this host's PVRDMA VMkernel adapter on the RDMA subnet."""
 
 
@@ -268,10 +277,10 @@ class RdmaNetwork(Model):
     the management network."""
     vlan_id: int = Field(default=0, ge=0, le=4094)
     """VLAN of the PVRDMA port group; default 0 (untagged). Written without leading zeros."""
-    subnet: IPv4Network
+    subnet: Network
     """RDMA subnet (network address, e.g. 192.168.0.0/24): the hosts' vmknics and the workers'
     PVRDMA NICs get static addresses from it."""
-    gateway: IPv4Address | None = None
+    gateway: Address | None = None
     """Gateway on the RDMA subnet; default none (RoCE traffic stays inside the subnet)."""
     mtu: int = Field(default=9000, ge=1280, le=9000)
     """Switch MTU; 9000 (jumbo frames) is what RoCE wants, and the policy pack refuses less."""
@@ -286,11 +295,11 @@ class ManagementNetwork(Model):
 
     network_name: NonEmpty
     """Existing port group name for management traffic."""
-    subnet: IPv4Network
+    subnet: Network
     """Management subnet (network address); every node's `managementIp` is inside it."""
-    gateway: IPv4Address
+    gateway: Address
     """Default gateway of the nodes."""
-    dns_servers: list[IPv4Address] = Field(min_length=1)
+    dns_servers: list[Address] = Field(min_length=1)
     """DNS servers of the nodes (one to three; the resolver reads no more), reachable during
     bootstrap: not loopback, not inside the pod or service range."""
     dns_domain: DnsSubdomain
@@ -307,9 +316,9 @@ class HostGraphics(Model):
 class NodeSpec(Model):
     name: DnsLabel
     """Short node name; the VM is named `<vm.namePrefix>-<name>` and the Kubernetes node `<name>`."""
-    management_ip: IPv4Address
+    management_ip: Address
     """Static address of the node's management NIC, inside `managementNetwork.subnet`."""
-    rdma_ip: IPv4Address | None = None
+    rdma_ip: Address | None = None
     """Address of the PVRDMA NIC (GPU workers only)."""
     host: str | None = None
     """ESXi host of a GPU worker: with `placement: vm-host-rules` it is pinned there by a mandatory
@@ -373,10 +382,10 @@ class KubernetesSettings(Model):
     `vsphere-gpu-cluster:kubeconfig` (the VMs are still built, but not joined)."""
     version: KubernetesVersion = "1.34.2"
     """Kubernetes release of the bootstrap (quote it: `"1.34.2"`); supported minors 1.32-1.35."""
-    pod_cidr: IPv4Network = IPv4Network("10.244.0.0/16")
+    pod_cidr: Network = IPv4Network("10.244.0.0/16")
     """Pod network (kubeadm `podSubnet`, Calico's pool); default 10.244.0.0/16. At most a /24 (each
     node gets a /24 from it) and large enough for a /24 per node."""
-    service_cidr: IPv4Network = IPv4Network("10.96.0.0/12")
+    service_cidr: Network = IPv4Network("10.96.0.0/12")
     """Service network; default 10.96.0.0/12, the largest kube-apiserver accepts. Needs room for
     the cluster DNS service at its 10th address (a /28 or larger)."""
     control_plane_endpoint: HostOrIp | None = None
