@@ -46,6 +46,17 @@ class Unparsed:
         return f"<unparsed {self.where}>"
 
 
+def has_unparsed(value: Any) -> bool:
+    """Whether anything inside `value` (a model, list or scalar) did not parse."""
+    if isinstance(value, Unparsed):
+        return True
+    if isinstance(value, BaseModel):
+        return any(has_unparsed(getattr(value, name)) for name in type(value).model_fields)
+    if isinstance(value, list):
+        return any(has_unparsed(item) for item in value)
+    return False
+
+
 def salvage(model: type[BaseModel], raw: Any, where: tuple[str | int, ...] = ()) -> Any:
     """`model` validated from `raw`, with `Unparsed` wherever a value failed; never raises."""
     try:

@@ -16,7 +16,7 @@ from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-from stacks.environment.partial import UnparsedValue
+from stacks.environment.partial import UnparsedValue, has_unparsed
 
 if TYPE_CHECKING:
     from stacks.environment.model import Environment
@@ -44,8 +44,18 @@ Rule = Callable[["Environment"], Iterator[Problem]]
 RULES: list[Rule] = []
 
 
+BACKSTOPS: list[Rule] = []
+"""Rules that call a component's own check (rules_components); their problems show only where no
+rule reported the same key, so a user sees each mistake once, with the rule's clearer message."""
+
+
 def rule(fn: Rule) -> Rule:
     RULES.append(fn)
+    return fn
+
+
+def backstop(fn: Rule) -> Rule:
+    BACKSTOPS.append(fn)
     return fn
 
 
@@ -58,4 +68,16 @@ def run_rule(fn: Rule, env: Environment) -> list[Problem]:
 
 
 def check(env: Environment) -> list[Problem]:
-    return [problem for each in RULES for problem in run_rule(each, env)]
+    problems = [problem for each in RULES for problem in run_rule(each, env)]
+    if has_unparsed(env):
+        # Components' checks take plain values only; the rules above have said what they can.
+        return problems
+    reported = {p.path for p in problems}
+    for each in BACKSTOPS:
+        problems += [p for p in run_rule(each, env) if not _covered(p.path, reported)]
+    return problems
+
+
+def _covered(path: Path, reported: set[Path]) -> bool:
+    """Whether a rule already reported this key, a key inside it, or the key holding it."""
+    return any(path[: len(other)] == other or other[: len(path)] == path for other in reported)

@@ -12,9 +12,9 @@ from collections.abc import Iterator
 from ipaddress import IPv4Address, IPv4Network
 
 from stacks.environment.model import Environment, NodePool
-from stacks.environment.registry import RULES, Path, Problem, Rule, check, format_path, rule, run_rule
+from stacks.environment.registry import BACKSTOPS, RULES, Path, Problem, Rule, check, format_path, rule, run_rule
 
-__all__ = ["RULES", "Path", "Problem", "Rule", "check", "format_path", "rule", "run_rule"]
+__all__ = ["BACKSTOPS", "RULES", "Path", "Problem", "Rule", "check", "format_path", "rule", "run_rule"]
 
 
 def _pools(env: Environment) -> list[tuple[str, NodePool]]:
@@ -228,4 +228,4 @@ def slots_fit_gpus(env: Environment) -> Iterator[Problem]:
 
 
 # The other subjects register their rules on import; importing this module brings in all of them.
-from stacks.environment import rules_kubernetes, rules_software, rules_vsphere  # noqa: E402, F401
+from stacks.environment import rules_components, rules_kubernetes, rules_software, rules_vsphere  # noqa: E402, F401

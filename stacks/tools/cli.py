@@ -26,7 +26,7 @@ def stack_file(stack: str, file: str | None) -> Path:
 
 def cmd_validate(args: argparse.Namespace) -> int:
     path = stack_file(args.stack, args.file)
-    _, env = check_stack_file(path)
+    _, env = check_stack_file(path, args.stack)
     workers, hosts = len(env.gpu_workers.nodes), len(env.hosts)
     print(
         f"{path.name}: valid: environment {env.name!r}, {hosts} GPU hosts, "
@@ -42,7 +42,7 @@ def cmd_plan(args: argparse.Namespace) -> int:
     path = stack_file(args.stack, args.file)
     out_dir = Path(args.out)
     graph = Path(args.graph) if args.graph else None
-    view, _ = check_stack_file(path)  # every problem, cross-stack collisions included, before planning
+    view, _ = check_stack_file(path, args.stack)  # every problem, cross-stack collisions included, before planning
     result = plan_stack(view, stack=args.stack, out_dir=out_dir, graph_file=graph)
     print(summary_tree(result.run))
     print(

@@ -60,6 +60,15 @@ def test_the_shipped_stacks_do_not_collide_with_each_other(cli: Cli, root: Path,
         assert result.returncode == 0, result.stderr
 
 
+def test_prod_without_protection_is_refused_before_the_policy_pack_does(cli: Cli, root: Path, tmp_path: Path) -> None:
+    stack = tmp_path / "Pulumi.prod.yaml"
+    stack.write_text((root / "Pulumi.prod.yaml").read_text().replace("    protect: true\n", "    protect: false\n"))
+    [line, _] = cli("validate", "prod", "--file", stack).stderr.splitlines()
+    assert line.startswith(f"{E}.protect: false, but the policy pack requires protection here")
+    stack.rename(tmp_path / "Pulumi.qa.yaml")  # the same file as another stack: no protection required
+    assert cli("validate", "qa", "--file", tmp_path / "Pulumi.qa.yaml").returncode == 0
+
+
 def test_field_errors_and_rule_errors_come_in_one_pass(cli: Cli, root: Path, tmp_path: Path) -> None:
     text = (root / "Pulumi.dev.yaml").read_text()
     text = text.replace("      vlanId: 0\n", "      vlanId: 5000\n")  # a field error
