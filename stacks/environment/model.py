@@ -15,7 +15,7 @@ from typing import Annotated, Literal
 from pydantic import BaseModel, ConfigDict, Field
 from pydantic.alias_generators import to_camel
 
-from components.k8s.facts import DEFAULT_CALICO_VERSION
+from components.k8s.facts import DEFAULT_CALICO_VERSION, DNS_LABEL, DNS_SUBDOMAIN, SUPPORTED_KUBERNETES_MINORS
 from stacks.environment.fields import (
     DVS_VERSIONS,
     HARDWARE_VERSIONS,
@@ -41,11 +41,15 @@ from stacks.environment.fields import (
     vgpu_board_and_series,
 )
 
+# Names defined elsewhere but long importable from here; others' code may still import them.
 __all__ = [
+    "DNS_LABEL",
+    "DNS_SUBDOMAIN",
     "DVS_VERSIONS",
     "HARDWARE_VERSIONS",
     "MIN_CLONE_TIMEOUT_MINUTES",
     "SSH_KEY_TYPES",
+    "SUPPORTED_KUBERNETES_MINORS",
     "Environment",
     "vgpu_board_and_series",
 ]

@@ -45,8 +45,9 @@ RULES: list[Rule] = []
 
 
 BACKSTOPS: list[Rule] = []
-"""Rules that call a component's own check (rules_components); their problems show only where no
-rule reported the same key, so a user sees each mistake once, with the rule's clearer message."""
+"""Rules that call a component's own check (rules_components); they run only when every rule
+passed, so a user sees each mistake once, with the rule's clearer message, and a check that lives
+only in a component still stops `validate`."""
 
 
 def rule(fn: Rule) -> Rule:
@@ -69,15 +70,10 @@ def run_rule(fn: Rule, env: Environment) -> list[Problem]:
 
 def check(env: Environment) -> list[Problem]:
     problems = [problem for each in RULES for problem in run_rule(each, env)]
-    if has_unparsed(env):
-        # Components' checks take plain values only; the rules above have said what they can.
+    if problems or has_unparsed(env):
+        # A backstop is the net under the rules: a component's message about a mistake a rule has
+        # already named (or its consequences) would only repeat it less clearly.
         return problems
-    reported = {p.path for p in problems}
     for each in BACKSTOPS:
-        problems += [p for p in run_rule(each, env) if not _covered(p.path, reported)]
+        problems += run_rule(each, env)
     return problems
-
-
-def _covered(path: Path, reported: set[Path]) -> bool:
-    """Whether a rule already reported this key, a key inside it, or the key holding it."""
-    return any(path[: len(other)] == other or other[: len(path)] == path for other in reported)

@@ -3,8 +3,8 @@
 Every check a component makes on configuration is also a rule with a precise key path (the other
 rule modules). These backstops call the components' public check functions on the values the
 wiring would pass them, so a check a component gains later is refused by `validate` too, before any
-resource is registered, even before someone writes its rule. A backstop's problem is shown only
-when no rule already reported that key (`registry.check`).
+resource is registered, even before someone writes its rule. Backstops run only when no rule found a
+problem (`registry.check`).
 """
 
 from __future__ import annotations
