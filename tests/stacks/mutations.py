@@ -15,7 +15,7 @@ from collections.abc import Iterator
 from ipaddress import IPv4Address, IPv4Network
 from typing import Any, Literal
 
-from annotated_types import Ge, Le, MinLen
+from annotated_types import Ge, Le
 from pydantic import BaseModel
 from pydantic.fields import FieldInfo
 
@@ -218,4 +218,4 @@ def pairs(mutations: list[Mutation], count: int, seed: int) -> list[tuple[Mutati
     return [(rng.choice(mutations), rng.choice(mutations)) for _ in range(count)]
 
 
-__all__ = ["REMOVE", "MinLen", "all_mutations", "apply", "leaf_mutations", "pairs"]
+__all__ = ["REMOVE", "all_mutations", "apply", "leaf_mutations", "pairs"]
