@@ -73,6 +73,7 @@ def scaled_environment(base: dict[str, Any], workers: int) -> dict[str, Any]:
 
     rdma_subnet = widen_to_fit(IPv4Network(rdma["subnet"]), [*vmknics, *rdma_ips, *rdma_taken])
     mgmt_subnet = widen_to_fit(IPv4Network(mgmt["subnet"]), [*mgmt_ips, *mgmt_taken])
+    _widen_pod_cidr(env, workers + len(env["controlPlane"]["nodes"]))
     _check_disjoint(env, workers, rdma_subnet, mgmt_subnet)
 
     rdma["subnet"] = str(rdma_subnet)
@@ -87,6 +88,17 @@ def scaled_environment(base: dict[str, Any], workers: int) -> dict[str, Any]:
         for i, (m, r, host) in enumerate(zip(mgmt_ips, rdma_ips, host_names, strict=True), start=1)
     ]
     return env
+
+
+def _widen_pod_cidr(env: dict[str, Any], nodes: int) -> None:
+    """kube-controller-manager gives each node a /24 of the pod range (validate checks it): widen
+    the range until it holds one per node."""
+    kubernetes = env.setdefault("kubernetes", {})
+    pods = IPv4Network(kubernetes.get("podCidr", "10.244.0.0/16"))
+    while pods.prefixlen > 0 and 2 ** max(0, 24 - pods.prefixlen) < nodes:
+        pods = pods.supernet()
+    if str(pods) != kubernetes.get("podCidr", "10.244.0.0/16"):
+        kubernetes["podCidr"] = str(pods)
 
 
 def _check_disjoint(env: dict[str, Any], workers: int, rdma: IPv4Network, mgmt: IPv4Network) -> None:

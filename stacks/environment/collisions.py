@@ -9,6 +9,7 @@ validated environments; `stack_files`/`load_others` read the project's other sta
 
 from __future__ import annotations
 
+import json
 from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass
 from ipaddress import IPv4Address
@@ -17,8 +18,9 @@ from pathlib import Path
 import pydantic
 
 from components.vsphere.first_boot import static_mac
-from stacks.environment.loader import ENVIRONMENT_KEY, InvalidEnvironment, read_stack_file
+from stacks.environment.loader import ENVIRONMENT_KEY, ConfigView, InvalidEnvironment, read_stack_file
 from stacks.environment.model import Environment
+from stacks.environment.partial import UnparsedValue
 from stacks.environment.rules import Path as KeyPath
 from stacks.environment.rules import format_path
 
@@ -51,40 +53,62 @@ def _mgmt_macs(env: Environment) -> dict[str, tuple[str, int, IPv4Address]]:
     }
 
 
-def collisions(new_file: str, env: Environment, vcenter_server: str | None, others: Iterable[OtherStack]) -> list[str]:
-    """Every way `env` would collide with another environment, each naming both files and the key."""
-    return [problem for other in others for problem in _collide(new_file, env, vcenter_server, other)]
+def collisions(
+    new_file: str, env: Environment, vcenter_server: str | None, others: Iterable[OtherStack], *, for_clone: bool = True
+) -> list[str]:
+    """Every way `env` would collide with another environment, each naming the other file and the key.
+
+    For `clone` (default) each line starts with the new file's name and ends with the option that
+    fixes it; for `validate` (`for_clone=False`) each line starts with the key path, as every other
+    problem `validate` prints, and says what to change in the file.
+    """
+    lines = []
+    for other in others:
+        try:
+            found = list(_collide(env, vcenter_server, other))
+        except UnparsedValue:  # a value this depends on did not parse; that is reported already
+            continue
+        for path, message, option in found:
+            where = format_path(ENVIRONMENT_KEY, path)
+            if for_clone:
+                lines.append(f"{new_file} {where}: collides with {other.file}: {message}; {option}")
+            else:
+                lines.append(f"{where}: collides with {other.file}: {message}; give this environment its own")
+    return lines
 
 
-def _collide(new_file: str, env: Environment, server: str | None, other: OtherStack) -> Iterator[str]:
+Clash = tuple[KeyPath, str, str]
+"""Key path, what collides, and the `clone` option that fixes it."""
+
+
+def _collide(env: Environment, server: str | None, other: OtherStack) -> Iterator[Clash]:
     theirs = other.env
-
-    def clash(path: KeyPath, message: str) -> str:
-        return f"{new_file} {format_path(ENVIRONMENT_KEY, path)}: collides with {other.file}: {message}"
-
     net, their_net = env.rdma_network, theirs.rdma_network
     same_switch = net.switch_name == their_net.switch_name
     if same_switch:
-        yield clash(("rdmaNetwork", "switchName"), f"switch {net.switch_name!r} is already used; pass --switch-name")
+        yield ("rdmaNetwork", "switchName"), f"switch {net.switch_name!r} is already used", "pass --switch-name"
         if net.port_group_name == their_net.port_group_name:
-            yield clash(
+            yield (
                 ("rdmaNetwork", "portGroupName"),
-                f"port group {net.port_group_name!r} on switch {net.switch_name!r} already exists; pass --port-group-name",
+                f"port group {net.port_group_name!r} on switch {net.switch_name!r} already exists",
+                "pass --port-group-name",
             )
         if net.vlan_id == their_net.vlan_id:
-            yield clash(
+            yield (
                 ("rdmaNetwork", "vlanId"),
-                f"VLAN {net.vlan_id} on switch {net.switch_name!r} is already used; pass another --vlan",
+                f"VLAN {net.vlan_id} on switch {net.switch_name!r} is already used",
+                "pass another --vlan",
             )
     if env.vm.name_prefix == theirs.vm.name_prefix:
-        yield clash(("vm", "namePrefix"), f"VM name prefix {env.vm.name_prefix!r} is already used; pass --name-prefix")
+        yield ("vm", "namePrefix"), f"VM name prefix {env.vm.name_prefix!r} is already used", "pass --name-prefix"
     if env.vcenter.folder.strip("/") == theirs.vcenter.folder.strip("/"):
-        yield clash(("vcenter", "folder"), f"VM folder {env.vcenter.folder!r} is already used; pass --folder")
+        yield ("vcenter", "folder"), f"VM folder {env.vcenter.folder!r} is already used", "pass --folder"
     endpoint = env.kubernetes.control_plane_endpoint
     if endpoint is not None and endpoint == theirs.kubernetes.control_plane_endpoint:
-        yield clash(
+        yield (
             ("kubernetes", "controlPlaneEndpoint"),
-            f"{endpoint!r} is already another cluster's API endpoint; pass --control-plane-endpoint",
+            f"{endpoint!r} is already another cluster's API endpoint",
+            "pass --control-plane-endpoint",
         )
     # Unknown vCenter (server left to VSPHERE_SERVER) on either side: assume the same one.
     if server is None or other.vcenter_server is None or server == other.vcenter_server:
@@ -97,9 +121,10 @@ def _collide(new_file: str, env: Environment, server: str | None, other: OtherSt
             for their_key, their_subnet in their_ranges:
                 if subnet.overlaps(their_subnet):
                     option = "--rdma-subnet" if path[0] == "rdmaNetwork" else "--mgmt-subnet"
-                    yield clash(
+                    yield (
                         path,
-                        f"{subnet} overlaps {their_key} {their_subnet} on the same vCenter; pass another {option}",
+                        f"{subnet} overlaps {their_key} {their_subnet} on the same vCenter",
+                        f"pass another {option}",
                     )
         if env.management_network.network_name == theirs.management_network.network_name:
             # The MACs are derived from the low 21 bits of the address, so two subnets that agree
@@ -108,29 +133,42 @@ def _collide(new_file: str, env: Environment, server: str | None, other: OtherSt
             for mac, (pool_key, j, address) in _mgmt_macs(env).items():
                 if mac in their_macs:
                     their_pool, their_j, their_address = their_macs[mac]
-                    yield clash(
+                    yield (
                         (pool_key, "nodes", j, "managementIp"),
                         f"{address} gets MAC {mac}, the MAC of {their_pool}.nodes[{their_j}] ({their_address}) on the "
-                        f"same network {env.management_network.network_name!r}; pick a --mgmt-subnet that differs "
-                        "in the last 21 address bits",
+                        f"same network {env.management_network.network_name!r}",
+                        "pick a --mgmt-subnet that differs in the last 21 address bits",
                     )
     their_claims = _claimed_hosts(theirs)
     for host_name, j in _claimed_hosts(env).items():
         if host_name in their_claims:
-            yield clash(
+            yield (
                 ("gpuWorkers", "nodes", j, "host"),
                 f"ESXi host {host_name!r} is already claimed by gpuWorkers.nodes[{their_claims[host_name]}] (strict "
-                "vm-host-rules placement); map it to another host with --host-map OLD=NEW",
+                "vm-host-rules placement)",
+                "map it to another host with --host-map OLD=NEW",
             )
-    their_uplinks = {(h.name, vmnic) for h in theirs.hosts for vmnic in h.rdma_vmnics}
+    their_uplinks = {(h.name.casefold(), vmnic) for h in theirs.hosts for vmnic in h.rdma_vmnics}
     for i, host in enumerate(env.hosts):
         for vmnic in host.rdma_vmnics:
-            if (host.name, vmnic) in their_uplinks:
-                yield clash(
+            if (host.name.casefold(), vmnic) in their_uplinks:
+                yield (
                     ("hosts", i, "rdmaVmnics"),
                     f"{vmnic} of {host.name!r} is already the RDMA uplink of another distributed switch (a vmnic "
-                    "belongs to one switch); map the host with --host-map OLD=NEW",
+                    "belongs to one switch)",
+                    "map the host with --host-map OLD=NEW",
                 )
+
+
+def cross_stack_problems(path: Path, view: ConfigView, env: Environment) -> list[str]:
+    """What `validate` says about `env` (from the file at `path`) against the other stack files
+    beside it: the same collisions `clone` refuses. Other files that do not parse are skipped here
+    (their own `validate` reports them)."""
+    here = path.resolve()
+    files = {stack: p for stack, p in stack_files(path.parent).items() if p.resolve() != here}
+    others, _ = load_others(files, exclude=())
+    server = view.values.get(VCENTER_SERVER_KEY)
+    return collisions(path.name, env, str(server) if server else None, others, for_clone=False)
 
 
 def stack_files(project_dir: Path) -> dict[str, Path]:
@@ -152,8 +190,9 @@ def load_others(files: Mapping[str, Path], exclude: Iterable[str]) -> tuple[list
             continue
         try:
             view = read_stack_file(path)
-            env = Environment.model_validate(view.values.get(ENVIRONMENT_KEY))
-        except (InvalidEnvironment, pydantic.ValidationError):
+            raw = view.values.get(ENVIRONMENT_KEY)
+            env = Environment.model_validate(json.loads(raw) if isinstance(raw, str) else raw)
+        except (InvalidEnvironment, pydantic.ValidationError, ValueError):
             problems.append(
                 f"{path.name}: not a valid environment, so a clone cannot be checked against it; "
                 f"fix it first (`python -m stacks validate {stack}`)"

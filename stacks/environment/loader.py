@@ -7,7 +7,9 @@ key's plain value, or only the fact that it is a secret (offline, `secure:` valu
 
 from __future__ import annotations
 
+import contextlib
 import json
+import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -17,7 +19,9 @@ import pydantic
 import yaml
 
 from stacks.environment import rules
+from stacks.environment.hints import describe_validation_error, yaml_hint
 from stacks.environment.model import Environment
+from stacks.environment.partial import UnparsedValue, salvage
 from stacks.environment.rules import Problem
 
 PROJECT = "vsphere-gpu-cluster"
@@ -42,6 +46,9 @@ class ConfigView:
 
     values: Mapping[str, Any]
     secret_keys: frozenset[str] = field(default_factory=frozenset)
+    problems: tuple[str, ...] = ()
+    """Problems found while reading the file that still let it be read (numbers YAML reads
+    differently from how they look); reported with everything else."""
 
     def has(self, key: str) -> bool:
         return key in self.values or key in self.secret_keys
@@ -52,9 +59,7 @@ def read_stack_file(path: Path) -> ConfigView:
     try:
         text = path.read_text(encoding="utf-8")
     except FileNotFoundError:
-        raise InvalidEnvironment(
-            [f"{path}: no such stack file; create it with `pulumi stack init` or pass --file"]
-        ) from None
+        raise InvalidEnvironment([f"{path}: no such stack file; {_existing_stacks_hint(path)}"]) from None
     except OSError as error:
         raise InvalidEnvironment([f"{path}: cannot be read ({error.strerror})"]) from None
     try:
@@ -63,7 +68,8 @@ def read_stack_file(path: Path) -> ConfigView:
         where = getattr(error, "problem_mark", None)
         line = f" at line {where.line + 1}, column {where.column + 1}" if where else ""
         reason = getattr(error, "problem", None) or "syntax error"
-        raise InvalidEnvironment([f"{path}: not valid YAML{line}: {reason}"]) from None
+        hint = yaml_hint(text, error)
+        raise InvalidEnvironment([f"{path}: not valid YAML{line}: {reason}{hint}"]) from None
     if document is None:
         document = {}
     if not isinstance(document, dict):
@@ -80,7 +86,75 @@ def read_stack_file(path: Path) -> ConfigView:
             secret_keys.add(str(key))
         else:
             values[str(key)] = value
-    return ConfigView(values=values, secret_keys=frozenset(secret_keys))
+    problems = []
+    for where, number in _ambiguous_numbers(values, ()):
+        key, *rest = where
+        root = str(key)
+        problems.append(f"{rules.format_path(root, rest)}: {number.explain()}")
+    return ConfigView(
+        values=_as_written(values), secret_keys=frozenset(secret_keys), problems=tuple(problems)
+    )
+
+
+def _existing_stacks_hint(path: Path) -> str:
+    found = sorted(p.name[len("Pulumi.") : -len(".yaml")] for p in path.parent.glob("Pulumi.*.yaml"))
+    if path.name.startswith("Pulumi.") and found:
+        return f"the stacks in {path.parent} are: {', '.join(found)} (or create it with `pulumi stack init`, or pass --file)"
+    return "create it with `pulumi stack init` or pass --file"
+
+
+class AmbiguousInt(int):
+    """An integer YAML 1.1 reads differently from YAML 1.2 (and from how a person reads it)."""
+
+    raw: str
+
+    def explain(self) -> str:
+        text = self.raw
+        if ":" in text:
+            return (
+                f"{text} is read by YAML 1.1 as the base-60 number {int(self)}; quote it if it is text, "
+                "or write the number you mean"
+            )
+        if "_" in text:
+            return f"{text} is read as {int(self)} by YAML 1.1 but as text by YAML 1.2; write it without '_'"
+        decimal = int(text.replace("_", ""), 10)
+        return (
+            f"{text} is written with a leading zero, which YAML 1.1 (what PyYAML and older tools read) takes as "
+            f"octal {int(self)}, and YAML 1.2 as {decimal}; write {decimal} without the leading zero"
+        )
+
+
+_AMBIGUOUS_INT = re.compile(r"^[-+]?(0[0-9_]+|[0-9][0-9_]*(:[0-5]?[0-9])+|[0-9]+_[0-9_]*)$")
+
+
+def _construct_int(loader: yaml.SafeLoader, node: yaml.ScalarNode) -> int:
+    value = yaml.SafeLoader.construct_yaml_int(loader, node)
+    if _AMBIGUOUS_INT.match(node.value):
+        number = AmbiguousInt(value)
+        number.raw = node.value
+        return number
+    return value
+
+
+def _ambiguous_numbers(value: Any, where: tuple[Any, ...]) -> list[tuple[tuple[Any, ...], AmbiguousInt]]:
+    if isinstance(value, AmbiguousInt):
+        return [(where, value)]
+    if isinstance(value, dict):
+        return [found for k, v in value.items() for found in _ambiguous_numbers(v, (*where, k))]
+    if isinstance(value, list):
+        return [found for i, v in enumerate(value) for found in _ambiguous_numbers(v, (*where, i))]
+    return []
+
+
+def _as_written(value: Any) -> Any:
+    """Ambiguous integers as the text the user wrote (the problem is reported; the checks go on)."""
+    if isinstance(value, AmbiguousInt):
+        return value.raw
+    if isinstance(value, dict):
+        return {k: _as_written(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [_as_written(v) for v in value]
+    return value
 
 
 class _StrictLoader(yaml.SafeLoader):
@@ -100,11 +174,24 @@ def _construct_mapping_without_duplicates(loader: _StrictLoader, node: yaml.Mapp
 
 
 _StrictLoader.add_constructor(yaml.resolver.BaseResolver.DEFAULT_MAPPING_TAG, _construct_mapping_without_duplicates)
+_StrictLoader.add_constructor("tag:yaml.org,2002:int", _construct_int)
 
 
-def load_environment(view: ConfigView) -> Environment:
-    """Validate everything about the stack's config; raise `InvalidEnvironment` with all problems."""
-    problems = _config_key_problems(view)
+@dataclass(frozen=True)
+class Inspection:
+    """Everything `validate` learns from a stack's config in one pass."""
+
+    env: Environment | None
+    """The environment, when it has no problem at all."""
+    partial: Any
+    """As much of the environment as parsed (`Unparsed` where a value failed), or None when the
+    environment key itself is unusable; rules and cross-stack checks run on it."""
+    problems: list[str]
+
+
+def inspect_environment(view: ConfigView) -> Inspection:
+    """Every problem with the stack's config: field errors and every rule that can still run."""
+    problems = list(view.problems) + _config_key_problems(view)
     raw = view.values.get(ENVIRONMENT_KEY)
     if isinstance(raw, str):
         # Inside the Pulumi runtime, structured config arrives as a JSON string.
@@ -112,25 +199,36 @@ def load_environment(view: ConfigView) -> Environment:
             raw = json.loads(raw)
         except json.JSONDecodeError:
             problems.append(f"{ENVIRONMENT_KEY}: must be a structured object (YAML mapping), not a string")
-            raise InvalidEnvironment(problems) from None
+            return Inspection(None, None, problems)
     if raw is None and ENVIRONMENT_KEY in view.secret_keys:
         problems.append(f"{ENVIRONMENT_KEY}: stored as a secret; the environment is plain configuration (keep secrets in their own keys)")
-        raise InvalidEnvironment(problems)
+        return Inspection(None, None, problems)
     if raw is None:
         problems.append(
             f"{ENVIRONMENT_KEY}: missing; every stack describes its environment under this key (see Pulumi.dev.yaml)"
         )
-        raise InvalidEnvironment(problems)
+        return Inspection(None, None, problems)
+    env: Environment | None
     try:
         env = Environment.model_validate(raw)
+        partial: Any = env
     except pydantic.ValidationError as error:
-        problems.extend(_describe(error))
-        raise InvalidEnvironment(problems) from None
-    problems.extend(p.render(ENVIRONMENT_KEY) for p in rules.check(env))
-    problems.extend(_secret_presence_problems(env, view))
-    if problems:
-        raise InvalidEnvironment(problems)
-    return env
+        problems.extend(describe_validation_error(error, ENVIRONMENT_KEY, raw))
+        env = None
+        partial = salvage(Environment, raw) if isinstance(raw, dict) else None
+    if partial is not None:
+        problems.extend(p.render(ENVIRONMENT_KEY) for p in rules.check(partial))
+        with contextlib.suppress(UnparsedValue):
+            problems.extend(_secret_presence_problems(partial, view))
+    return Inspection(env if not problems else None, partial, problems)
+
+
+def load_environment(view: ConfigView) -> Environment:
+    """Validate everything about the stack's config; raise `InvalidEnvironment` with all problems."""
+    inspection = inspect_environment(view)
+    if inspection.problems or inspection.env is None:
+        raise InvalidEnvironment(inspection.problems)
+    return inspection.env
 
 
 def _config_key_problems(view: ConfigView) -> list[str]:
@@ -153,35 +251,22 @@ def _secret_presence_problems(env: Environment, view: ConfigView) -> list[str]:
             f"{KUBECONFIG_KEY}: missing; kubernetes.mode 'existing' needs the cluster's kubeconfig: "
             f"`pulumi config set --secret {KUBECONFIG_KEY} < kubeconfig`"
         )
+    if env.kubernetes.mode == "bootstrap" and view.has(KUBECONFIG_KEY):
+        problems.append(
+            f"{KUBECONFIG_KEY}: is ignored with kubernetes.mode 'bootstrap' (the stack builds its own cluster and "
+            f"its own kubeconfig); remove it (`pulumi config rm {KUBECONFIG_KEY}`) or set kubernetes.mode: existing"
+        )
+    if env.gpu.mode == "device-plugin" and view.has(LICENSE_TOKEN_KEY):
+        problems.append(
+            f"{LICENSE_TOKEN_KEY}: is ignored with gpu.mode 'device-plugin' (only the GPU Operator licenses the "
+            f"guest driver); remove it (`pulumi config rm {LICENSE_TOKEN_KEY}`) or set gpu.mode: gpu-operator"
+        )
     if env.gpu.mode == "gpu-operator" and not view.has(LICENSE_TOKEN_KEY):
         problems.append(
             f"{LICENSE_TOKEN_KEY}: missing; gpu.mode 'gpu-operator' needs the NLS client configuration token: "
             f"`pulumi config set --secret {LICENSE_TOKEN_KEY} < client_configuration_token.tok`"
         )
     return problems
-
-
-_FIXES = {
-    "extra_forbidden": "unknown key; remove it or fix its spelling",
-    "missing": "required key is missing; add it",
-}
-
-
-def _describe(error: pydantic.ValidationError) -> list[str]:
-    lines = []
-    for item in error.errors(include_url=False):
-        path = rules.format_path(ENVIRONMENT_KEY, item["loc"])
-        message = _FIXES.get(item["type"])
-        if message is None:
-            message = str(item["msg"])
-            if message.startswith("Value error, "):
-                message = message[len("Value error, ") :]
-            if item["type"] != "value_error" and not isinstance(item.get("input"), dict | list | None):
-                message = f"{message} (got {item['input']!r})"
-        if item["type"] == "extra_forbidden" and len(item["loc"]) > 0:
-            message = f"{message}; see `python -m stacks schema` for the keys allowed here"
-        lines.append(f"{path}: {message}")
-    return lines
 
 
 def config_for_runtime(view: ConfigView, secret_placeholder: str) -> tuple[dict[str, str], list[str]]:

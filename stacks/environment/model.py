@@ -9,81 +9,53 @@ exact key path it is about.
 
 from __future__ import annotations
 
-import re
-from ipaddress import IPv4Address, IPv4Network
+from ipaddress import IPv4Network
 from typing import Annotated, Literal
 
-from pydantic import AfterValidator, BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field
 from pydantic.alias_generators import to_camel
 
-from components.k8s.facts import DEFAULT_CALICO_VERSION, DNS_LABEL, SUPPORTED_KUBERNETES_MINORS
+from components.k8s.facts import DEFAULT_CALICO_VERSION, DNS_LABEL, DNS_SUBDOMAIN, SUPPORTED_KUBERNETES_MINORS
+from stacks.environment.fields import (
+    DVS_VERSIONS,
+    HARDWARE_VERSIONS,
+    MIN_CLONE_TIMEOUT_MINUTES,
+    SSH_KEY_TYPES,
+    Address,
+    CloneTimeout,
+    DnsLabel,
+    DnsSubdomain,
+    DvsVersion,
+    EnvName,
+    HardwareVersion,
+    HostOrIp,
+    KubernetesVersion,
+    ManifestUrl,
+    Network,
+    NonEmpty,
+    PciId,
+    PinnedImage,
+    Quantity,
+    RdmaResourceName,
+    SshPublicKey,
+    VgpuProfile,
+    Vmnic,
+    vgpu_board_and_series,
+)
 
-# NVIDIA vGPU type names as vSphere lists them: grid_<board>-<framebuffer GB><series>, with an
-# optional MIG slice count for A100/H100-class boards (grid_a100-3-20c). Series: A (app streaming),
-# B (virtual PC), C (compute: what training needs), Q (workstation).
-_VGPU_PROFILE = re.compile(r"^grid_[a-z0-9]+(-[0-9]+)?-[0-9]+[abcq]$")
-_K8S_VERSION = re.compile(r"^1\.(\d+)\.(\d+)$")
-_TAG = re.compile(r"^[A-Za-z0-9_][A-Za-z0-9_.-]{0,127}$")
-_DIGEST = re.compile(r"^sha256:[a-f0-9]{64}$")
-_QUANTITY = re.compile(r"^[0-9]+(\.[0-9]+)?(Ki|Mi|Gi|Ti|K|M|G|T)?$")
+# Names defined elsewhere but long importable from here; others' code may still import them.
+__all__ = [
+    "DNS_LABEL",
+    "DNS_SUBDOMAIN",
+    "DVS_VERSIONS",
+    "HARDWARE_VERSIONS",
+    "MIN_CLONE_TIMEOUT_MINUTES",
+    "SSH_KEY_TYPES",
+    "SUPPORTED_KUBERNETES_MINORS",
+    "Environment",
+    "vgpu_board_and_series",
+]
 
-
-
-def _dns_label(value: str) -> str:
-    if not DNS_LABEL.match(value):
-        raise ValueError(
-            f"{value!r} is not a valid name: use lowercase letters, digits and '-', "
-            "starting and ending with a letter or digit, at most 63 characters"
-        )
-    return value
-
-
-def _vgpu_profile(value: str) -> str:
-    if not _VGPU_PROFILE.match(value):
-        raise ValueError(
-            f"{value!r} is not an NVIDIA vGPU profile name; expected the form vSphere lists, "
-            "e.g. grid_t4-16c or grid_a100-3-20c (lowercase, 'grid_' prefix)"
-        )
-    return value
-
-
-def _kubernetes_version(value: str) -> str:
-    match = _K8S_VERSION.match(value)
-    if not match:
-        raise ValueError(f"{value!r} is not a Kubernetes version; write it as 1.MINOR.PATCH, e.g. 1.34.2")
-    minor = int(match.group(1))
-    if minor not in SUPPORTED_KUBERNETES_MINORS:
-        raise ValueError(
-            f"Kubernetes 1.{minor} is not supported by the bootstrap; use 1.{SUPPORTED_KUBERNETES_MINORS.start}"
-            f" to 1.{SUPPORTED_KUBERNETES_MINORS.stop - 1}"
-        )
-    return value
-
-
-def _pinned_image(value: str) -> str:
-    """`[registry[:port]/]path[:tag][@sha256:digest]` with a tag other than latest, or a digest."""
-    name, _, digest = value.partition("@")
-    last_segment = name.rsplit("/", 1)[-1]
-    tag = last_segment.partition(":")[2] if ":" in last_segment else ""
-    well_formed = bool(name) and not any(c.isspace() for c in value) and (not digest or _DIGEST.match(digest))
-    pinned = bool(digest) or (bool(_TAG.match(tag)) and tag != "latest")
-    if not (well_formed and pinned and (not tag or _TAG.match(tag))):
-        raise ValueError(f"{value!r} must be pinned to a tag or digest other than 'latest', e.g. repo/image:1.2.3")
-    return value
-
-
-def _quantity(value: str) -> str:
-    if not _QUANTITY.match(value):
-        raise ValueError(f"{value!r} is not a Kubernetes quantity; write e.g. 8Gi or 512Mi")
-    return value
-
-
-DnsLabel = Annotated[str, AfterValidator(_dns_label)]
-VgpuProfile = Annotated[str, AfterValidator(_vgpu_profile)]
-KubernetesVersion = Annotated[str, AfterValidator(_kubernetes_version)]
-PinnedImage = Annotated[str, AfterValidator(_pinned_image)]
-Quantity = Annotated[str, AfterValidator(_quantity)]
-NonEmpty = Annotated[str, Field(min_length=1)]
 
 
 class Model(BaseModel):
@@ -102,8 +74,11 @@ class VcenterInventory(Model):
     """Where in vCenter the environment lives. Names as shown in the vSphere client."""
 
     datacenter: NonEmpty
+    """Datacenter holding the cluster, the hosts and the management network (must exist)."""
     compute_cluster: NonEmpty
+    """DRS cluster of the GPU hosts (must exist); placement rules are created in it."""
     datastore: NonEmpty
+    """Datastore for the VMs' disks (must exist, with room for every full clone)."""
     folder: NonEmpty
     """VM folder path (created by the program), e.g. `gpu-cluster/dev`."""
     resource_pool: str | None = None
@@ -128,9 +103,9 @@ class GpuHost(Model):
 
     name: NonEmpty
     """The host's name in vCenter."""
-    rdma_vmnics: list[NonEmpty]
+    rdma_vmnics: list[Vmnic]
     """The RDMA uplink; exactly one, because PVRDMA does not support NIC teaming."""
-    vmknic_ip: IPv4Address
+    vmknic_ip: Address
     """Static address of this host's PVRDMA VMkernel adapter on the RDMA subnet."""
 
 
@@ -138,15 +113,24 @@ class RdmaNetwork(Model):
     """The distributed switch and port group that carry PVRDMA traffic."""
 
     switch_name: NonEmpty
-    switch_version: str = "8.0.0"
-    """Distributed switch version; every host must be at least this ESXi version."""
+    """Name of the distributed switch the program creates; unique in the datacenter's networks."""
+    switch_version: DvsVersion = "8.0.0"
+    """Distributed switch version (quote it: `"8.0.0"`); every host must be at least this ESXi
+    version. Default 8.0.0; newer versions need newer hosts."""
     port_group_name: NonEmpty
+    """Name of the PVRDMA port group created on the switch; must differ from the switch and from
+    the management network."""
     vlan_id: int = Field(default=0, ge=0, le=4094)
-    subnet: IPv4Network
-    gateway: IPv4Address | None = None
+    """VLAN of the PVRDMA port group; default 0 (untagged). Written without leading zeros."""
+    subnet: Network
+    """RDMA subnet (network address, e.g. 192.168.0.0/24): the hosts' vmknics and the workers'
+    PVRDMA NICs get static addresses from it."""
+    gateway: Address | None = None
+    """Gateway on the RDMA subnet; default none (RoCE traffic stays inside the subnet)."""
     mtu: int = Field(default=9000, ge=1280, le=9000)
-    """Switch MTU; 9000 (jumbo frames) is what RoCE wants."""
+    """Switch MTU; 9000 (jumbo frames) is what RoCE wants, and the policy pack refuses less."""
     vmknic_mtu: int = Field(default=9000, ge=1280, le=9000)
+    """MTU of each host's PVRDMA vmknic and of the workers' PVRDMA NIC; default 9000, at most `mtu`."""
     lldp: Literal["listen", "advertise", "both", "none"] = "both"
     """LLDP on the switch, so the physical switch ports can be traced from vCenter."""
 
@@ -156,10 +140,16 @@ class ManagementNetwork(Model):
 
     network_name: NonEmpty
     """Existing port group name for management traffic."""
-    subnet: IPv4Network
-    gateway: IPv4Address
-    dns_servers: list[IPv4Address] = Field(min_length=1)
-    dns_domain: NonEmpty
+    subnet: Network
+    """Management subnet (network address); every node's `managementIp` is inside it."""
+    gateway: Address
+    """Default gateway of the nodes."""
+    dns_servers: list[Address] = Field(min_length=1)
+    """DNS servers of the nodes (one to three; the resolver reads no more), reachable during
+    bootstrap: not loopback, not inside the pod or service range."""
+    dns_domain: DnsSubdomain
+    """DNS domain of the nodes (their search domain; FQDN `<node>.<dnsDomain>`); lowercase, and not
+    the cluster's own domain `cluster.local`."""
 
 
 class HostGraphics(Model):
@@ -171,8 +161,9 @@ class HostGraphics(Model):
 class NodeSpec(Model):
     name: DnsLabel
     """Short node name; the VM is named `<vm.namePrefix>-<name>` and the Kubernetes node `<name>`."""
-    management_ip: IPv4Address
-    rdma_ip: IPv4Address | None = None
+    management_ip: Address
+    """Static address of the node's management NIC, inside `managementNetwork.subnet`."""
+    rdma_ip: Address | None = None
     """Address of the PVRDMA NIC (GPU workers only)."""
     host: str | None = None
     """ESXi host of a GPU worker: with `placement: vm-host-rules` it is pinned there by a mandatory
@@ -181,16 +172,25 @@ class NodeSpec(Model):
 
 class NodePool(Model):
     vcpus: int = Field(default=4, ge=1, le=768)
+    """Virtual CPUs per VM; default 4 (the reference design's)."""
     memory_mb: int = Field(default=16384, ge=1024)
+    """Memory per VM in MB; default 16384 for the control plane."""
     disk_gb: int = Field(default=50, ge=20)
+    """System disk per VM in GB; default 50. With linked clones it cannot exceed the template's disk."""
     nodes: list[NodeSpec] = Field(min_length=1)
     """The pool's nodes; names are stable keys, so reordering this list replaces nothing."""
 
 
 class WorkerPool(NodePool):
+    vcpus: int = Field(default=4, ge=1, le=768)
+    """Virtual CPUs per GPU worker; default 4."""
     memory_mb: int = Field(default=24576, ge=1024)
+    """Memory per GPU worker in MB, all of it reserved (vGPU needs that); default 24576."""
+    disk_gb: int = Field(default=50, ge=20)
+    """System disk per GPU worker in GB; default 50."""
     vgpu_profiles: list[VgpuProfile] = Field(default_factory=lambda: ["grid_t4-16c"], min_length=1)
-    """vGPU profiles attached to each worker, one virtual GPU each."""
+    """vGPU profiles attached to each worker, one virtual GPU each: C-series (compute) profiles of
+    one board, e.g. grid_t4-16c; default one grid_t4-16c."""
     memory_reservation_mb: int | None = None
     """vGPU VMs need all of their memory reserved; leave unset (it follows `memoryMb`)."""
     placement: Literal["vm-host-rules", "anti-affinity", "none"] = "vm-host-rules"
@@ -200,33 +200,30 @@ class WorkerPool(NodePool):
 
 class VmSettings(Model):
     name_prefix: DnsLabel
+    """Prefix of every VM (`<namePrefix>-<node>`), DRS rule and the cluster name (`<namePrefix>-k8s`);
+    unique per environment."""
     linked_clone: bool = False
     """Clone from `vcenter.templateSnapshot`: seconds per VM instead of minutes, but the disks stay
     tied to the template and cannot be larger than its disk."""
-    hardware_version: int = Field(default=19, ge=13)
+    hardware_version: HardwareVersion = 19
     """Lowest virtual hardware version; PVRDMA needs 13+, PVRDMA namespaces on vSphere 7 need 17+.
     A template at a newer version keeps its own (vSphere cannot downgrade a VM)."""
-    clone_timeout_minutes: int = Field(default=30, ge=1)
+    clone_timeout_minutes: CloneTimeout = 30
+    """How long a clone may take before the provider gives up; default 30, at least 10 (the
+    provider's minimum). Full clones of large templates need more."""
     power_timeout_minutes: int = Field(default=10, ge=1)
     """How long a vGPU profile change waits for VMware Tools, then for the guest to shut down; it
     never powers a guest off hard."""
 
 
-def _manifest_url(value: str) -> str:
-    # It travels in the node's environment file, which systemd and the shell both read.
-    if not re.match(r"^https://[^\s'\"$`\\]+$", value):
-        raise ValueError(
-            f"{value!r} is not usable: give an https:// URL without spaces, quotes, '$', '`' or '\\', "
-            "e.g. https://mirror.example/calico/v3.31.3/tigera-operator.yaml"
-        )
-    return value
 
 
 class Cni(Model):
     name: Literal["calico"] = "calico"
-    version: Annotated[str, Field(pattern=r"^v\d+\.\d+\.\d+$")] = DEFAULT_CALICO_VERSION
-    """Calico release; v3.31 supports Kubernetes 1.32-1.35 (see docs/bootstrap.md)."""
-    operator_manifest_url: Annotated[str, AfterValidator(_manifest_url)] | None = None
+    """The CNI plugin; only Calico (through the tigera-operator) is supported."""
+    version: Annotated[str, Field(pattern=r"^v3\.\d+\.\d+$")] = DEFAULT_CALICO_VERSION
+    """Calico release (a v3 tag, quoted); v3.31 supports Kubernetes 1.32-1.35 (see docs/bootstrap.md)."""
+    operator_manifest_url: ManifestUrl | None = None
     """Where the first control-plane node fetches Calico's `tigera-operator.yaml`; default: the
     release's manifest on raw.githubusercontent.com. Set a mirror for air-gapped sites (and mirror
     Calico's images too)."""
@@ -237,16 +234,24 @@ class KubernetesSettings(Model):
     """bootstrap: kubeadm on the VMs; existing: target the cluster whose kubeconfig is the secret
     `vsphere-gpu-cluster:kubeconfig` (the VMs are still built, but not joined)."""
     version: KubernetesVersion = "1.34.2"
-    pod_cidr: IPv4Network = IPv4Network("10.244.0.0/16")
-    service_cidr: IPv4Network = IPv4Network("10.96.0.0/12")
-    control_plane_endpoint: str | None = None
+    """Kubernetes release of the bootstrap (quote it: `"1.34.2"`); supported minors 1.32-1.35."""
+    pod_cidr: Network = IPv4Network("10.244.0.0/16")
+    """Pod network (kubeadm `podSubnet`, Calico's pool); default 10.244.0.0/16. At most a /24 (each
+    node gets a /24 from it) and large enough for a /24 per node."""
+    service_cidr: Network = IPv4Network("10.96.0.0/12")
+    """Service network; default 10.96.0.0/12, the largest kube-apiserver accepts. Needs room for
+    the cluster DNS service at its 10th address (a /28 or larger)."""
+    control_plane_endpoint: HostOrIp | None = None
     """DNS name or VIP of the API server; needed with more than one control-plane node (an
     external load balancer), defaults to the single control-plane node's address."""
     cni: Cni = Cni()
+    """The pod network plugin (bootstrap mode only)."""
     gpu_node_taint: bool = True
     """Taint GPU workers `nvidia.com/gpu=present:NoSchedule` so only GPU work lands there."""
-    ssh_authorized_keys: list[str] = Field(default_factory=list)
+    ssh_authorized_keys: list[SshPublicKey] = Field(default_factory=list)
+    """OpenSSH public keys (one `.pub` line each) for the template's default user; default none."""
     api_ready_timeout_minutes: int = Field(default=20, ge=1)
+    """How long to wait for the new API server to answer before failing; default 20 (bootstrap mode)."""
     drain_timeout_minutes: int = Field(default=15, ge=1, le=24 * 60)
     """How long a GPU worker being removed (scale in, or a VM replaced) may take to drain: evictions
     a PodDisruptionBudget refuses are retried until then, after which the removal fails and the VM
@@ -259,6 +264,7 @@ class KubernetesSettings(Model):
 
 class GpuOperatorSettings(Model):
     chart_version: Annotated[str, Field(pattern=r"^v\d+\.\d+\.\d+$")] = "v26.7.0"
+    """GPU Operator Helm chart version, pinned (quote it); default v26.7.0."""
     driver_repository: NonEmpty
     """Private registry holding the vGPU guest driver image (NVIDIA does not publish it)."""
     driver_version: NonEmpty
@@ -274,17 +280,25 @@ class GpuSoftware(Model):
     """device-plugin: the guest driver is in the template; gpu-operator: NVIDIA's operator
     installs the vGPU guest driver from your registry and licenses it."""
     device_plugin_image: PinnedImage = "nvcr.io/nvidia/k8s-device-plugin:v0.20.0"
+    """NVIDIA device plugin image, pinned (mode device-plugin only); default v0.20.0 from nvcr.io."""
     gpu_operator: GpuOperatorSettings | None = None
+    """GPU Operator settings; required with mode gpu-operator, refused otherwise."""
 
 
 class RdmaSoftware(Model):
-    resource_name: DnsLabel = "pvrdma"
+    resource_name: RdmaResourceName = "pvrdma"
+    """Name of the RDMA resource pods request (`<resourcePrefix>/<resourceName>`); letters, digits
+    and '_'; default pvrdma."""
     resource_prefix: DnsLabel = "rdma"
+    """Prefix of the RDMA resource; default rdma (the plugin's own)."""
     hca_max: int = Field(default=64, ge=1)
     """How many pods may share the PVRDMA device on one node."""
-    vendors: list[str] = Field(default_factory=lambda: ["15ad"])
-    device_ids: list[str] = Field(default_factory=lambda: ["0820"])
-    drivers: list[str] = Field(default_factory=lambda: ["vmw_pvrdma"])
+    vendors: list[PciId] = Field(default_factory=lambda: ["15ad"])
+    """PCI vendor ids the plugin selects (4 lowercase hex digits); default VMware's 15ad."""
+    device_ids: list[PciId] = Field(default_factory=lambda: ["0820"])
+    """PCI device ids the plugin selects; default 0820, the PVRDMA function."""
+    drivers: list[NonEmpty] = Field(default_factory=lambda: ["vmw_pvrdma"])
+    """Kernel drivers the plugin selects; default vmw_pvrdma. At least one selector must be set."""
 
 
 class MpiOperatorSettings(Model):
@@ -328,6 +342,7 @@ class SampleJob(Model):
 
 class FabricCheck(Model):
     enabled: bool = True
+    """Create the NCCL all_reduce_perf MPIJob that shows whether RDMA is used; default true."""
     image: PinnedImage | None = None
     """Image with nccl-tests; default: the pinned image the job builder documents."""
     link_gbps: float = Field(default=100, gt=0)
@@ -337,13 +352,6 @@ class FabricCheck(Model):
     bandwidth). A good bare-metal all_reduce reaches about 0.97; PVRDMA costs a few per cent."""
 
 
-def _env_name(value: str) -> str:
-    if not re.match(r"^[A-Za-z_][A-Za-z0-9_]*$", value):
-        raise ValueError(f"{value!r} is not an environment variable name: letters, digits and '_', not starting with a digit")
-    return value
-
-
-EnvName = Annotated[str, AfterValidator(_env_name)]
 
 
 class Jobs(Model):
@@ -351,34 +359,51 @@ class Jobs(Model):
     """How NCCL talks between workers in every job: roce over the PVRDMA device, tcp over the
     PVRDMA NIC's own interface (host network), so both cross the same link."""
     namespace: DnsLabel = "training"
+    """Namespace the jobs run in (created by the program); default training."""
     workers: int | None = Field(default=None, ge=1)
     """GPU worker pods per job; default every GPU worker (set 1 for a single-node baseline)."""
     extra_env: dict[EnvName, str] = Field(default_factory=dict)
     """More environment variables for every rank of every job; they override the transport's
     settings (e.g. `NCCL_IB_GID_INDEX: "3"`, `NCCL_DEBUG: WARN`)."""
     sample: SampleJob = SampleJob()
+    """The tf_cnn_benchmarks job."""
     fabric_check: FabricCheck = FabricCheck()
+    """The NCCL fabric check job."""
 
 
 class Environment(Model):
     """Everything one stack (environment) differs in."""
 
     name: DnsLabel
+    """Environment name (a DNS label), e.g. dev."""
     protect: bool = False
     """Protect switch, port group and VMs from `pulumi destroy` (on in prod)."""
     vcenter: VcenterInventory
+    """Where in vCenter the environment lives."""
     vm: VmSettings
+    """Settings of every VM: name prefix, clone mode, hardware version, timeouts."""
     hosts: list[GpuHost] = Field(min_length=1)
+    """The ESXi GPU hosts, each with its RDMA vmnic and PVRDMA vmknic address."""
     rdma_network: RdmaNetwork
+    """The distributed switch and port group for PVRDMA."""
     management_network: ManagementNetwork
+    """The existing network of every node's first NIC."""
     host_graphics: HostGraphics = HostGraphics()
+    """The GPU hosts' graphics mode (Shared Direct for vGPU)."""
     control_plane: NodePool
+    """The control-plane VMs (an odd number)."""
     gpu_workers: WorkerPool
+    """The GPU worker VMs, their vGPU profiles and placement."""
     kubernetes: KubernetesSettings = KubernetesSettings()
+    """The cluster: bootstrapped here or existing, version, networks, endpoint."""
     gpu: GpuSoftware = GpuSoftware()
+    """How GPUs reach pods: the device plugin or the GPU Operator."""
     rdma: RdmaSoftware = RdmaSoftware()
+    """How the PVRDMA device reaches pods: the RDMA shared device plugin's resource and selectors."""
     mpi_operator: MpiOperatorSettings = MpiOperatorSettings()
+    """The Kubeflow MPI Operator release."""
     jobs: Jobs = Jobs()
+    """The sample training job and the fabric check."""
 
     def vm_name(self, node: NodeSpec) -> str:
         return f"{self.vm.name_prefix}-{node.name}"

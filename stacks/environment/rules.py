@@ -1,49 +1,20 @@
-"""Rules that relate several parts of an environment.
+"""Rules that relate several parts of an environment: addresses, uplinks, placement, pools.
 
-Each rule is a function from a validated `Environment` to the problems it finds, every problem
-naming the exact key path (camelCase, as written in the stack file) and the fix. `check` runs them
-all, so one run reports every problem at once.
+Each rule is a function from an `Environment` to the problems it finds, every problem naming the
+exact key path (camelCase, as written in the stack file) and the fix. `check` runs every rule of
+every subject module (imported at the end of this one), so one run reports every problem at once.
 """
 
 from __future__ import annotations
 
 from collections import defaultdict
-from collections.abc import Callable, Iterable, Iterator
-from dataclasses import dataclass
+from collections.abc import Iterator
 from ipaddress import IPv4Address, IPv4Network
 
 from stacks.environment.model import Environment, NodePool
+from stacks.environment.registry import BACKSTOPS, RULES, Path, Problem, Rule, check, format_path, rule, run_rule
 
-Path = tuple[str | int, ...]
-
-
-@dataclass(frozen=True)
-class Problem:
-    path: Path
-    message: str
-
-    def render(self, root: str) -> str:
-        return f"{format_path(root, self.path)}: {self.message}"
-
-
-def format_path(root: str, path: Iterable[str | int]) -> str:
-    text = root
-    for part in path:
-        text += f"[{part}]" if isinstance(part, int) else (f".{part}" if text else part)
-    return text
-
-
-Rule = Callable[[Environment], Iterator[Problem]]
-RULES: list[Rule] = []
-
-
-def rule(fn: Rule) -> Rule:
-    RULES.append(fn)
-    return fn
-
-
-def check(env: Environment) -> list[Problem]:
-    return [problem for each in RULES for problem in each(env)]
+__all__ = ["BACKSTOPS", "RULES", "Path", "Problem", "Rule", "check", "format_path", "rule", "run_rule"]
 
 
 def _pools(env: Environment) -> list[tuple[str, NodePool]]:
@@ -149,11 +120,16 @@ def one_rdma_uplink_per_host(env: Environment) -> Iterator[Problem]:
 
 @rule
 def names_unique(env: Environment) -> Iterator[Problem]:
-    hosts: set[str] = set()
+    hosts: dict[str, int] = {}
     for i, host in enumerate(env.hosts):
-        if host.name in hosts:
-            yield Problem(("hosts", i, "name"), f"host {host.name!r} is listed twice")
-        hosts.add(host.name)
+        # ESXi host names are DNS names: vCenter finds `ESXI-01.lab` and `esxi-01.lab` as one host.
+        key = host.name.casefold().rstrip(".")
+        if key in hosts:
+            first = env.hosts[hosts[key]].name
+            same = "listed twice" if first == host.name else f"the same host as hosts[{hosts[key]}] {first!r} (names are not case-sensitive)"
+            yield Problem(("hosts", i, "name"), f"host {host.name!r} is {same}; list each ESXi host once")
+        else:
+            hosts[key] = i
     nodes: set[str] = set()
     for pool_key, pool in _pools(env):
         for j, node in enumerate(pool.nodes):
@@ -226,25 +202,6 @@ def full_memory_reservation(env: Environment) -> Iterator[Problem]:
 
 
 @rule
-def linked_clone_needs_snapshot(env: Environment) -> Iterator[Problem]:
-    if env.vm.linked_clone and not env.vcenter.template_snapshot:
-        yield Problem(
-            ("vcenter", "templateSnapshot"),
-            "missing; vm.linkedClone clones from a snapshot of the template: name it here, or set vm.linkedClone: false",
-        )
-
-
-@rule
-def gpu_template_is_not_the_control_planes(env: Environment) -> Iterator[Problem]:
-    if env.vcenter.gpu_template is not None and env.vcenter.gpu_template == env.vcenter.template:
-        yield Problem(
-            ("vcenter", "gpuTemplate"),
-            "is vcenter.template; the GPU template carries the workers' vGPU device, which control-plane "
-            "clones must not get (they reserve no memory and would not power on): name a separate template",
-        )
-
-
-@rule
 def control_plane_quorum(env: Environment) -> Iterator[Problem]:
     count = len(env.control_plane.nodes)
     if count % 2 == 0:
@@ -260,15 +217,6 @@ def control_plane_quorum(env: Environment) -> Iterator[Problem]:
 
 
 @rule
-def secrets_for_modes(env: Environment) -> Iterator[Problem]:
-    if env.gpu.mode == "gpu-operator" and env.gpu.gpu_operator is None:
-        yield Problem(
-            ("gpu", "gpuOperator"),
-            "missing; gpu.mode 'gpu-operator' needs driverRepository and driverVersion for the vGPU guest driver",
-        )
-
-
-@rule
 def slots_fit_gpus(env: Environment) -> Iterator[Problem]:
     gpus = len(env.gpu_workers.vgpu_profiles)
     slots = env.jobs.sample.slots_per_worker
@@ -279,27 +227,5 @@ def slots_fit_gpus(env: Environment) -> Iterator[Problem]:
         )
 
 
-@rule
-def training_jobs_fit_the_gpus(env: Environment) -> Iterator[Problem]:
-    """Enabled jobs run at once and each holds its GPUs until it ends; without gang scheduling two
-    jobs that together want more GPUs than there are can each hold some and wait forever."""
-    jobs = env.jobs
-    available = len(env.gpu_workers.nodes)
-    if jobs.workers is not None and jobs.workers > available:
-        yield Problem(("jobs", "workers"), f"{jobs.workers} worker pods but there are {available} GPU workers")
-        return
-    per_job = (jobs.workers or available) * jobs.sample.slots_per_worker
-    enabled = [key for key, on in (("sample", jobs.sample.enabled), ("fabricCheck", jobs.fabric_check.enabled)) if on]
-    gpus = available * len(env.gpu_workers.vgpu_profiles)
-    if len(enabled) > 1 and per_job * len(enabled) > gpus:
-        yield Problem(
-            ("jobs",),
-            f"jobs.sample and jobs.fabricCheck are both enabled and need {per_job} GPUs each at once, but the "
-            f"workers have {gpus}: they could deadlock; set jobs.sample.enabled: false until the fabric "
-            "check has passed (then the reverse), or lower jobs.workers",
-        )
-    if jobs.sample.script_path is not None and jobs.sample.benchmark != "tf-cnn-benchmarks":
-        yield Problem(
-            ("jobs", "sample", "scriptPath"),
-            "only jobs.sample.benchmark 'tf-cnn-benchmarks' reads it; remove it or switch the benchmark",
-        )
+# The other subjects register their rules on import; importing this module brings in all of them.
+from stacks.environment import rules_components, rules_kubernetes, rules_software, rules_vsphere  # noqa: E402, F401

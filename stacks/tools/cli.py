@@ -16,6 +16,7 @@ import yaml
 from stacks import PROJECT_DIR
 from stacks.environment.loader import ENVIRONMENT_KEY, InvalidEnvironment, load_environment, read_stack_file
 from stacks.environment.model import Environment
+from stacks.environment.stack_file import check_stack_file
 from stacks.tools.plan_errors import GraphRefused, ManifestFolderRefused, PlanOptionRefused
 
 EXIT_INVALID = 2
@@ -27,7 +28,7 @@ def stack_file(stack: str, file: str | None) -> Path:
 
 def cmd_validate(args: argparse.Namespace) -> int:
     path = stack_file(args.stack, args.file)
-    env = load_environment(read_stack_file(path))
+    _, env = check_stack_file(path, args.stack)
     workers, hosts = len(env.gpu_workers.nodes), len(env.hosts)
     print(
         f"{path.name}: valid: environment {env.name!r}, {hosts} GPU hosts, "
@@ -49,16 +50,16 @@ def cmd_plan(args: argparse.Namespace) -> int:
         durations = deploy_time.load_durations(Path(args.durations) if args.durations else None)
     except (ValueError, yaml.YAMLError) as error:
         raise PlanOptionRefused(f"--durations: {error}") from None
-    view = read_stack_file(path)
+    view, new_env = check_stack_file(path, args.stack)  # every problem, cross-stack collisions included, before planning
     before = None
     if args.against:
         # The old file is validated first: its problems would otherwise surface as a confusing diff.
         old_view = read_stack_file(Path(args.against))
-        old_env, new_env = load_environment(old_view), load_environment(view)
+        old_env = load_environment(old_view)
         before = (run_plan(old_view, stack=args.stack), old_env.kubernetes.version, new_env.kubernetes.version)
     result = plan_stack(view, stack=args.stack, out_dir=out_dir, graph_file=graph)
     timing = deploy_time.estimate(result.run.resources, durations)
-    admission = admission_report(load_environment(view), result.run)  # the scheduler's rules over the plan
+    admission = admission_report(new_env, result.run)  # the scheduler's rules over the plan
     changes = None
     if before is not None:
         old_run, old_version, new_version = before

@@ -19,49 +19,14 @@ from components.k8s.jobs.pods import WorkerShape
 from components.k8s.jobs.pytorch_ddp import PytorchDdpJob
 from components.k8s.jobs.training_jobs import TrainingJobsArgs
 from components.k8s.join_token import JoinTokenArgs
-from components.k8s.node_bootstrap import CalicoSettings, ClusterNode
 from components.k8s.node_drain import NodeDrainArgs
+from stacks.environment.cluster_spec import cluster_name, cluster_spec, control_plane_endpoint
 from stacks.environment.loader import KUBECONFIG_KEY, LICENSE_TOKEN_KEY
 from stacks.environment.model import Environment
 
 
-def cluster_name(env: Environment) -> str:
-    return f"{env.vm.name_prefix}-k8s"
-
-
-def control_plane_endpoint(env: Environment) -> str:
-    """The API server's address: the configured DNS name/VIP, else the single control-plane node."""
-    return env.kubernetes.control_plane_endpoint or str(env.control_plane.nodes[0].management_ip)
-
-
 def bootstrap_args(env: Environment) -> ClusterBootstrapArgs:
-    k8s = env.kubernetes
-    return ClusterBootstrapArgs(
-        cluster_name=cluster_name(env),
-        kubernetes_version=k8s.version,
-        pod_cidr=str(k8s.pod_cidr),
-        service_cidr=str(k8s.service_cidr),
-        control_plane_endpoint=control_plane_endpoint(env),
-        control_plane_nodes=[
-            ClusterNode(name=node.name, management_ip=str(node.management_ip)) for node in env.control_plane.nodes
-        ],
-        worker_nodes=[
-            ClusterNode(
-                name=node.name,
-                management_ip=str(node.management_ip),
-                rdma_ip=str(node.rdma_ip) if node.rdma_ip else None,
-                gpu=True,
-            )
-            for node in env.gpu_workers.nodes
-        ],
-        search_domain=env.management_network.dns_domain,
-        ssh_authorized_keys=list(k8s.ssh_authorized_keys),
-        calico=CalicoSettings(version=k8s.cni.version, operator_manifest_url=k8s.cni.operator_manifest_url),
-        taint_gpu_nodes=k8s.gpu_node_taint,
-        join_token_ttl_hours=k8s.join_token_ttl_hours,
-        # The GPU Operator installs the driver and configures containerd itself.
-        configure_nvidia_runtime=env.gpu.mode == "device-plugin",
-    )
+    return cluster_spec(env, ClusterBootstrapArgs, join_token_ttl_hours=env.kubernetes.join_token_ttl_hours)
 
 
 def api_ready_args(env: Environment, bootstrap: ClusterBootstrap) -> ApiServerReadyArgs:

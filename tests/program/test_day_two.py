@@ -131,7 +131,10 @@ def test_a_vgpu_profile_change_power_cycles_the_workers(
 def test_plan_against_prints_the_verdicts(tmp_path: Path) -> None:
     document = yaml.safe_load((ROOT / "Pulumi.dev.yaml").read_text())
     drop_last_worker_and_host(document["config"]["vsphere-gpu-cluster:environment"])
-    old = tmp_path / "Pulumi.dev.before.yaml"
+    # Kept apart from the edited file, as the docs advise: stack files side by side are checked
+    # against each other for collisions, and these two are the same environment.
+    (tmp_path / "deployed").mkdir()
+    old = tmp_path / "deployed" / "Pulumi.dev.yaml"
     old.write_text((ROOT / "Pulumi.dev.yaml").read_text())
     new = tmp_path / "Pulumi.dev.after.yaml"
     new.write_text(yaml.safe_dump(document, sort_keys=False))

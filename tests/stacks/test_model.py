@@ -136,6 +136,7 @@ def test_secure_values_are_recorded_as_secrets_and_never_read(root: Path, tmp_pa
             "  vsphere:password:\n    secure: v1:this-is-not-even-valid-ciphertext\n"
             "  vsphere-gpu-cluster:kubeconfig:\n    secure: AAABAJunk==\n",
         )
+        .replace("      mode: bootstrap\n", "      mode: existing\n")
     )
     stack = tmp_path / "Pulumi.secret.yaml"
     stack.write_text(text)
@@ -165,7 +166,13 @@ def test_a_mapping_with_more_than_secure_is_plain_config(root: Path, tmp_path: P
 
 @pytest.mark.parametrize("key", ["vsphere:password", KUBECONFIG_KEY, LICENSE_TOKEN_KEY])
 def test_credentials_in_plain_text_are_refused(edited_view: MakeView, key: str) -> None:
-    assert problems_of(edited_view(values={key: "plain"})) == [
+    # In the mode that reads the key, so the only problem is how it is stored.
+    def reading_mode(env: dict[str, Any]) -> None:
+        env["kubernetes"]["mode"] = "existing"
+        env["gpu"] = {"mode": "gpu-operator", "gpuOperator": {"driverRepository": "r.example.com/nv", "driverVersion": "570.1"}}
+
+    others = tuple(k for k in (KUBECONFIG_KEY, LICENSE_TOKEN_KEY) if k != key)
+    assert problems_of(edited_view(reading_mode, values={key: "plain"}, secrets=others)) == [
         f"{key}: stored in plain text; remove it and run `pulumi config set --secret {key} <value>`"
     ]
 
@@ -273,7 +280,7 @@ FIELD_ERRORS = [
         "not a valid name",
     ),
     ("uppercase name prefix", _put("vm", "namePrefix", "Dev"), "vm.namePrefix", "not a valid name"),
-    ("hardware version 12", _put("vm", "hardwareVersion", 12), "vm.hardwareVersion", "greater than or equal to 13"),
+    ("hardware version 12", _put("vm", "hardwareVersion", 12), "vm.hardwareVersion", "13+ for PVRDMA"),
     ("centos 7 template", _put("vcenter", "templateOs", "centos7"), "vcenter.templateOs", "(got 'centos7')"),
     (
         "vgpu profile upper case",
@@ -285,7 +292,7 @@ FIELD_ERRORS = [
         "second vgpu profile bad",
         _put("gpuWorkers", "vgpuProfiles", ["grid_t4-8c", "t4-8c"]),
         "gpuWorkers.vgpuProfiles[1]",
-        "'grid_' prefix",
+        "'grid_' or 'nvidia_' prefix",
     ),
     ("no vgpu profile", _put("gpuWorkers", "vgpuProfiles", []), "gpuWorkers.vgpuProfiles", "at least 1 item"),
     (
@@ -351,13 +358,17 @@ def test_field_error_names_the_key(edited_view: MakeView, edit: Any, path: str, 
 
 FIELD_BOUNDARIES_ACCEPTED = [
     ("vlan 4094", _put("rdmaNetwork", "vlanId", 4094)),
-    ("mtu 1280", lambda env: env["rdmaNetwork"].update(mtu=1280, vmknicMtu=1280)),
+    ("vmknic mtu 1280", lambda env: env["rdmaNetwork"].update(vmknicMtu=1280)),
     ("hardware version 13", _put("vm", "hardwareVersion", 13)),
     ("oldest kubernetes", _put("kubernetes", "version", f"1.{OLDEST}.0")),
     ("newest kubernetes", _put("kubernetes", "version", f"1.{NEWEST}.9")),
     ("63-character node name", _node("controlPlane", 0, "name", "m" * 63)),
     ("MIG vgpu profile", _put("gpuWorkers", "vgpuProfiles", ["grid_a100-3-20c"])),
-    ("workstation vgpu profile", _put("gpuWorkers", "vgpuProfiles", ["grid_rtx8000-48q"])),
+    ("nvidia_ board profile", _put("gpuWorkers", "vgpuProfiles", ["nvidia_l40s-48c"])),
+    ("nvidia_ MIG profile", _put("gpuWorkers", "vgpuProfiles", ["nvidia_h100-1-10c"])),
+    ("hardware version 22", _put("vm", "hardwareVersion", 22)),
+    ("clone timeout 10", _put("vm", "cloneTimeoutMinutes", 10)),
+    ("switch 7.0.3", _put("rdmaNetwork", "switchVersion", "7.0.3")),
     ("image by digest", _put("gpu", "devicePluginImage", "nvcr.io/nvidia/k8s-device-plugin@sha256:" + "0" * 64)),
     ("tag that starts with latest", lambda env: env["jobs"]["sample"].update(image="horovod/horovod:latest-0.28")),
     ("template os alma8", _put("vcenter", "templateOs", "alma8")),

@@ -132,7 +132,10 @@ BROKEN: list[tuple[str, Edit, list[tuple[str, str]]]] = [
     (
         "pod range over management",
         _set("kubernetes", "podCidr", value="10.10.0.0/16"),
-        [("kubernetes.podCidr", "overlaps managementNetwork.subnet 10.10.0.0/24")],
+        [
+            ("kubernetes.podCidr", "overlaps managementNetwork.subnet 10.10.0.0/24"),
+            ("managementNetwork.dnsServers[0]", "exists only once the cluster runs"),
+        ],
     ),
     (
         "service range over rdma",
@@ -158,7 +161,10 @@ BROKEN: list[tuple[str, Edit, list[tuple[str, str]]]] = [
     (
         "vmknic mtu above switch",
         _set("rdmaNetwork", "mtu", value=4000),
-        [("rdmaNetwork.vmknicMtu", "above the switch MTU rdmaNetwork.mtu 4000; lower it or raise the switch MTU")],
+        [
+            ("rdmaNetwork.vmknicMtu", "above the switch MTU rdmaNetwork.mtu 4000; lower it or raise the switch MTU"),
+            ("rdmaNetwork.mtu", "policy pack refuses"),
+        ],
     ),
     # one_rdma_uplink_per_host
     (
@@ -314,7 +320,10 @@ FINE: list[tuple[str, Edit]] = [
     ),
     (
         "gpu-operator with its settings",
-        _set("gpu", "gpuOperator", value={"driverRepository": "r.example.com/nvidia", "driverVersion": "570.148.08"}),
+        _both(
+            _set("gpu", "mode", value="gpu-operator"),
+            _set("gpu", "gpuOperator", value={"driverRepository": "r.example.com/nvidia", "driverVersion": "570.148.08"}),
+        ),
     ),
 ]
 
@@ -350,6 +359,7 @@ def test_good_stacks_break_no_rule(stack: str, root: Any) -> None:
 def test_model_copy_edits_are_checked_like_file_edits(dev_view: ConfigView) -> None:
     env = load_environment(dev_view)
     smaller_switch = env.model_copy(update={"rdma_network": env.rdma_network.model_copy(update={"mtu": 1500})})
+    policy = ("rdmaNetwork.mtu", "1500 is under 9000; RoCE needs jumbo frames and the policy pack refuses the switch (rdma-switch-single-uplink-jumbo-mtu); set 9000")
     one_worker_moved = env.model_copy(
         update={
             "gpu_workers": env.gpu_workers.model_copy(
@@ -360,7 +370,8 @@ def test_model_copy_edits_are_checked_like_file_edits(dev_view: ConfigView) -> N
         }
     )
     assert _problems(smaller_switch) == [
-        ("rdmaNetwork.vmknicMtu", "9000 is above the switch MTU rdmaNetwork.mtu 1500; lower it or raise the switch MTU")
+        ("rdmaNetwork.vmknicMtu", "9000 is above the switch MTU rdmaNetwork.mtu 1500; lower it or raise the switch MTU"),
+        policy,
     ]
     assert [path for path, _ in _problems(one_worker_moved)] == ["gpuWorkers.nodes[3].host"]
 
@@ -372,7 +383,7 @@ def test_check_reports_every_rule_at_once(dev_raw: dict[str, Any]) -> None:
     _drop("vcenter", "templateSnapshot")(dev_raw)
     paths = [path for path, _ in _problems(Environment.model_validate(dev_raw))]
     assert sorted(paths) == sorted(
-        ["rdmaNetwork.vmknicMtu", "hosts[0].rdmaVmnics", "jobs.sample.slotsPerWorker", "vcenter.templateSnapshot"]
+        ["rdmaNetwork.mtu", "rdmaNetwork.vmknicMtu", "hosts[0].rdmaVmnics", "jobs.sample.slotsPerWorker", "vcenter.templateSnapshot"]
     )
 
 

@@ -211,9 +211,9 @@ def test_unknown_host_in_the_host_map_is_refused() -> None:
 
 
 def test_plan_clone_drops_secrets_and_lists_them() -> None:
-    view = ConfigView(
-        values=dict(_view("dev").values), secret_keys=frozenset({"vsphere:password", "vsphere-gpu-cluster:kubeconfig"})
-    )
+    values = copy.deepcopy(dict(_view("dev").values))
+    values[ENVIRONMENT_KEY]["kubernetes"]["mode"] = "existing"  # the mode that reads the kubeconfig secret
+    view = ConfigView(values=values, secret_keys=frozenset({"vsphere:password", "vsphere-gpu-cluster:kubeconfig"}))
     plan = plan_clone(view, load_environment(view), _options())
     assert "vsphere:password" not in plan.config
     assert plan.secrets_to_set == ["vsphere-gpu-cluster:kubeconfig", "vsphere:password"]

@@ -1,0 +1,126 @@
+"""Rules for the software on the cluster: settings the chosen mode would silently ignore, the RDMA
+device plugin's selectors, and names that collide with what the program itself creates.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+
+from stacks.environment.model import Environment
+from stacks.environment.registry import Problem, rule
+
+PROGRAM_NAMESPACES = {
+    "nvidia-device-plugin": "the NVIDIA device plugin",
+    "gpu-operator": "the GPU Operator",
+    "rdma-device-plugin": "the RDMA shared device plugin",
+    "mpi-operator": "the MPI Operator",
+    "calico-system": "Calico",
+    "calico-apiserver": "Calico",
+    "tigera-operator": "Calico's tigera-operator",
+    "kube-system": "Kubernetes itself",
+    "kube-public": "Kubernetes itself",
+    "kube-node-lease": "Kubernetes itself",
+    "default": "Kubernetes itself (and it cannot carry our Pod Security labels)",
+}
+"""Namespaces the program's components (components/k8s/addons/*) or the cluster create; the jobs'
+namespace is created with its own Pod Security labels, so it must be none of these."""
+
+BOOTSTRAP_ONLY = {
+    "controlPlaneEndpoint": "control_plane_endpoint",
+    "cni": "cni",
+    "sshAuthorizedKeys": "ssh_authorized_keys",
+    "apiReadyTimeoutMinutes": "api_ready_timeout_minutes",
+    "gpuNodeTaint": "gpu_node_taint",
+}
+"""kubernetes.* keys only the kubeadm bootstrap reads (stacks/wiring/kubernetes.py)."""
+
+
+@rule
+def gpu_settings_match_the_mode(env: Environment) -> Iterator[Problem]:
+    gpu = env.gpu
+    if gpu.mode == "gpu-operator" and gpu.gpu_operator is None:
+        yield Problem(
+            ("gpu", "gpuOperator"),
+            "missing; gpu.mode 'gpu-operator' needs driverRepository and driverVersion for the vGPU guest driver",
+        )
+    if gpu.mode == "device-plugin" and gpu.gpu_operator is not None:
+        yield Problem(
+            ("gpu", "gpuOperator"),
+            "is ignored with gpu.mode 'device-plugin' (the guest driver comes from the template); remove it, "
+            "or set gpu.mode: gpu-operator",
+        )
+    if gpu.mode == "gpu-operator" and "device_plugin_image" in gpu.model_fields_set:
+        yield Problem(
+            ("gpu", "devicePluginImage"),
+            "is ignored with gpu.mode 'gpu-operator' (the operator runs its own device plugin); remove it",
+        )
+
+
+@rule
+def bootstrap_settings_need_bootstrap_mode(env: Environment) -> Iterator[Problem]:
+    k8s = env.kubernetes
+    if k8s.mode != "existing":
+        return
+    for key, field in BOOTSTRAP_ONLY.items():
+        if field in k8s.model_fields_set:
+            yield Problem(
+                ("kubernetes", key),
+                "is ignored with kubernetes.mode 'existing' (only the kubeadm bootstrap reads it); remove it",
+            )
+
+
+@rule
+def linked_clone_settings(env: Environment) -> Iterator[Problem]:
+    if env.vm.linked_clone and not env.vcenter.template_snapshot:
+        yield Problem(
+            ("vcenter", "templateSnapshot"),
+            "missing; vm.linkedClone clones from a snapshot of the template: name it here, or set vm.linkedClone: false",
+        )
+
+
+@rule
+def rdma_selectors(env: Environment) -> Iterator[Problem]:
+    rdma = env.rdma
+    if not (rdma.vendors or rdma.device_ids or rdma.drivers):
+        yield Problem(
+            ("rdma",),
+            "vendors, deviceIds and drivers are all empty; the RDMA shared device plugin needs at least one "
+            "selector (for PVRDMA: vendors [15ad], deviceIds [0820], drivers [vmw_pvrdma])",
+        )
+
+
+@rule
+def jobs_namespace_is_ours(env: Environment) -> Iterator[Problem]:
+    namespace = env.jobs.namespace
+    if namespace in PROGRAM_NAMESPACES:
+        yield Problem(
+            ("jobs", "namespace"),
+            f"{namespace!r} is the namespace of {PROGRAM_NAMESPACES[namespace]}; the jobs get a namespace of their "
+            "own (created with their Pod Security labels): pick another name, e.g. training",
+        )
+
+
+@rule
+def training_jobs_fit_the_gpus(env: Environment) -> Iterator[Problem]:
+    """Enabled jobs run at once and each holds its GPUs until it ends; without gang scheduling two
+    jobs that together want more GPUs than there are can each hold some and wait forever."""
+    jobs = env.jobs
+    available = len(env.gpu_workers.nodes)
+    if jobs.workers is not None and jobs.workers > available:
+        yield Problem(("jobs", "workers"), f"{jobs.workers} worker pods but there are {available} GPU workers")
+        return
+    per_job = (jobs.workers or available) * jobs.sample.slots_per_worker
+    enabled = [key for key, on in (("sample", jobs.sample.enabled), ("fabricCheck", jobs.fabric_check.enabled)) if on]
+    gpus = available * len(env.gpu_workers.vgpu_profiles)
+    if len(enabled) > 1 and per_job * len(enabled) > gpus:
+        yield Problem(
+            ("jobs",),
+            f"jobs.sample and jobs.fabricCheck are both enabled and need {per_job} GPUs each at once, but the "
+            f"workers have {gpus}: they could deadlock; set jobs.sample.enabled: false until the fabric "
+            "check has passed (then the reverse), or lower jobs.workers",
+        )
+    if jobs.sample.script_path is not None and jobs.sample.benchmark != "tf-cnn-benchmarks":
+        yield Problem(
+            ("jobs", "sample", "scriptPath"),
+            "only jobs.sample.benchmark 'tf-cnn-benchmarks' reads it; remove it or switch the benchmark",
+        )
