@@ -50,8 +50,8 @@ if bootstrap is not None:
     ready = ApiServerReady(
         "api-server-ready",
         k8s_wiring.api_ready_args(env, bootstrap),
-        # The control-plane VMs must exist before there is anything to poll.
-        opts=pulumi.ResourceOptions(depends_on=[control_plane]),
+        # Polling starts once the node that runs `kubeadm init` exists (not the whole pool).
+        opts=pulumi.ResourceOptions(depends_on=k8s_wiring.api_ready_dependencies(env, control_plane)),
     )
     cluster_args = ClusterAccessArgs.for_bootstrap(bootstrap, ready, cluster_identifier=k8s_wiring.cluster_name(env))
 else:

@@ -202,6 +202,9 @@ class NodeOutputs:
 class NodePool(pulumi.ComponentResource):
     nodes: dict[str, NodeOutputs]
     """Per node name: VM id and name, management and RDMA addresses, host, vGPU profiles."""
+    vms: dict[str, pulumi.Resource]
+    """Per node name, its VM: for `depends_on` of what waits on one node's VM alone. Depending on
+    the pool instead also waits for its placement rules (DRS reconfigurations nothing needs)."""
 
     def __init__(self, name: str, args: NodePoolArgs, opts: pulumi.ResourceOptions | None = None) -> None:
         super().__init__("gpucluster:vsphere:NodePool", name, None, opts)
@@ -232,6 +235,7 @@ class NodePool(pulumi.ComponentResource):
                 host=node.host,
                 vgpu_profiles=list(args.vgpu_profiles),
             )
+        self.vms = dict(vms)
         self._placement_rules(name, args, vms)
         self.register_outputs({"nodes": {k: vars(v) for k, v in self.nodes.items()}})
 

@@ -46,8 +46,11 @@ class Durations:
     """One host advanced-option or firewall call (`Net.PVRDMAVmknic`, ruleset `pvrdma`)."""
     host_graphics: float = 90
     """Default graphics type set, then the host's `xorg` service restarted (VMware's procedure)."""
-    vgpu_attach: float = 45
-    """Today's vGPU attachment: power off, reconfigure with the vmiop device, power on."""
+    vgpu_attach: float = 5
+    """The vGPU attachment's create: it reads the VM's devices and checks the vGPU the GPU template
+    carried (no power cycle; before `vcenter.gpuTemplate` it powered the VM off and on, ~45 s)."""
+    switch_member: float = 20
+    """One host joining the distributed switch with its RDMA uplink (a switch reconfigure)."""
     switch: float = 30
     """Distributed switch with every host's uplink added (one task, hosts join in it)."""
     port_group: float = 10
@@ -108,6 +111,7 @@ _TIMES_BY_TYPE = {
     "pulumi-python:dynamic/vsphere:PvrdmaHostSettings": "host_reconfigure",
     "pulumi-python:dynamic/vsphere:HostGraphicsMode": "host_graphics",
     "pulumi-python:dynamic/vsphere:VgpuAttachment": "vgpu_attach",
+    "pulumi-python:dynamic/vsphere:DvsHostMember": "switch_member",
     "kubernetes:helm.sh/v3:Release": "gpu_operator",
     "kubernetes:yaml/v2:ConfigFile": "crd",
 }
@@ -171,6 +175,8 @@ def _kind_seconds_holds(resource: Resource, d: Durations) -> tuple[str, float, d
         if kinds & _AWAITED_KINDS:
             return "add-on rollout", d.addon_rollout, {}
         return "Kubernetes objects", d.kubernetes_object, {}
+    if resource.type.startswith("kubernetes:") and resource.type not in _TIMES_BY_TYPE:
+        return "Kubernetes objects", d.kubernetes_object, {}  # e.g. the join token's Secret
     field_name = _TIMES_BY_TYPE.get(resource.type, "instant")
     return field_name.replace("_", " "), float(getattr(d, field_name)), {}
 

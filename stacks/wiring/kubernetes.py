@@ -20,6 +20,7 @@ from components.k8s.jobs.pytorch_ddp import PytorchDdpJob
 from components.k8s.jobs.training_jobs import TrainingJobsArgs
 from components.k8s.join_token import JoinTokenArgs
 from components.k8s.node_drain import NodeDrainArgs
+from components.vsphere.node_pool import NodePool
 from stacks.environment.cluster_spec import cluster_name, cluster_spec, control_plane_endpoint
 from stacks.environment.loader import KUBECONFIG_KEY, LICENSE_TOKEN_KEY
 from stacks.environment.model import Environment
@@ -39,6 +40,12 @@ def api_ready_args(env: Environment, bootstrap: ClusterBootstrap) -> ApiServerRe
         client_key_pem=bootstrap.admin_client_key_pem,
         timeout_seconds=env.kubernetes.api_ready_timeout_minutes * 60,
     )
+
+
+def api_ready_dependencies(env: Environment, control_plane: NodePool) -> list[pulumi.Resource]:
+    """What the readiness wait really waits for: the VM of the node that runs `kubeadm init` (the
+    first control-plane node); the others join it later, and the pool's DRS rule matters to none."""
+    return [control_plane.vms[env.control_plane.nodes[0].name]]
 
 
 def join_token_args(bootstrap: ClusterBootstrap, cluster: ClusterAccess) -> JoinTokenArgs:

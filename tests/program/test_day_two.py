@@ -161,3 +161,15 @@ def test_plan_against_prints_the_verdicts(tmp_path: Path) -> None:
     assert f"against {old}:" in result.stdout
     assert "gpu-workers-worker-4  removed: drained and removed from the cluster first" in result.stdout
     assert "worst case: 1 node(s) down at once" in result.stdout
+
+
+def test_readiness_waits_for_the_init_nodes_vm_alone() -> None:
+    """Staging's three control-plane nodes: the wait starts once cp-1 (which runs `kubeadm init`)
+    exists, not after cp-2, cp-3 and the pool's DRS rule (issue 19: nothing avoidable on the path)."""
+    from tests.program.conftest import run_view, stack_view
+
+    staging = run_view(stack_view("staging"), "staging")
+    ready = staging.named("api-server-ready")
+    pool = {r.urn: r for r in staging.resources if r.name.startswith("control-plane-")}
+    waited = {pool[urn].name for urn in ready.dependencies if urn in pool}
+    assert waited == {"control-plane-cp-1"}
