@@ -22,7 +22,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any, ClassVar
 
-from components.k8s.jobs.gpu_job import GpuJob
+from components.k8s.jobs.gpu_job import MPI_OVER_TCP, GpuJob, MpiMca
 from components.k8s.jobs.mpijob import (
     MpiJobSpec,
     ReplicaSpec,
@@ -36,8 +36,6 @@ BENCHMARKS_REPO = "https://github.com/tensorflow/benchmarks"
 BENCHMARKS_REF = "cnn_tf_v2.1_compatible"
 BENCHMARKS_DIR = "/benchmarks"
 SCRIPT = f"{BENCHMARKS_DIR}/scripts/tf_cnn_benchmarks/tf_cnn_benchmarks.py"
-MPI_MCA: tuple[tuple[str, str], ...] = (("pml", "ob1"), ("btl", "^openib"))
-"""MPI's own traffic (Horovod coordination) over TCP; NCCL carries the gradients."""
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -46,7 +44,7 @@ class BenchmarkJob(GpuJob):
 
     default_name: ClassVar[str] = "tf-cnn-benchmarks"
     description: ClassVar[str] = "benchmark"
-    mpi_mca: ClassVar[tuple[tuple[str, str], ...]] = MPI_MCA
+    mpi_mca: ClassVar[MpiMca] = MPI_OVER_TCP
 
     image: str = HOROVOD_IMAGE
     """Image of launcher and workers; needs Open MPI, Horovod with TensorFlow, NCCL, sshd, git

@@ -22,7 +22,7 @@ import shlex
 from dataclasses import dataclass
 from typing import Any, ClassVar
 
-from components.k8s.jobs.gpu_job import GpuJob
+from components.k8s.jobs.gpu_job import MPI_OVER_TCP_NO_HCOLL, GpuJob, MpiMca
 from components.k8s.jobs.mpijob import (
     MpiJobSpec,
     ReplicaSpec,
@@ -36,12 +36,6 @@ NCCL_TESTS_IMAGE = "ghcr.io/coreweave/nccl-tests:12.4.1-devel-ubuntu22.04-nccl2.
 ALL_REDUCE_PERF = "/opt/nccl-tests/build/all_reduce_perf"
 VERDICT_SCRIPT = "fabric_verdict.sh"
 RUN_LOG = "/tmp/all_reduce_perf.log"
-MPI_MCA: tuple[tuple[str, str], ...] = (
-    ("pml", "ob1"),
-    ("btl", "^openib"),
-    # HPC-X's hcoll would try the HCA for MPI collectives; NCCL is what we measure.
-    ("coll_hcoll_enable", "0"),
-)
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -50,7 +44,7 @@ class FabricCheckJob(GpuJob):
 
     default_name: ClassVar[str] = "nccl-fabric-check"
     description: ClassVar[str] = "fabric check"
-    mpi_mca: ClassVar[tuple[tuple[str, str], ...]] = MPI_MCA
+    mpi_mca: ClassVar[MpiMca] = MPI_OVER_TCP_NO_HCOLL
 
     image: str = NCCL_TESTS_IMAGE
     """Image with Open MPI, sshd and nccl-tests. Default CoreWeave's pinned nccl-tests build."""

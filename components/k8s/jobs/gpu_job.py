@@ -11,6 +11,17 @@ from components.k8s.jobs.pods import WorkerShape
 from components.k8s.jobs.transport import NcclTransport
 from components.k8s.objects import check_dns_label, check_image
 
+MpiMca = tuple[tuple[str, str], ...]
+
+MPI_OVER_TCP: MpiMca = (("pml", "ob1"), ("btl", "^openib"))
+"""Open MPI's own traffic (rank start-up, Horovod coordination) over TCP; NCCL carries the data."""
+
+MPI_OVER_TCP_NO_HCOLL: MpiMca = (
+    *MPI_OVER_TCP,
+    # HPC-X's hcoll would try the HCA for MPI collectives; MPI only starts the ranks in these images.
+    ("coll_hcoll_enable", "0"),
+)
+
 
 @dataclass(frozen=True, kw_only=True)
 class GpuJob:
@@ -20,7 +31,7 @@ class GpuJob:
     """Prefix of the default job name; the transport is appended."""
     description: ClassVar[str]
     """How error messages name the job."""
-    mpi_mca: ClassVar[tuple[tuple[str, str], ...]]
+    mpi_mca: ClassVar[MpiMca]
     """Open MPI `--mca` settings of the launcher's mpirun."""
 
     workers: int

@@ -17,7 +17,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any, ClassVar
 
-from components.k8s.jobs.gpu_job import GpuJob
+from components.k8s.jobs.gpu_job import MPI_OVER_TCP_NO_HCOLL, GpuJob, MpiMca
 from components.k8s.jobs.mpijob import MpiJobSpec, ReplicaSpec, render_mpijob
 from components.k8s.jobs.pods import launcher_template, worker_template
 from components.k8s.jobs.script_files import SCRIPTS_DIR, scripts_configmap, scripts_mount, scripts_volume
@@ -25,12 +25,6 @@ from components.k8s.objects import app_labels
 
 PYTORCH_IMAGE = "nvcr.io/nvidia/pytorch:25.06-py3"
 SCRIPT = "ddp_resnet50.py"
-MPI_MCA: tuple[tuple[str, str], ...] = (
-    ("pml", "ob1"),
-    ("btl", "^openib"),
-    # HPC-X's hcoll would try the HCA for MPI collectives; MPI only starts the ranks here.
-    ("coll_hcoll_enable", "0"),
-)
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -39,7 +33,7 @@ class PytorchDdpJob(GpuJob):
 
     default_name: ClassVar[str] = "pytorch-ddp-resnet50"
     description: ClassVar[str] = "PyTorch benchmark"
-    mpi_mca: ClassVar[tuple[tuple[str, str], ...]] = MPI_MCA
+    mpi_mca: ClassVar[MpiMca] = MPI_OVER_TCP_NO_HCOLL
 
     image: str = PYTORCH_IMAGE
     """NVIDIA's PyTorch image (torch, torchvision, Open MPI). Default `nvcr.io/nvidia/pytorch:25.06-py3`."""
