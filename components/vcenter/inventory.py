@@ -3,10 +3,10 @@ into the plain dataclasses of `components.vcenter.inventory_model`."""
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Iterator
+from collections.abc import Collection, Iterable, Iterator
 from typing import Any
 
-from pyVmomi import vim
+from pyVmomi import vim, vmodl
 
 from components.vcenter.inventory_model import (
     DatastoreInfo,
@@ -113,6 +113,8 @@ def _host(obj: Any, props: dict[str, Any], cluster_by_moid: dict[str, str]) -> H
             vendor_name=info.vendorName or "",
             pci_id=info.pciId or "",
             memory_mb=int(info.memorySizeInKB or 0) // 1024,
+            graphics_type=str(info.graphicsType or ""),
+            vm_moids=tuple(vm._moId for vm in info.vm or []),
         )
         for info in props.get("config.graphicsInfo") or []
     )
@@ -135,7 +137,7 @@ def _host(obj: Any, props: dict[str, Any], cluster_by_moid: dict[str, str]) -> H
     )
 
 
-def _vm(obj: Any, props: dict[str, Any]) -> VmInfo:
+def _vm(obj: Any, props: dict[str, Any], extra_config: dict[str, str]) -> VmInfo:
     ips = {props["guest.ipAddress"]} if props.get("guest.ipAddress") else set()
     for nic in props.get("guest.net") or []:
         ips.update(nic.ipAddress or [])
@@ -165,6 +167,7 @@ def _vm(obj: Any, props: dict[str, Any]) -> VmInfo:
         firmware=props.get("config.firmware"),
         hardware_version=props.get("config.version"),
         vgpu_profiles=vgpus,
+        extra_config=extra_config,
     )
 
 
@@ -176,8 +179,29 @@ def _api(text: str) -> tuple[int, ...]:
     return tuple(int(part) if part.isdigit() else 0 for part in text.split("."))
 
 
-def read_inventory(si: Any, datacenter_name: str) -> Inventory:
-    """Read what the checks need, inside the named datacenter (everywhere if it does not exist)."""
+def _extra_config(si: Any, vms: list[Any]) -> dict[str, dict[str, str]]:
+    """VM moid -> its `config.extraConfig` as a dict (the last entry of a key wins): one round, for
+    the few templates only (a VM's extraConfig can run to hundreds of entries)."""
+    if not vms:
+        return {}
+    pc = vmodl.query.PropertyCollector
+    spec = pc.FilterSpec(
+        objectSet=[pc.ObjectSpec(obj=vm, skip=False) for vm in vms],
+        propSet=[pc.PropertySpec(type=vim.VirtualMachine, pathSet=["config.extraConfig"])],
+    )
+    found: dict[str, dict[str, str]] = {}
+    for content in si.content.propertyCollector.RetrieveContents([spec]):
+        extra: dict[str, str] = {}
+        for prop in content.propSet or []:
+            for option in prop.val or []:
+                extra[option.key] = str(option.value or "")
+        found[content.obj._moId] = extra
+    return found
+
+
+def read_inventory(si: Any, datacenter_name: str, templates: Collection[str] = ()) -> Inventory:
+    """Read what the checks need, inside the named datacenter (everywhere if it does not exist);
+    for the VMs named in `templates`, their extraConfig too (the GPU template checks need it)."""
     content = si.RetrieveContent()
     rdma_reported = _api(str(content.about.apiVersion or "")) >= RDMA_API
     datacenters = collect_properties(si, content.rootFolder, vim.Datacenter, ["name", "vmFolder"])
@@ -203,8 +227,10 @@ def read_inventory(si: Any, datacenter_name: str) -> Inventory:
     host_paths = [*_HOST_PATHS, "config.network.rdmaDevice"] if rdma_reported else _HOST_PATHS
     for obj, props in collect_properties(si, root, vim.HostSystem, host_paths):
         inv.hosts[props["name"]] = _host(obj, props, cluster_by_moid)
-    for obj, props in collect_properties(si, root, vim.VirtualMachine, _VM_PATHS):
-        info = _vm(obj, props)
+    vms = collect_properties(si, root, vim.VirtualMachine, _VM_PATHS)
+    extra = _extra_config(si, [obj for obj, props in vms if props["name"] in templates])
+    for obj, props in vms:
+        info = _vm(obj, props, extra.get(obj._moId, {}))
         inv.vms.setdefault(info.name, []).append(info)
 
     for _, props in collect_properties(si, root, vim.Datastore, ["name", "summary.freeSpace", "summary.accessible"]):

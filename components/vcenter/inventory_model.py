@@ -30,6 +30,12 @@ class GpuInfo:
     vendor_name: str
     pci_id: str
     memory_mb: int
+    graphics_type: str = ""
+    """The device's *active* mode now (`graphicsType`: `basic`, `shared`, `direct`, `sharedDirect`).
+    It follows the configured default only when the host's xorg service restarts while no VM
+    holds the device (components/vsphere/host_graphics_ops.py); vGPU VMs need `sharedDirect`."""
+    vm_moids: tuple[str, ...] = ()
+    """`vm[]`: the VMs holding the device now (powered on)."""
 
 
 @dataclass(frozen=True)
@@ -48,6 +54,7 @@ class HostInfo:
     """vmnic -> the standard or distributed switch that already uses it as an uplink."""
     vgpu_profiles: tuple[str, ...]
     graphics_default: str | None
+    """`graphicsConfig.hostDefaultGraphicsType`: the *configured* type, active after an xorg restart."""
     vmknic_ips: dict[str, str]
     """IPv4 address -> vmknic device."""
     rdma_devices: tuple[RdmaDeviceInfo, ...] = ()
@@ -72,6 +79,9 @@ class VmInfo:
     """`config.version`, e.g. `vmx-19`."""
     vgpu_profiles: tuple[str, ...] = ()
     """Profiles of the VM's vGPU devices (PCI passthrough with a vmiop backing)."""
+    extra_config: dict[str, str] = field(default_factory=dict)
+    """`config.extraConfig` (key -> value, the last entry wins); read only for the templates the
+    stack names (`read_inventory(templates=...)`), empty for every other VM."""
 
 
 @dataclass(frozen=True)

@@ -4,9 +4,12 @@ A GPU worker is cloned from `vcenter.gpuTemplate` and powered on by pulumi-vsphe
 so whatever the worker needs at its first power-on must already be in the template: one vmiop
 vGPU device per profile of the stack, and on large-BAR boards EFI firmware and 64-bit MMIO
 (`vgpu_profiles`). The control plane's template must carry no vGPU (its VMs reserve no memory,
-and a vGPU VM without full reservation does not power on). `template_facts` reads a template
-with pyVmomi; `gpu_template_findings` and `control_plane_template_findings` judge the facts
-without vCenter, so preflight (stacks/tools/preflight_checks.py) can call them and tests can table them.
+and a vGPU VM without full reservation does not power on).
+
+Pure: no pyVmomi, no Pulumi. The facts come from plain data: `components.vsphere.vgpu_devices.
+template_facts` reads them from a pyVmomi VM, and preflight builds them from its inventory
+snapshot (`components.vcenter.inventory_model.VmInfo`, stacks/tools/preflight_checks/templates.py);
+`gpu_template_findings` and `control_plane_template_findings` judge them without vCenter.
 """
 
 from __future__ import annotations
@@ -14,9 +17,8 @@ from __future__ import annotations
 from collections import Counter
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any, Literal
+from typing import Literal
 
-from components.vsphere.vgpu_devices import existing_vgpus
 from components.vsphere.vgpu_profiles import MMIO_SIZE_GB, USE_64BIT_MMIO, mmio_size_gb, needs_64bit_mmio
 
 Level = Literal["OK", "WARN", "BLOCKER"]
@@ -44,19 +46,10 @@ class TemplateFacts:
     extra_config: Mapping[str, str] = field(default_factory=dict)
 
 
-def template_facts(vm: Any) -> TemplateFacts:
-    """What the checks need from a template VM (pyVmomi `vim.VirtualMachine`)."""
-    config = vm.config
-    extra: dict[str, str] = {}
-    for option in config.extraConfig or []:
-        extra[option.key] = str(option.value or "")  # the last entry wins
-    return TemplateFacts(
-        name=vm.name,
-        vgpu_profiles=tuple(d.profile for d in existing_vgpus(vm)),
-        firmware=str(config.firmware or "bios"),
-        hardware_version=int(str(config.version).removeprefix("vmx-") or 0),
-        extra_config=extra,
-    )
+def hardware_version_number(version: str | None) -> int:
+    """`config.version` (`vmx-19`) as a number; 0 when unknown."""
+    digits = str(version or "").removeprefix("vmx-")
+    return int(digits) if digits.isdigit() else 0
 
 
 def gpu_template_findings(

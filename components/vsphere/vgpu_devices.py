@@ -1,7 +1,7 @@
 """Which vGPU devices a VM has, and the device and extraConfig changes that make it match.
 
 Pure planning (`plan_vgpu_devices`: desired minus existing, as multisets) plus the pyVmomi reads
-and the config spec built from a plan. Used by `vgpu` (the provider) and `gpu_template` (preflight).
+and the config spec built from a plan. Used by `vgpu` (the provider); `template_facts` gives `gpu_template`'s pure checks a template's facts.
 """
 
 from __future__ import annotations
@@ -12,6 +12,8 @@ from dataclasses import dataclass
 from typing import Any
 
 from pyVmomi import vim
+
+from components.vsphere.gpu_template import TemplateFacts, hardware_version_number
 
 
 @dataclass(frozen=True)
@@ -100,3 +102,18 @@ def extra_config_of(vm: Any, keys: Sequence[str]) -> dict[str, str]:
 def extra_config_changes(vm: Any, desired: Mapping[str, str]) -> list[Any]:
     current = extra_config_of(vm, list(desired))
     return [vim.option.OptionValue(key=k, value=v) for k, v in desired.items() if current.get(k) != v]
+
+
+def template_facts(vm: Any) -> TemplateFacts:
+    """What `gpu_template`'s checks need from a template VM (pyVmomi `vim.VirtualMachine`)."""
+    config = vm.config
+    extra: dict[str, str] = {}
+    for option in config.extraConfig or []:
+        extra[option.key] = str(option.value or "")  # the last entry wins
+    return TemplateFacts(
+        name=vm.name,
+        vgpu_profiles=tuple(d.profile for d in existing_vgpus(vm)),
+        firmware=str(config.firmware or "bios"),
+        hardware_version=hardware_version_number(config.version),
+        extra_config=extra,
+    )

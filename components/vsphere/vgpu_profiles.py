@@ -24,7 +24,12 @@ from dataclasses import dataclass
 PROFILE_PATTERN = re.compile(r"^grid_(?P<board>[a-z0-9]+)-(?:\d+-)?(?P<framebuffer>\d+)[a-z]$")
 
 SMALL_BAR_BOARDS = frozenset({"t4", "m10", "m60"})
-"""NVIDIA vGPU boards whose BARs fit below 4 GB: no 64-bit MMIO needed (every other board needs it)."""
+"""NVIDIA vGPU boards whose BARs fit below 4 GB: no 64-bit MMIO and no EFI needed; every other
+board needs both. The one definition of that rule (the provider's extraConfig, the GPU template
+checks, preflight). VMware's list of VM settings for vGPU (Frank Denneman, "vSphere ML
+Accelerator Spectrum Deep Dive - ESXi Host BIOS, VM, and vCenter Settings", 2023) marks EFI and
+64-bit MMIO "not applicable for NVIDIA T4" (256 MB BAR1); the Maxwell M10 and M60 are counted
+with it here as well (they predate the large-BAR boards)."""
 
 USE_64BIT_MMIO = "pciPassthru.use64bitMMIO"
 MMIO_SIZE_GB = "pciPassthru.64bitMMIOSizeGB"

@@ -147,7 +147,8 @@ def run_preflight(
     try:
         with session(conn, timeout=login_timeout or LOGIN_TIMEOUT_S) as si:
             try:
-                inventory = read_inventory(si, env.vcenter.datacenter)
+                templates = [t for t in (env.vcenter.template, env.vcenter.gpu_template) if t]
+                inventory = read_inventory(si, env.vcenter.datacenter, templates)
             except Exception as error:  # a fault or dropped connection mid-read
                 findings.append(
                     Finding(

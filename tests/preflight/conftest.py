@@ -17,12 +17,13 @@ import shutil
 import subprocess
 import time
 import urllib.parse
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import pytest
+import yaml
 from pyVim.connect import Disconnect, SmartConnect
 from pyVmomi import vim
 
@@ -36,6 +37,15 @@ TEMPLATE = "pf-template"
 """A template with exactly one snapshot, `base`."""
 BARE_TEMPLATE = "pf-template-bare"
 """A template without a snapshot."""
+GPU_TEMPLATE = "pf-gpu-template"
+"""The GPU workers' template: a grid_t4-16c vGPU, BIOS (fine on a T4), one snapshot, `base`."""
+GPU_TEMPLATE_8C = "pf-gpu-template-8c"
+"""As GPU_TEMPLATE, with GPU_USER_PROFILE (grid_t4-8c)."""
+A100_BIOS_TEMPLATE = "pf-gpu-template-a100-bios"
+"""A grid_a100-40c template as a T4 one would be made: BIOS, no 64-bit MMIO, no snapshot."""
+A100_TEMPLATE = "pf-gpu-template-a100"
+"""A grid_a100-40c template done right: EFI, `pciPassthru.use64bitMMIO`, 128 GB of MMIO, no snapshot."""
+A100_MMIO = {"pciPassthru.use64bitMMIO": "TRUE", "pciPassthru.64bitMMIOSizeGB": "128"}
 TAKEN_VM = "taken-worker-1"
 """A VM whose name a stack with namePrefix `taken` would create again."""
 HOG_VM = "pf-hog"
@@ -200,6 +210,28 @@ def planted(simulator: Simulator) -> Iterator[Planted]:
         wait_for_task(template.CreateSnapshot_Task(name="base", description="", memory=False, quiesce=False))
         template.MarkAsTemplate()
         clone(BARE_TEMPLATE).MarkAsTemplate()
+
+        def gpu_template(name: str, profile: str, **config: Any) -> Any:
+            vm = clone(name)
+            if vm.runtime.powerState == "poweredOn":
+                wait_for_task(vm.PowerOffVM_Task())
+            vgpu = vim.vm.device.VirtualDeviceSpec(
+                operation=vim.vm.device.VirtualDeviceSpec.Operation.add,
+                device=vim.vm.device.VirtualPCIPassthrough(
+                    key=-1, backing=vim.vm.device.VirtualPCIPassthrough.VmiopBackingInfo(vgpu=profile)
+                ),
+            )
+            spec = vim.vm.ConfigSpec(deviceChange=[vgpu], memoryReservationLockedToMax=True, **config)
+            wait_for_task(vm.ReconfigVM_Task(spec=spec))
+            return vm
+
+        for name, profile in ((GPU_TEMPLATE, "grid_t4-16c"), (GPU_TEMPLATE_8C, GPU_USER_PROFILE)):
+            gpu = gpu_template(name, profile)
+            wait_for_task(gpu.CreateSnapshot_Task(name="base", description="", memory=False, quiesce=False))
+            gpu.MarkAsTemplate()
+        gpu_template(A100_BIOS_TEMPLATE, "grid_a100-40c").MarkAsTemplate()
+        mmio = [vim.option.OptionValue(key=k, value=v) for k, v in A100_MMIO.items()]
+        gpu_template(A100_TEMPLATE, "grid_a100-40c", firmware="efi", extraConfig=mmio).MarkAsTemplate()
         clone(TAKEN_VM)
         hog = clone(HOG_VM)
         # The simulator ignores a clone's host placement, but honours a relocation.
@@ -228,3 +260,27 @@ def planted(simulator: Simulator) -> Iterator[Planted]:
         yield Planted(sim=simulator, hog_host=hog.runtime.host.name)
     finally:
         Disconnect(si)
+
+
+@pytest.fixture
+def credentials(planted: Planted, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("VSPHERE_USER", planted.sim.user)
+    monkeypatch.setenv("VSPHERE_PASSWORD", planted.sim.password)
+
+
+@pytest.fixture
+def preflight(
+    planted: Planted, credentials: None, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> Callable[..., tuple[int, list[str]]]:
+    """preflight(env_dict) -> (exit status, stdout lines), credentials from the environment."""
+    from stacks.tools.cli import main
+
+    def run(env: dict[str, Any], server: str | None = None, *extra: str) -> tuple[int, list[str]]:
+        path = tmp_path / "Pulumi.sim.yaml"
+        path.write_text(yaml.safe_dump({"config": {"vsphere-gpu-cluster:environment": env}}, sort_keys=False))
+        code = main(["preflight", "sim", "--file", str(path), "--server", server or planted.sim.server, *extra])
+        captured = capsys.readouterr()
+        assert "Traceback" not in captured.out + captured.err
+        return code, captured.out.splitlines()
+
+    return run

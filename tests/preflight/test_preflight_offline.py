@@ -3,6 +3,9 @@ stage (guest IPs, uplinks in use, host graphics), judged on a hand-built invento
 
 from __future__ import annotations
 
+import subprocess
+import sys
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
@@ -60,7 +63,7 @@ def _host(name: str, **overrides: object) -> HostInfo:
         "graphics_default": "sharedDirect",
         "vmknic_ips": {},
         "rdma_devices": (RdmaDeviceInfo("vmrdma0", "vmnic4", roce=True),),
-        "gpus": (GpuInfo("NVIDIA Tesla T4", "NVIDIA Corporation", "0000:3b:00.0", 16384),),
+        "gpus": (GpuInfo("NVIDIA Tesla T4", "NVIDIA Corporation", "0000:3b:00.0", 16384, "sharedDirect"),),
     }
     values.update(overrides)
     return HostInfo(**values)  # type: ignore[arg-type]
@@ -70,6 +73,23 @@ def _template() -> VmInfo:
     return VmInfo("rocky9-k8s-gpu-template", "vm-1", None, False, 0, True, (), ("base",), (50.0,))
 
 
+def _gpu_template() -> VmInfo:
+    return VmInfo(
+        "rocky9-k8s-vgpu-t4-16c",
+        "vm-2",
+        None,
+        False,
+        0,
+        True,
+        (),
+        ("base",),
+        (50.0,),
+        "bios",
+        "vmx-19",
+        ("grid_t4-16c",),
+    )
+
+
 def _inventory(**host_overrides: object) -> Inventory:
     env = load_environment(read_stack_file(ROOT / "Pulumi.dev.yaml"))
     hosts = {h.name: _host(h.name, **host_overrides) for h in env.hosts}
@@ -77,7 +97,7 @@ def _inventory(**host_overrides: object) -> Inventory:
         datacenter="Datacenter",
         clusters={"GPU-Cluster"},
         hosts=hosts,
-        vms={"rocky9-k8s-gpu-template": [_template()]},
+        vms={"rocky9-k8s-gpu-template": [_template()], "rocky9-k8s-vgpu-t4-16c": [_gpu_template()]},
         datastores={"datastore1": DatastoreInfo("datastore1", 2**40, True)},
         networks={"VM Network"},
         folders={"gpu-cluster"},
@@ -116,13 +136,43 @@ def test_vmnic_used_by_another_switch_is_a_blocker(dev_env) -> None:
     assert [f for f in check(dev_env, ours) if f.level == "BLOCKER"] == []
 
 
-def test_unmanaged_host_graphics_must_be_shared_direct(dev_env) -> None:
+def _gpu(graphics_type: str, *vm_moids: str) -> tuple[GpuInfo, ...]:
+    return (GpuInfo("NVIDIA Tesla T4", "NVIDIA Corporation", "0000:3b:00.0", 16384, graphics_type, vm_moids),)
+
+
+def test_unmanaged_host_graphics_must_be_actively_shared_direct(dev_env) -> None:
     env = dev_env.model_copy(update={"host_graphics": dev_env.host_graphics.model_copy(update={"manage": False})})
     assert [f for f in check(env, _inventory()) if f.level == "BLOCKER"] == []
-    blockers = [f.render() for f in check(env, _inventory(graphics_default="shared")) if f.level == "BLOCKER"]
+    # Configured as Shared Direct, but xorg never restarted: the device still runs 'shared'.
+    blockers = [f.render() for f in check(env, _inventory(gpus=_gpu("shared"))) if f.level == "BLOCKER"]
     assert len(blockers) == 4
     assert blockers[0].startswith(
-        f"BLOCKER {ENV}.hostGraphics.manage: host 'esxi-01.lab.example.com' default graphics type is 'shared'"
+        f"BLOCKER {ENV}.hostGraphics.manage: host 'esxi-01.lab.example.com': the NVIDIA GPU runs in 'shared' mode "
+        "now, not 'sharedDirect' (vGPU needs it); 'sharedDirect' is configured but takes effect only when xorg "
+        "restarts"
+    )
+
+
+def test_managed_host_graphics_switch_needs_the_gpu_free(dev_env) -> None:
+    assert dev_env.host_graphics.manage
+    found = check(dev_env, _inventory(graphics_default="shared", gpus=_gpu("shared")))
+    warns = [f.render() for f in found if f.level == "WARN"]
+    assert len(warns) == 4 and "The program will set Shared Direct and restart the host's xorg service" in warns[0]
+    assert [f for f in found if f.level == "BLOCKER"] == []
+
+    inv = _inventory(graphics_default="shared", gpus=_gpu("shared", "vm-9"))
+    inv.vms["vsga-desktop"] = [VmInfo("vsga-desktop", "vm-9", "host-x", True, 0, False, (), (), ())]
+    blockers = [f.render() for f in check(dev_env, inv) if f.level == "BLOCKER"]
+    assert len(blockers) == 4
+    assert blockers[0].startswith(f"BLOCKER {ENV}.hosts[0].name: host 'esxi-01.lab.example.com': the NVIDIA GPU runs")
+    assert blockers[0].endswith("and these VMs hold it: vsga-desktop. Power them off (or move them) first")
+
+
+def test_host_without_an_nvidia_device_is_a_blocker(dev_env) -> None:
+    blockers = [f.render() for f in check(dev_env, _inventory(gpus=())) if f.level == "BLOCKER"]
+    assert blockers[0] == (
+        f"BLOCKER {ENV}.hosts[0].name: host 'esxi-01.lab.example.com' has no NVIDIA graphics device (graphicsInfo "
+        "lists none): vGPU needs the GPU and the NVIDIA vGPU Manager VIB on every GPU host"
     )
 
 
@@ -146,9 +196,12 @@ def test_tight_memory_is_a_warning(dev_env) -> None:
 
 def test_linked_clone_disk_size_note(dev_env) -> None:
     inv = _inventory()
+    # The workers are linked clones of the GPU template: its disk is what they keep.
     inv.vms["rocky9-k8s-gpu-template"] = [
         VmInfo("rocky9-k8s-gpu-template", "vm-1", None, False, 0, True, (), ("base",), (30.0,))
     ]
+    assert [f for f in check(dev_env, inv) if f.level == "WARN"] == []
+    inv.vms["rocky9-k8s-vgpu-t4-16c"] = [replace(_gpu_template(), disk_gb=(30.0,))]
     warnings = [f.render() for f in check(dev_env, inv) if f.level == "WARN"]
     assert warnings == [
         f"WARN    {ENV}.gpuWorkers.diskGb: linked clones keep the template's 30 GB disk; diskGb 50 is ignored"
@@ -182,7 +235,12 @@ def test_rdma_pairing_unknown_before_api_7_is_a_warning(dev_env) -> None:
 )
 def test_hardware_version_against_esxi_kb_2007240(dev_env, hardware_version: int, esxi: str, level: str) -> None:
     env = dev_env.model_copy(update={"vm": dev_env.vm.model_copy(update={"hardware_version": hardware_version})})
-    ours = [f for f in check(env, _inventory(version=esxi)) if f.key == f"{ENV}.vm.hardwareVersion"]
+    # (The GPU template's own version, vmx-19, is judged by gpu_template: left out here.)
+    ours = [
+        f
+        for f in check(env, _inventory(version=esxi))
+        if f.key == f"{ENV}.vm.hardwareVersion" and not f.message.startswith("template ")
+    ]
     assert [f.level for f in ours] == [level], ours
 
 
@@ -196,24 +254,30 @@ def test_older_cluster_host_outside_the_gpu_hosts_is_a_warning(dev_env) -> None:
     ]
 
 
+MMIO_128 = {"pciPassthru.use64bitMMIO": "TRUE", "pciPassthru.64bitMMIOSizeGB": "128"}
+
+
 @pytest.mark.parametrize(
-    ("profiles", "firmware", "level"),
+    ("profiles", "firmware", "extra", "level"),
     [
-        (["grid_t4-16c"], "bios", "OK"),
-        (["grid_a100-40c"], "bios", "BLOCKER"),
-        (["grid_a100-3-20c"], "bios", "BLOCKER"),
-        (["grid_t4-8c", "grid_l40-24q"], "bios", "BLOCKER"),
-        (["grid_a100-40c"], "efi", "OK"),
+        (["grid_t4-16c"], "bios", {}, "OK"),
+        (["grid_a100-40c"], "bios", MMIO_128, "BLOCKER"),
+        (["grid_a100-3-20c"], "bios", MMIO_128, "BLOCKER"),
+        (["grid_t4-8c", "grid_l40-24q"], "bios", {}, "BLOCKER"),
+        (["grid_a100-40c"], "efi", {}, "BLOCKER"),  # EFI without 64-bit MMIO: vCenter refuses the power-on
+        (["grid_a100-40c"], "efi", MMIO_128, "OK"),
     ],
 )
-def test_template_firmware_rule(dev_env, profiles: list[str], firmware: str, level: str) -> None:
+def test_gpu_template_firmware_and_mmio_rule(
+    dev_env, profiles: list[str], firmware: str, extra: dict[str, str], level: str
+) -> None:
+    """One rule (components.vsphere.vgpu_profiles) judged on the template the workers clone."""
     workers = dev_env.gpu_workers.model_copy(update={"vgpu_profiles": profiles})
     env = dev_env.model_copy(update={"gpu_workers": workers})
     inv = _inventory(vgpu_profiles=tuple(profiles))
-    inv.vms["rocky9-k8s-gpu-template"] = [
-        VmInfo("rocky9-k8s-gpu-template", "vm-1", None, False, 0, True, (), ("base",), (50.0,), firmware=firmware)
-    ]
-    ours = [f for f in check(env, inv) if f.key == f"{ENV}.vcenter.template" and "boots" in f.message]
+    template = replace(_gpu_template(), vgpu_profiles=tuple(profiles), firmware=firmware, extra_config=extra)
+    inv.vms[template.name] = [template]
+    ours = [f for f in check(env, inv) if f.key == f"{ENV}.vcenter.gpuTemplate" and f.message.startswith("template ")]
     assert [f.level for f in ours] == [level], ours
 
 
@@ -247,3 +311,13 @@ def test_powered_off_gpu_user_does_not_block(dev_env) -> None:
         VmInfo("desktop", "vm-7", host.moid, True, 0, False, (), (), (), vgpu_profiles=("grid_t4-16c",))
     ]
     assert [f.level for f in check(dev_env, inv) if f.key == f"{ENV}.hosts[0].name"] == ["BLOCKER"]
+
+
+def test_the_checks_load_neither_pyvmomi_nor_pulumi() -> None:
+    """The GPU template rules come from components.vsphere: importing them must stay pure."""
+    code = (
+        "import sys, stacks.tools.preflight_checks; "
+        "print(sorted(m for m in sys.modules if m.split('.')[0] in ('pyVmomi', 'pulumi', 'pulumi_vsphere')))"
+    )
+    result = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, check=True)
+    assert result.stdout.strip() == "[]"

@@ -7,17 +7,15 @@ import copy
 import socket
 import time
 from collections.abc import Callable
-from pathlib import Path
 from typing import Any
 
 import pytest
-import yaml
 from pyVim.connect import Disconnect, SmartConnect
-
-from stacks.tools.cli import main
 
 from .conftest import (
     BARE_TEMPLATE,
+    GPU_TEMPLATE,
+    GPU_TEMPLATE_8C,
     GPU_USER_HOST,
     GPU_USER_PROFILE,
     GPU_USER_VM,
@@ -44,6 +42,7 @@ BASE: dict[str, Any] = {
         "datastore": "LocalDS_0",
         "folder": "preflight",
         "template": TEMPLATE,
+        "gpuTemplate": GPU_TEMPLATE,
         "templateSnapshot": "base",
     },
     # Hardware version 13: the simulator's hosts run ESXi 6.5 (one runs 7.0.2, see conftest).
@@ -78,29 +77,6 @@ BASE: dict[str, Any] = {
 }
 
 
-@pytest.fixture
-def preflight(
-    planted: Planted, tmp_path: Path, capsys: pytest.CaptureFixture[str]
-) -> Callable[..., tuple[int, list[str]]]:
-    """preflight(env_dict) -> (exit status, stdout lines), credentials from the environment."""
-
-    def run(env: dict[str, Any], server: str | None = None, *extra: str) -> tuple[int, list[str]]:
-        path = tmp_path / "Pulumi.sim.yaml"
-        path.write_text(yaml.safe_dump({"config": {ENV: env}}, sort_keys=False))
-        code = main(["preflight", "sim", "--file", str(path), "--server", server or planted.sim.server, *extra])
-        captured = capsys.readouterr()
-        assert "Traceback" not in captured.out + captured.err
-        return code, captured.out.splitlines()
-
-    return run
-
-
-@pytest.fixture(autouse=True)
-def credentials(planted: Planted, monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setenv("VSPHERE_USER", planted.sim.user)
-    monkeypatch.setenv("VSPHERE_PASSWORD", planted.sim.password)
-
-
 def changed(edit: Callable[[dict[str, Any]], None]) -> dict[str, Any]:
     env = copy.deepcopy(BASE)
     edit(env)
@@ -130,7 +106,9 @@ def test_matching_inventory_passes(preflight) -> None:
             f"OK      {ENV}.hosts[{index}].rdmaVmnics[0]: vmnic4 on '{name}' is paired with RoCE device vmrdma0"
             in lines
         )
-    assert f"OK      {ENV}.vcenter.template: template '{TEMPLATE}' boots EFI" in lines
+    assert f"OK      {ENV}.vcenter.template: template {TEMPLATE} carries no vGPU" in lines
+    assert f"OK      {ENV}.vcenter.gpuTemplate: template {GPU_TEMPLATE} carries grid_t4-16c" in lines
+    assert f"OK      {ENV}.vcenter.gpuTemplate: GPU template '{GPU_TEMPLATE}' has exactly one snapshot, 'base'" in lines
     assert any(line.startswith(f"OK      {ENV}.vm.hardwareVersion: hardware version 13 runs") for line in lines)
 
 
@@ -394,32 +372,11 @@ def test_hardware_version_newer_than_a_host_is_a_blocker(preflight) -> None:
     assert NEWER_HOST_VERSION == "7.0.2" and NEWER_HOST == "DC0_C0_H1"
 
 
-def test_large_bar_profile_needs_an_efi_template(preflight) -> None:
-    a100 = changed(_set(["gpuWorkers", "vgpuProfiles"], ["grid_a100-40c"]))
-    a100["vcenter"]["template"] = BARE_TEMPLATE  # BIOS
-    a100["vm"]["linkedClone"] = False
-    code, lines = preflight(a100)
-    assert code == 1
-    assert (
-        f"BLOCKER {ENV}.vcenter.template: template '{BARE_TEMPLATE}' boots 'bios', but vGPU profiles grid_a100-40c "
-        "are on large-BAR boards that need EFI (and 64-bit MMIO); convert the template to EFI, or use T4 profiles"
-    ) in lines
-    t4 = copy.deepcopy(a100)
-    t4["gpuWorkers"]["vgpuProfiles"] = ["grid_t4-16c"]
-    code, lines = preflight(t4)
-    assert (
-        f"OK      {ENV}.vcenter.template: template '{BARE_TEMPLATE}' boots 'bios': fine for T4 profiles only" in lines
-    )
-    efi = copy.deepcopy(a100)
-    efi["vcenter"]["template"] = TEMPLATE
-    _, lines = preflight(efi)
-    assert not any(line.startswith(f"BLOCKER {ENV}.vcenter.template:") for line in lines)
-
-
 def _on_gpu_user_host(profile: str) -> Callable[[dict[str, Any]], None]:
     def edit(env: dict[str, Any]) -> None:
         _second_host(GPU_USER_HOST, "vmnic4")(env)
         env["gpuWorkers"]["vgpuProfiles"] = [profile]
+        env["vcenter"]["gpuTemplate"] = {GPU_USER_PROFILE: GPU_TEMPLATE_8C}.get(profile, GPU_TEMPLATE)
 
     return edit
 

@@ -14,8 +14,8 @@ from components.vsphere.gpu_template import (
     control_plane_template_findings,
     gpu_template_findings,
     missing_gpu_template_finding,
-    template_facts,
 )
+from components.vsphere.vgpu_devices import template_facts
 from tests.vsphere.conftest import TEMPLATE_VM
 from tests.vsphere.vm_helpers import clone, destroy, reconfigure, unique, vgpu_device_spec
 

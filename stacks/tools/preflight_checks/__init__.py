@@ -16,13 +16,15 @@ from __future__ import annotations
 
 from components.vcenter.inventory_model import Inventory
 from stacks.environment.model import Environment
-from stacks.tools.preflight_checks.gpus import check_firmware, check_gpus_in_use
+from stacks.tools.preflight_checks.gpus import check_gpus_in_use
+from stacks.tools.preflight_checks.graphics import check_graphics
 from stacks.tools.preflight_checks.hardware import check_hardware_version
 from stacks.tools.preflight_checks.hosts import check_hosts, check_memory
 from stacks.tools.preflight_checks.network import check_names_and_addresses, check_networks
-from stacks.tools.preflight_checks.placement import check_datastore, check_placement, check_template
+from stacks.tools.preflight_checks.placement import check_datastore, check_placement
 from stacks.tools.preflight_checks.rdma import check_rdma_devices
 from stacks.tools.preflight_checks.report import Finding, Report, our_vm_names
+from stacks.tools.preflight_checks.templates import check_templates
 
 __all__ = ["Finding", "check"]
 
@@ -32,11 +34,11 @@ def check(env: Environment, inv: Inventory) -> list[Finding]:
     report = Report()
     our_vms = our_vm_names(env)
     check_placement(env, inv, report)
-    check_template(env, inv, report)
-    check_firmware(env, inv, report)
+    check_templates(env, inv, report)
     check_hardware_version(env, inv, report)
     check_datastore(env, inv, report, our_vms)
     check_hosts(env, inv, report)
+    check_graphics(env, inv, report)
     check_rdma_devices(env, inv, report)
     check_gpus_in_use(env, inv, report, our_vms)
     check_memory(env, inv, report, our_vms)

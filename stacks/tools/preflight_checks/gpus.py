@@ -1,14 +1,7 @@
-"""The template's firmware for the vGPU boards named, and GPUs other VMs already use.
+"""GPUs other VMs already use.
 
-Firmware rule: a BIOS template is accepted only when every vGPU profile is on a T4-class board.
-VMware's list of VM settings for vGPU and passthrough (Frank Denneman, "vSphere ML Accelerator
-Spectrum Deep Dive - ESXi Host BIOS, VM, and vCenter Settings", 2023) asks for EFI firmware, and
-for `pciPassthru.use64bitMMIO` with host "Memory Mapping Above 4G", the latter two marked "not
-applicable for NVIDIA T4": the T4 (256 MB BAR1) fits below 4 GB, which BIOS firmware can map; the
-large-BAR boards (V100 and later: A100, A30, A40, A10, H100, L40, ...) need 64-bit MMIO, which
-needs EFI. So BIOS is refused unless every profile is `grid_t4-*`: refusing a board that would
-have worked costs one firmware switch on the template, accepting one that does not costs a VM
-that never powers on.
+(The template's firmware and 64-bit MMIO for large-BAR boards: `templates`, with the rule of
+`components.vsphere.vgpu_profiles`.)
 
 GPUs in use: NVIDIA time-sliced vGPU puts vGPUs of one profile only on a physical GPU, at most
 `framebuffer of the GPU / framebuffer of the profile` of them, and binds a GPU when the VM powers on.
@@ -19,47 +12,17 @@ ours hold (packed as tightly as NVIDIA's placement could), against what our work
 from __future__ import annotations
 
 import math
-import re
 from collections import Counter
 
 from components.vcenter.inventory_model import HostInfo, Inventory, VmInfo
+from components.vsphere.vgpu_profiles import PROFILE_PATTERN
 from stacks.environment.model import Environment
 from stacks.tools.preflight_checks.report import OurVms, Report
 
-BIOS_BOARDS = frozenset({"t4"})
-"""Boards whose vGPU profiles power on with BIOS firmware (see the module docstring)."""
-
-_PROFILE = re.compile(r"^grid_(?P<board>[a-z0-9]+)(?:-[0-9]+)?-(?P<gb>[0-9]+)[a-z]$")
-
-
-def profile_board(profile: str) -> str | None:
-    match = _PROFILE.match(profile)
-    return match["board"] if match else None
-
 
 def profile_gb(profile: str) -> int | None:
-    match = _PROFILE.match(profile)
-    return int(match["gb"]) if match else None
-
-
-def check_firmware(env: Environment, inv: Inventory, report: Report) -> None:
-    matches = inv.vms.get(env.vcenter.template, [])
-    if len(matches) != 1:
-        return  # reported by the template check
-    firmware = matches[0].firmware
-    large_bar = sorted({p for p in env.gpu_workers.vgpu_profiles if profile_board(p) not in BIOS_BOARDS})
-    key = ("vcenter", "template")
-    if firmware == "efi":
-        report.ok(key, f"template {env.vcenter.template!r} boots EFI")
-    elif large_bar:
-        report.blocker(
-            key,
-            f"template {env.vcenter.template!r} boots {firmware or 'unknown firmware'!r}, but vGPU profiles "
-            f"{', '.join(large_bar)} are on large-BAR boards that need EFI (and 64-bit MMIO); "
-            "convert the template to EFI, or use T4 profiles",
-        )
-    else:
-        report.ok(key, f"template {env.vcenter.template!r} boots {firmware!r}: fine for T4 profiles only")
+    match = PROFILE_PATTERN.match(profile)
+    return int(match["framebuffer"]) if match else None
 
 
 def _nvidia_gpu_gb(host: HostInfo) -> list[int]:

@@ -1,4 +1,5 @@
-"""The ESXi hosts: presence, cluster, state, version, RDMA vmnics, vGPU profiles, graphics, memory."""
+"""The ESXi hosts: presence, cluster, state, version, RDMA vmnics, vGPU profiles, memory (graphics:
+`graphics`)."""
 
 from __future__ import annotations
 
@@ -71,13 +72,6 @@ def check_hosts(env: Environment, inv: Inventory, report: Report) -> None:
                     f"host {spec.name!r} does not offer vGPU profile {profile!r} (offered: {offered})",
                 )
                 problems += 1
-        if not env.host_graphics.manage and host.graphics_default != "sharedDirect":
-            report.blocker(
-                ("hostGraphics", "manage"),
-                f"host {spec.name!r} default graphics type is {host.graphics_default or 'unknown'!r}, not "
-                "'sharedDirect'; set it (vGPU needs it) or set hostGraphics.manage: true",
-            )
-            problems += 1
         ip = str(spec.vmknic_ip)
         if ip in host.vmknic_ips:
             report.warn((*path, "vmknicIp"), f"{ip} is on {host.vmknic_ips[ip]} of {spec.name!r}: {EXISTS_NOTE}")

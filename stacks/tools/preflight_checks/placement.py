@@ -1,4 +1,4 @@
-"""Where the VMs go: datacenter, cluster, resource pool, folder, template, datastore."""
+"""Where the VMs go: datacenter, cluster, resource pool, folder, datastore (templates: `templates`)."""
 
 from __future__ import annotations
 
@@ -54,55 +54,6 @@ def check_placement(env: Environment, inv: Inventory, report: Report) -> None:
         report.ok(
             ("vcenter", "folder"),
             f"VM folder {folder!r} can be created under {repr(parent) if parent else 'the VM root'}",
-        )
-
-
-def check_template(env: Environment, inv: Inventory, report: Report) -> None:
-    vc = env.vcenter
-    matches = inv.vms.get(vc.template, [])
-    if not matches:
-        report.blocker(("vcenter", "template"), f"template {vc.template!r} not found")
-        return
-    if len(matches) > 1:
-        report.blocker(
-            ("vcenter", "template"), f"{len(matches)} VMs are named {vc.template!r}; the name must be unique"
-        )
-        return
-    template = matches[0]
-    if template.is_template:
-        report.ok(("vcenter", "template"), f"template {vc.template!r} exists")
-    else:
-        report.warn(
-            ("vcenter", "template"),
-            f"{vc.template!r} is a VM, not a template; clones of a running VM are not consistent, mark it as a template",
-        )
-    if not env.vm.linked_clone:
-        return
-    snapshots = template.snapshots
-    if len(snapshots) == 1 and snapshots[0] == vc.template_snapshot:
-        report.ok(("vcenter", "templateSnapshot"), f"template has exactly one snapshot, {vc.template_snapshot!r}")
-    elif not snapshots:
-        report.blocker(
-            ("vcenter", "templateSnapshot"),
-            f"template {vc.template!r} has no snapshot; linked clones need exactly one, named "
-            f"{vc.template_snapshot!r} (take one, or set vm.linkedClone: false)",
-        )
-    elif len(snapshots) > 1:
-        report.blocker(
-            ("vcenter", "templateSnapshot"),
-            f"template {vc.template!r} has {len(snapshots)} snapshots ({', '.join(snapshots)}); pulumi-vsphere's "
-            "linked clone needs exactly one: consolidate them",
-        )
-    else:
-        report.blocker(
-            ("vcenter", "templateSnapshot"),
-            f"template {vc.template!r}'s only snapshot is {snapshots[0]!r}, not {vc.template_snapshot!r}",
-        )
-    template_disk = max(template.disk_gb, default=0.0)
-    if template_disk >= 1 and env.gpu_workers.disk_gb > template_disk + 0.5:
-        report.warn(
-            ("gpuWorkers", "diskGb"),
-            f"linked clones keep the template's {template_disk:.0f} GB disk; diskGb {env.gpu_workers.disk_gb} is ignored",
         )
 
 
