@@ -13,7 +13,7 @@ from components.k8s.addons.mpi_operator import MpiOperator
 from components.k8s.addons.rdma_plugin import RdmaDevicePlugin
 from components.k8s.api_ready import ApiServerReady
 from components.k8s.bootstrap import ClusterBootstrap
-from components.k8s.cluster_access import ClusterAccess, ClusterAccessArgs
+from components.k8s.cluster_access import ClusterAccess
 from components.k8s.jobs.training_jobs import TrainingJobs
 from components.k8s.join_token import JoinToken
 from components.k8s.node_drain import NodeDrain
@@ -53,12 +53,14 @@ if bootstrap is not None:
         # Polling starts once the node that runs `kubeadm init` exists (not the whole pool).
         opts=pulumi.ResourceOptions(depends_on=k8s_wiring.api_ready_dependencies(env, control_plane)),
     )
-    cluster_args = ClusterAccessArgs.for_bootstrap(bootstrap, ready, cluster_identifier=k8s_wiring.cluster_name(env))
+    # What talks to the cluster waits for the readiness check and for every control-plane VM, so
+    # `pulumi destroy` removes it (drains included) before any of them: etcd keeps its quorum.
+    api_up: list[pulumi.Resource] = [ready, *control_plane.vms.values()]
+    cluster = ClusterAccess("cluster", k8s_wiring.bootstrapped_cluster_args(env, bootstrap, api_up))
+    JoinToken("join-token", k8s_wiring.join_token_args(bootstrap, cluster, api_up))
 else:
-    cluster_args = k8s_wiring.existing_cluster_args(env)
-cluster = ClusterAccess("cluster", cluster_args)
-if bootstrap is not None:
-    JoinToken("join-token", k8s_wiring.join_token_args(bootstrap, cluster))
+    api_up = []
+    cluster = ClusterAccess("cluster", k8s_wiring.existing_cluster_args(env))
 
 # Scale in and VM replacement: a GPU worker's node is drained and removed before its VM goes
 # (Pulumi deletes these guards before the VMs they depend on; docs/environments.md, day two).
@@ -66,8 +68,7 @@ for node_name, node in gpu_workers.nodes.items():
     NodeDrain(
         f"drain-{node_name}",
         k8s_wiring.node_drain_args(env, node_name, node.vm_id, cluster),
-        # Deleted before the API server goes too, so a whole-stack destroy can still drain.
-        opts=pulumi.ResourceOptions(depends_on=[ready] if bootstrap is not None else None),
+        opts=pulumi.ResourceOptions(depends_on=api_up),
     )
 
 # Add-ons are independent of each other; the jobs need the MPIJob CRD from the operator.

@@ -48,9 +48,16 @@ ADMIN_ACCESS_REVIEW: dict[str, Any] = {
     "spec": {"resourceAttributes": {"verb": "*", "group": "*", "resource": "*"}},
 }
 
-Stage = Literal["unreachable", "not-ready", "refused", "ready"]
+Stage = Literal["unreachable", "not-ready", "refused", "initialising", "ready"]
 """unreachable: no HTTP answer (booting, refused, TLS failure); not-ready: /readyz is not 200;
-refused: the server answers but does not (yet) authorise our admin credentials; ready: it does."""
+refused: the server answers but does not (yet) authorise our admin credentials; initialising: it
+does, but `kubeadm init` has not finished; ready: it has."""
+
+KUBEADM_DONE_PATH = "/apis/apps/v1/namespaces/kube-system/daemonsets/kube-proxy"
+"""Evidence that `kubeadm init` has finished: its last phase (`addon`) creates kube-proxy, after
+`bootstrap-token` wrote the join token's Secret (kubeadm's init phase order: ... mark-control-plane,
+bootstrap-token, kubelet-finalize, addon). Applying before that races kubeadm: it would create or
+overwrite the very Secret the stack takes over (`JoinToken`)."""
 
 
 @dataclass(frozen=True)
@@ -198,8 +205,38 @@ def probe_api_server(
     *,
     timeout: float = REQUEST_TIMEOUT_SECONDS,
 ) -> ProbeResult:
-    """/readyz first (cheap, anonymous), then the access review once the server is ready."""
+    """/readyz first (cheap, anonymous), then the access review once the server is ready, then
+    whether `kubeadm init` has finished (`KUBEADM_DONE_PATH`)."""
     readyz = probe_readyz(host, port, ca_certificate_pem, timeout=timeout)
     if not readyz.ready:
         return readyz
-    return probe_admin_access(host, port, ca_certificate_pem, credentials, timeout=timeout)
+    access = probe_admin_access(host, port, ca_certificate_pem, credentials, timeout=timeout)
+    if not access.ready:
+        return access
+    return probe_kubeadm_done(host, port, ca_certificate_pem, credentials, timeout=timeout)
+
+
+def probe_kubeadm_done(
+    host: str,
+    port: int,
+    ca_certificate_pem: str,
+    credentials: ClientCredentials,
+    *,
+    timeout: float = REQUEST_TIMEOUT_SECONDS,
+) -> ProbeResult:
+    """`ready` once kube-proxy's DaemonSet exists (kubeadm init's last phase ran)."""
+    context = _context(ca_certificate_pem)
+    _load_client_certificate(context, credentials)
+    answer = _request(host, port, context, "GET", KUBEADM_DONE_PATH, timeout=timeout)
+    if isinstance(answer, ProbeResult):
+        return answer
+    status, text = answer
+    if status == 200:
+        return ProbeResult(True, "admin credentials authorised and kubeadm init finished", "ready")
+    if status == 404:
+        return ProbeResult(
+            False,
+            "kubeadm init has not finished (no kube-proxy DaemonSet yet: its addon phase has not run)",
+            "initialising",
+        )
+    return ProbeResult(False, f"HTTP {status} {_status_message(text)}".strip(), "not-ready")

@@ -28,7 +28,6 @@ from dataclasses import dataclass
 import pulumi
 import pulumi_kubernetes as k8s
 
-from components.k8s.api_ready import ApiServerReady
 from components.k8s.bootstrap import ClusterBootstrap
 
 
@@ -54,13 +53,14 @@ class ClusterAccessArgs:
 
     @classmethod
     def for_bootstrap(
-        cls, bootstrap: ClusterBootstrap, ready: ApiServerReady, *, cluster_identifier: str
+        cls, bootstrap: ClusterBootstrap, wait_for: Sequence[pulumi.Resource], *, cluster_identifier: str
     ) -> ClusterAccessArgs:
-        """Access to a cluster this program bootstraps: its kubeconfig, after `ready`."""
+        """Access to a cluster this program bootstraps: its kubeconfig, after `wait_for` (its
+        `ApiServerReady` and the control-plane VMs: see `__main__.py`)."""
         return cls(
             kubeconfig=bootstrap.kubeconfig,
             cluster_identifier=cluster_identifier,
-            wait_for=(ready,),
+            wait_for=tuple(wait_for),
         )
 
     @classmethod

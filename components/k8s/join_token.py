@@ -24,12 +24,16 @@ The Secret is what the bootstrap-token authenticator and the bootstrap signer re
   (`kubeadm:node-autoapprove-bootstrap`) and reading nodes (`kubeadm:get-nodes`), so the
   bindings keep working for every later token in the group.
 
-Taking over kubeadm's Secret: the provider applies server-side, and an apply creates the object
-or applies to the existing one (pulumi-kubernetes "upsert"). On the first run kubeadm's copy of
-the same token already exists, written by `kubeadm` with an update, so it owns `expiration` and
-`description`, whose values we change: a server-side apply conflict. The annotation
-`pulumi.com/patchForce: "true"` makes the provider force the apply, so the stack becomes the
-owner of those fields (pulumi-kubernetes, "Managing Resources with Server-Side Apply"). Nothing
+Taking over kubeadm's Secret: on the first run kubeadm's copy of the same token already exists.
+pulumi-kubernetes (4.29+) creates a new resource client-side even in server-side-apply mode, so a
+create of an existing object fails with AlreadyExists unless the provider sets
+`upsertExistingObjects`; the token therefore goes through a provider of its own with that option
+(the cluster's provider keeps refusing to adopt objects it did not create). kubeadm wrote its copy
+with an update, so it owns `expiration` and `description`, whose values we change: the annotation
+`pulumi.com/patchForce: "true"` forces the apply, so the stack becomes the owner of those fields
+(pulumi-kubernetes, "Managing Resources with Server-Side Apply"). The apply waits for
+`ApiServerReady`, which waits until `kubeadm init` has finished (its addon phase runs after the
+bootstrap-token phase), so kubeadm cannot write its copy over ours afterwards. Nothing
 else manages the Secret afterwards. A rotation gives a new token id and so a new Secret name: a
 replacement, created before the old Secret is deleted (a Secret already removed by tokencleaner
 counts as deleted).
@@ -45,7 +49,7 @@ once.
 from __future__ import annotations
 
 import base64
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
 import pulumi
@@ -92,10 +96,12 @@ def encoded(data: Mapping[str, str]) -> dict[str, str]:
 
 @dataclass(frozen=True, kw_only=True)
 class JoinTokenArgs:
-    provider: k8s.Provider
-    """The cluster's provider (`ClusterAccess.provider`). Required. In bootstrap mode it waits
-    for `ApiServerReady`, i.e. for the admin credentials to be authorised, so the apply is not
-    refused."""
+    kubeconfig: pulumi.Input[str]
+    """The cluster's admin kubeconfig (`ClusterAccess.kubeconfig`, secret). Required: the token's
+    own provider (module docstring) uses it."""
+    wait_for: Sequence[pulumi.Resource] = ()
+    """What the apply waits for: `ApiServerReady` in bootstrap mode (the credentials are authorised
+    and `kubeadm init` has finished). Default none."""
     token_id: pulumi.Input[str]
     """The public half of the token (`ClusterBootstrap.join_token_id`). Required."""
     token_secret: pulumi.Input[str]
@@ -107,10 +113,13 @@ class JoinTokenArgs:
     """Human-readable `description` key. Default says the stack owns the token."""
 
     @classmethod
-    def for_bootstrap(cls, bootstrap: ClusterBootstrap, provider: k8s.Provider) -> JoinTokenArgs:
-        """The token `bootstrap` renders into the nodes' user-data, on the cluster's provider."""
+    def for_bootstrap(
+        cls, bootstrap: ClusterBootstrap, kubeconfig: pulumi.Input[str], wait_for: Sequence[pulumi.Resource]
+    ) -> JoinTokenArgs:
+        """The token `bootstrap` renders into the nodes' user-data, applied after `wait_for`."""
         return cls(
-            provider=provider,
+            kubeconfig=kubeconfig,
+            wait_for=tuple(wait_for),
             token_id=bootstrap.join_token_id,
             token_secret=bootstrap.join_token_secret,
             expires_at=bootstrap.join_token_expires_at,
@@ -127,6 +136,15 @@ class JoinToken(pulumi.ComponentResource):
 
     def __init__(self, name: str, args: JoinTokenArgs, opts: pulumi.ResourceOptions | None = None) -> None:
         super().__init__("gpucluster:kubernetes:JoinToken", name, None, opts)
+        provider = k8s.Provider(
+            f"{name}-provider",
+            kubeconfig=pulumi.Output.secret(args.kubeconfig),
+            enable_server_side_apply=True,
+            # kubeadm init created this Secret already: adopt it instead of failing AlreadyExists.
+            upsert_existing_objects=True,
+            delete_unreachable=False,
+            opts=pulumi.ResourceOptions(parent=self, depends_on=list(args.wait_for)),
+        )
         plain: pulumi.Output[dict[str, str]] = pulumi.Output.all(
             args.token_id, args.token_secret, args.expires_at
         ).apply(
@@ -148,6 +166,6 @@ class JoinToken(pulumi.ComponentResource):
             ),
             type=SECRET_TYPE,
             data=data,
-            opts=pulumi.ResourceOptions(parent=self, provider=args.provider),
+            opts=pulumi.ResourceOptions(parent=self, provider=provider),
         )
         self.register_outputs({"secretName": self.secret_name, "expiresAt": self.expires_at})

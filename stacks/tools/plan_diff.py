@@ -146,11 +146,33 @@ def diff_plans(before: Iterable[Any], after: Iterable[Any], notes: Sequence[str]
             change.reasons.append(
                 f"vGPU profiles {o.inputs.get('profiles')} -> {n.inputs.get('profiles')} (shut down through Tools)"
             )
+    notes = [*notes, *_init_node_notes(changes, new)]
     return PlanDiff(
         nodes=sorted(changes.values(), key=lambda c: c.node),
-        notes=list(notes),
+        notes=notes,
         down_at_once=_down_at_once(changes, old, new),
     )
+
+
+READY = "pulumi-python:dynamic/kubernetes:ApiServerReady"
+
+
+def _init_node_notes(changes: Mapping[str, NodeChange], new: Mapping[str, PlannedResource]) -> list[str]:
+    """The VM the readiness check waits for runs `kubeadm init`: replacing it starts a new cluster.
+
+    The new VM initialises an empty etcd, and the engine re-creates only resources that depend on
+    a replaced one through an input, which no Kubernetes object does: state keeps add-ons the new
+    cluster lacks until `pulumi refresh`."""
+    ready = [r for r in new.values() if r.type == READY]
+    init_vms = {new[d].name for r in ready for d in r.dependencies if d in new and new[d].type == VM}
+    return [
+        f"{node} runs `kubeadm init` and is replaced: the new VM starts a new cluster with an empty etcd "
+        "(every workload, object and joined worker of the old one is gone). After `pulumi up`, run "
+        "`pulumi refresh` and `pulumi up` again so the add-ons are applied to it; with several control-plane "
+        "nodes, replace the others first and this one last (docs/environments.md, day two)"
+        for node in sorted(init_vms)
+        if changes.get(node) is not None and changes[node].verdict == "replaced"
+    ]
 
 
 def version_notes(before: str, after: str) -> list[str]:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import dataclasses
+from collections.abc import Sequence
 
 import pulumi
 
@@ -48,9 +49,17 @@ def api_ready_dependencies(env: Environment, control_plane: NodePool) -> list[pu
     return [control_plane.vms[env.control_plane.nodes[0].name]]
 
 
-def join_token_args(bootstrap: ClusterBootstrap, cluster: ClusterAccess) -> JoinTokenArgs:
+def join_token_args(
+    bootstrap: ClusterBootstrap, cluster: ClusterAccess, api_up: Sequence[pulumi.Resource]
+) -> JoinTokenArgs:
     """The join token kubeadm registered at init expires; the stack keeps one valid from now on."""
-    return JoinTokenArgs.for_bootstrap(bootstrap, cluster.provider)
+    return JoinTokenArgs.for_bootstrap(bootstrap, cluster.kubeconfig, api_up)
+
+
+def bootstrapped_cluster_args(
+    env: Environment, bootstrap: ClusterBootstrap, api_up: Sequence[pulumi.Resource]
+) -> ClusterAccessArgs:
+    return ClusterAccessArgs.for_bootstrap(bootstrap, api_up, cluster_identifier=cluster_name(env))
 
 
 def existing_cluster_args(env: Environment) -> ClusterAccessArgs:

@@ -21,7 +21,7 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
 
-from components.k8s.api_probe import ACCESS_REVIEW_PATH
+from components.k8s.api_probe import ACCESS_REVIEW_PATH, KUBEADM_DONE_PATH
 from components.k8s.api_ready import ClientCredentials
 
 LOOPBACK = "127.0.0.1"
@@ -122,6 +122,9 @@ class FakeApiServer:
     bind_after_reviews: int | None = 0
     rbac_bootstrapped: bool = True
     """False: even `system:basic-user` is missing, so every review is a 403 `Status`."""
+    init_done_after_reviews: int | None = 0
+    """kubeadm's addon phase (kube-proxy's DaemonSet) exists once this many reviews were answered
+    (None: never, a kubeadm init stuck before its last phases)."""
     requests: int = 0
     reviews: int = 0
     paths: list[str] = field(default_factory=list)
@@ -167,7 +170,26 @@ def serve(pki: Pki) -> Iterator[FakeApiServer]:
             return peer
 
         def do_GET(self) -> None:  # http.server calls it by this name
-            self._record()
+            peer = self._record()
+            if self.path == KUBEADM_DONE_PATH:
+                user, groups = identity(peer) if peer else ("system:anonymous", ["system:unauthenticated"])
+                if not (state.admin_group_bound() and ADMIN_GROUP in groups):
+                    message = (
+                        f'daemonsets.apps "kube-proxy" is forbidden: User "{user}" cannot get resource "daemonsets"'
+                    )
+                    self._answer(403, json.dumps(_status(403, "Forbidden", message)).encode(), "application/json")
+                    return
+                done = state.init_done_after_reviews is not None and state.reviews >= state.init_done_after_reviews
+                if done:
+                    self._answer(
+                        200,
+                        json.dumps({"kind": "DaemonSet", "metadata": {"name": "kube-proxy"}}).encode(),
+                        "application/json",
+                    )
+                else:
+                    message = 'daemonsets.apps "kube-proxy" not found'
+                    self._answer(404, json.dumps(_status(404, "NotFound", message)).encode(), "application/json")
+                return
             status = state.next_status()
             body = b"ok" if status == 200 else b"[-]etcd failed: reason withheld\nreadyz check failed"
             self._answer(status, body, "text/plain")

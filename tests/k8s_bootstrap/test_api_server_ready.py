@@ -8,7 +8,7 @@ from typing import Any
 
 import pytest
 
-from components.k8s.api_probe import ACCESS_REVIEW_PATH
+from components.k8s.api_probe import ACCESS_REVIEW_PATH, KUBEADM_DONE_PATH
 from components.k8s.api_ready import (
     ApiServerCredentialsRefusedError,
     ApiServerNotReadyError,
@@ -56,7 +56,7 @@ def test_create_succeeds_once_readyz_answers_and_the_admin_is_authorised(server:
     assert result.id == f"{LOOPBACK}:{server.port}"
     assert result.outs is not None
     assert result.outs["url"] == f"https://{LOOPBACK}:{server.port}/readyz"
-    assert server.paths == ["/readyz", ACCESS_REVIEW_PATH]
+    assert server.paths == ["/readyz", ACCESS_REVIEW_PATH, KUBEADM_DONE_PATH]
     assert "Authorization" not in server.headers[0]
     assert server.peers[0] == {}  # /readyz is probed anonymously: no client certificate
     assert identity(server.peers[1]) == ("kubernetes-admin", [ADMIN_GROUP, "system:authenticated"])
@@ -244,3 +244,19 @@ def test_args_are_validated(kwargs: dict[str, Any], message: str) -> None:
         ApiServerReadyArgs(
             host="10.0.0.10", ca_certificate_pem="x", client_certificate_pem="c", client_key_pem="k", **kwargs
         )
+
+
+
+def test_ready_waits_for_kubeadm_init_to_finish(server: FakeApiServer, pki: Pki) -> None:
+    """kubeadm writes the join token's Secret in its bootstrap-token phase, after the admin binding:
+    applying the stack's copy before then races kubeadm (it would overwrite the expiry)."""
+    server.init_done_after_reviews = 3
+    ApiServerReadyProvider().create(props(server.port, pki))
+    assert server.reviews >= 3
+    assert server.paths[-1] == KUBEADM_DONE_PATH
+
+
+def test_a_kubeadm_init_that_never_finishes_is_reported_as_such(server: FakeApiServer, pki: Pki) -> None:
+    server.init_done_after_reviews = None
+    with pytest.raises(ApiServerNotReadyError, match="kubeadm init has not finished"):
+        ApiServerReadyProvider().create(props(server.port, pki, timeout_seconds=1))

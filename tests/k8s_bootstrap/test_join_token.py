@@ -29,7 +29,7 @@ from components.k8s.join_token import NODE_BOOTSTRAP_GROUP, SECRET_TYPE
 from components.k8s.join_token_rotation import JoinTokenRotationArgs, JoinTokenRotationProvider
 from components.k8s.node_bootstrap import KUBEADM_CONFIG_PATH, ClusterNode
 from stacks.environment.loader import PROJECT, config_for_runtime, read_stack_file
-from stacks.tools.mock_runtime import ProgramRun, RecordedResource, run_program, run_project_main
+from stacks.tools.mock_runtime import ProgramRun, RecordedResource, contains_secret, run_program, run_project_main
 from stacks.tools.mock_values import MOCK_JOIN_TOKEN_ISSUED_AT
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -113,9 +113,17 @@ def test_the_token_is_secret_in_the_plan(dev_run: ProgramRun) -> None:
 def test_the_secret_is_applied_only_through_the_authorised_api(dev_run: ProgramRun) -> None:
     (secret,) = _token_secrets(dev_run)
     (ready,) = dev_run.by_type(READY)
-    (provider,) = dev_run.by_type("pulumi:providers:kubernetes")
-    assert secret.provider is not None and secret.provider.startswith(provider.urn)
+    providers = {p.urn: p for p in dev_run.by_type("pulumi:providers:kubernetes")}
+    assert secret.provider is not None
+    provider = providers[secret.provider.rsplit("::", 1)[0]]
     assert ready.urn in provider.dependencies
+    # Its own provider adopts kubeadm's copy of the Secret (pulumi-kubernetes 4.29+ creates
+    # client-side: without this a first `pulumi up` fails with AlreadyExists); the cluster's
+    # provider, which every add-on uses, still refuses to adopt what it did not create.
+    assert provider.inputs.get("upsertExistingObjects") == "true"  # provider config travels as strings
+    others = [p for urn, p in providers.items() if urn != provider.urn]
+    assert others and all(p.inputs.get("upsertExistingObjects") in (None, "false") for p in others)
+    assert contains_secret(provider.inputs["kubeconfig"])
     # ...and "ready" means our admin certificate is authorised, not only that /readyz answers.
     assert ready.plain_inputs()["client_certificate_pem"].startswith("-----BEGIN CERTIFICATE-----")
     assert rpc.is_rpc_secret(ready.inputs["client_key_pem"])

@@ -173,3 +173,30 @@ def test_readiness_waits_for_the_init_nodes_vm_alone() -> None:
     pool = {r.urn: r for r in staging.resources if r.name.startswith("control-plane-")}
     waited = {pool[urn].name for urn in ready.dependencies if urn in pool}
     assert waited == {"control-plane-cp-1"}
+
+
+def test_whatever_talks_to_the_cluster_goes_before_any_control_plane_vm() -> None:
+    """`pulumi destroy` deletes dependents first: the drains, the join token and the cluster's
+    providers (hence every Kubernetes object) must depend on every control-plane VM, or cp-2 and
+    cp-3 could go first and take etcd's quorum with them while the drains still need the API."""
+    from tests.program.conftest import run_view, stack_view
+
+    staging = run_view(stack_view("staging"), "staging")
+    control_plane = {
+        r.urn
+        for r in staging.resources
+        if r.type == "vsphere:index/virtualMachine:VirtualMachine" and r.name.startswith("control-plane-")
+    }
+    assert len(control_plane) == 3
+    talkers = [r for r in staging.resources if r.type in (NODE_DRAIN, "pulumi:providers:kubernetes")]
+    assert len(talkers) == 8 + 2  # a guard per worker, the cluster's provider and the token's
+    for resource in talkers:
+        assert control_plane <= set(resource.dependencies), resource.name
+
+
+def test_replacing_the_init_node_says_the_cluster_starts_over(
+    dev_run: ProgramRun, run_edited: Callable[[EnvEdit], ProgramRun]
+) -> None:
+    after = run_edited(lambda env: env["vcenter"].update(template="rocky9-k8s-template-v2"))
+    diff = diff_plans(dev_run.resources, after.resources)
+    assert any("runs `kubeadm init`" in note and "empty etcd" in note for note in diff.notes), diff.notes
