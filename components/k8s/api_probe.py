@@ -159,6 +159,23 @@ def _status_message(body: str) -> str:
     return body.splitlines()[0] if body else ""
 
 
+def _as_admin(
+    host: str,
+    port: int,
+    ca_certificate_pem: str,
+    credentials: ClientCredentials,
+    method: str,
+    path: str,
+    *,
+    body: bytes | None = None,
+    timeout: float,
+) -> tuple[int, str] | ProbeResult:
+    """One request with the admin client certificate, the server verified against the cluster CA."""
+    context = _context(ca_certificate_pem)
+    _load_client_certificate(context, credentials)
+    return _request(host, port, context, method, path, body=body, timeout=timeout)
+
+
 def probe_admin_access(
     host: str,
     port: int,
@@ -168,10 +185,8 @@ def probe_admin_access(
     timeout: float = REQUEST_TIMEOUT_SECONDS,
 ) -> ProbeResult:
     """One SelfSubjectAccessReview with the admin client certificate: `ready` only if allowed."""
-    context = _context(ca_certificate_pem)
-    _load_client_certificate(context, credentials)
     body = json.dumps(ADMIN_ACCESS_REVIEW).encode()
-    answer = _request(host, port, context, "POST", ACCESS_REVIEW_PATH, body=body, timeout=timeout)
+    answer = _as_admin(host, port, ca_certificate_pem, credentials, "POST", ACCESS_REVIEW_PATH, body=body, timeout=timeout)
     if isinstance(answer, ProbeResult):
         return answer
     status, text = answer
@@ -225,9 +240,7 @@ def probe_kubeadm_done(
     timeout: float = REQUEST_TIMEOUT_SECONDS,
 ) -> ProbeResult:
     """`ready` once kube-proxy's DaemonSet exists (kubeadm init's last phase ran)."""
-    context = _context(ca_certificate_pem)
-    _load_client_certificate(context, credentials)
-    answer = _request(host, port, context, "GET", KUBEADM_DONE_PATH, timeout=timeout)
+    answer = _as_admin(host, port, ca_certificate_pem, credentials, "GET", KUBEADM_DONE_PATH, timeout=timeout)
     if isinstance(answer, ProbeResult):
         return answer
     status, text = answer
