@@ -243,7 +243,7 @@ def test_bootstrap_mode_provider_waits_for_the_api_server() -> None:
                 client_key_pem=bootstrap.admin_client_key_pem,
             ),
         )
-        access = ClusterAccess("c-access", ClusterAccessArgs.for_bootstrap(bootstrap, ready, cluster_identifier="gpu"))
+        access = ClusterAccess("c-access", ClusterAccessArgs.for_bootstrap(bootstrap, [ready], cluster_identifier="gpu"))
         pulumi.export("accessKubeconfig", access.kubeconfig)
 
     run = run_program(program, project=PROJECT, stack="test", config={}, secret_keys=[])
