@@ -51,6 +51,19 @@ the generation does not see (the first run with gates, a template changed in pla
 or restart every VM at once, and a VM's own replacement would take its old first-boot data (Pulumi
 fills ignored properties from the state); a re-created VM (its gate replaced) takes them all anew."""
 
+LINKED_CLONE_ROLLED_PROPERTIES = ("disks[0].size",)
+"""Also held on a gated linked clone: its disk is the template's snapshot disk, so its size is the
+template's. A template rebuilt with another disk would otherwise grow every VM at once outside the
+rollout, or fail the whole diff when smaller (terraform-provider-vsphere's disk subresource,
+DiskDiffOperation: "virtual disks cannot be shrunk"). A full clone's size is `disk_gb`, grown in
+place on purpose."""
+
+UNPINNED_HOST_PROPERTY = "hostSystemId"
+"""Ignored unless `vm-host-rules` pins the VM: pulumi-vsphere reads the VM's current host into it
+(terraform-provider-vsphere, resourceVSphereVirtualMachineRead sets `host_system_id` from
+`Runtime.Host`), so after each DRS move the next `up` would vMotion the VM back, which fails for a
+VM with a vGPU. The node's `host` is then only where its clone is first placed."""
+
 
 @dataclass(frozen=True, kw_only=True)
 class PoolNode:
@@ -328,6 +341,12 @@ class NodePool(pulumi.ComponentResource):
                 ignore_changes=[
                     *(f'extraConfig["{key}"]' for key in GUESTINFO_KEYS),
                     *(ROLLED_PROPERTIES if trigger is not None else ()),
+                    *(LINKED_CLONE_ROLLED_PROPERTIES if trigger is not None and args.linked_clone else ()),
+                    *(
+                        (UNPINNED_HOST_PROPERTY,)
+                        if first_host is not None and args.placement != "vm-host-rules"
+                        else ()
+                    ),
                 ],
                 # A replacement (any `clone` change) must delete the old VM first: the new one has
                 # the same name in the same folder (vCenter refuses a duplicate: DuplicateName)

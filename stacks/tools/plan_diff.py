@@ -97,6 +97,10 @@ def _flatten(value: Any, prefix: str = "") -> Iterator[tuple[str, Any]]:
     if isinstance(value, Mapping):
         for key, child in value.items():
             yield from _flatten(child, f"{prefix}.{key}" if prefix else str(key))
+    elif isinstance(value, list) and prefix:
+        # Pulumi's property paths index lists as `disks[0].size` (what ignoreChanges names).
+        for index, child in enumerate(value):
+            yield from _flatten(child, f"{prefix}[{index}]")
     else:
         yield prefix, value
 
@@ -108,7 +112,7 @@ def changed_paths(old: Mapping[str, Any], new: Mapping[str, Any]) -> list[str]:
 
 def _vm_verdict(paths: Sequence[str], ignored: Sequence[str] = ()) -> tuple[Verdict, list[str]]:
     # A VM with a rolling-update gate ignores what its generation covers: only a new VM takes it.
-    held = [p for p in paths if p.split(".")[0] in {i for i in ignored if "[" not in i and "." not in i}]
+    held = [p for p in paths if any(p == i or p.startswith((f"{i}.", f"{i}[")) for i in ignored)]
     if held:
         verdict, reasons = _vm_verdict([p for p in paths if p not in held])
         return verdict, [f"{', '.join(held)} changed: only a new VM takes it (its rolling-update gate)", *reasons]

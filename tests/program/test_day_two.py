@@ -7,6 +7,7 @@ dependents before the resource itself, so a guard that depends on a VM runs its 
 
 from __future__ import annotations
 
+import dataclasses
 import itertools
 import subprocess
 import sys
@@ -447,3 +448,57 @@ def test_a_preview_with_new_gates_shows_no_vm_replaced(monkeypatch: pytest.Monke
         vm = vm_of(run, node)
         assert vm.inputs["datastorePath"] == "", node
         assert vm.property_dependencies["datastorePath"] == [run.named(f"rollout-gate-{node}").urn]
+
+
+def test_a_template_with_a_bigger_disk_waits_for_the_rollout_on_linked_clones(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Linked clones (dev) take the template's disk size. A template rebuilt in place with another disk
+    must not grow every VM at once (nor fail the diff: terraform-provider-vsphere refuses a smaller
+    disk, "virtual disks cannot be shrunk"); the disk is the template's, so only a new VM takes it."""
+    from stacks.tools import mock_runtime
+    from tests.program.conftest import run_view, stack_view
+
+    before = run_view(stack_view("dev"), "dev")
+    real = mock_runtime.fake_invoke_result
+
+    def bigger_disk(token: str, args: dict[str, Any]) -> dict[str, Any]:
+        result = real(token, args)
+        if not token.endswith("getVirtualMachine"):
+            return result
+        return {**result, "disks": [{**result["disks"][0], "size": 60}]}
+
+    monkeypatch.setattr(mock_runtime, "fake_invoke_result", bigger_disk)
+    after = run_view(stack_view("dev"), "dev")
+    assert vm_of(after, "worker-1").inputs["disks"][0]["size"] == 60  # a new VM would take it
+    diff = diff_plans(before.resources, after.resources)
+    assert {c.verdict for c in diff.nodes} == {"unchanged"} and diff.down_at_once == 0
+    assert all(
+        c.reasons == ["disks[0].size changed: only a new VM takes it (its rolling-update gate)"] for c in diff.nodes
+    )
+
+
+def _moved_by_drs(run: ProgramRun, node: str, host_id: str) -> ProgramRun:
+    """`run` as `pulumi refresh` leaves it after DRS moved `node`'s VM: pulumi-vsphere reads the VM's
+    current host into `host_system_id` (terraform-provider-vsphere, resourceVSphereVirtualMachineRead:
+    `d.Set("host_system_id", vprops.Runtime.Host.Value)`)."""
+    vm = vm_of(run, node)
+    moved = dataclasses.replace(vm, inputs={**vm.inputs, "hostSystemId": host_id})
+    return dataclasses.replace(run, resources=[moved if r is vm else r for r in run.resources])
+
+
+@pytest.mark.parametrize("placement", ["none", "anti-affinity"])
+def test_a_drs_move_of_an_unpinned_vm_is_not_undone(
+    placement: str, run_edited: Callable[[EnvEdit], ProgramRun]
+) -> None:
+    """With placement `none`/`anti-affinity`, a node's `host` is only where its clone starts; DRS may
+    move it later. Setting the host back would vMotion it on every `up` (and fail for a vGPU VM)."""
+    run = run_edited(lambda env: env["gpuWorkers"].update(placement=placement))
+    refreshed = _moved_by_drs(run, "worker-1", "host-elsewhere")
+    diff = diff_plans(refreshed.resources, run.resources)
+    assert {c.node: c.verdict for c in diff.nodes}["gpu-workers-worker-1"] == "unchanged"
+    assert "hostSystemId" in vm_of(run, "worker-1").ignore_changes
+
+
+def test_a_pinned_vm_keeps_its_host_managed(dev_run: ProgramRun) -> None:
+    # vm-host-rules (dev): the mandatory rule keeps the VM there; the host stays a managed property.
+    assert dev_run.named("gpu-workers-worker-1").inputs["hostSystemId"]
+    assert "hostSystemId" not in vm_of(dev_run, "worker-1").ignore_changes

@@ -21,7 +21,7 @@ from typing import Any
 import pytest
 
 from components.vsphere.first_boot import GUESTINFO_KEYS
-from components.vsphere.node_pool import ROLLED_PROPERTIES
+from components.vsphere.node_pool import LINKED_CLONE_ROLLED_PROPERTIES, ROLLED_PROPERTIES
 from stacks.environment.model import Environment
 from stacks.tools.mock_runtime import SECRET_MARK, ProgramRun, RecordedResource, contains_secret
 
@@ -229,8 +229,12 @@ def test_first_boot_data_is_secret_and_not_diffed(dev_run: ProgramRun) -> None:
     for vm in dev_run.by_type(VM):
         assert contains_secret(vm.inputs["extraConfig"])
         assert vm.redacted_inputs()["extraConfig"] == SECRET_MARK
-        # The guestinfo keys, and what only the node's rolling-update gate may change (test_day_two).
-        assert vm.ignore_changes == [f'extraConfig["{key}"]' for key in GUESTINFO_KEYS] + list(ROLLED_PROPERTIES)
+        # The guestinfo keys, and what only the node's rolling-update gate may change (test_day_two);
+        # dev's linked clones take their disk from the template, so its size is held too.
+        assert vm.ignore_changes == [f'extraConfig["{key}"]' for key in GUESTINFO_KEYS] + [
+            *ROLLED_PROPERTIES,
+            *LINKED_CLONE_ROLLED_PROPERTIES,
+        ]
 
 
 @pytest.mark.parametrize("node", ["worker-1", "worker-3"])
