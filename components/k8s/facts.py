@@ -18,3 +18,15 @@ Calico (v3.31) is tested by Tigera on 1.32 to 1.35."""
 
 DEFAULT_CALICO_VERSION = "v3.31.3"
 """Calico release Tigera tests on Kubernetes 1.32-1.35 (v3.29, often quoted, stops at 1.32)."""
+
+CALICO_TESTED_KUBERNETES: dict[int, range] = {
+    27: range(27, 30),
+    28: range(28, 31),
+    29: range(29, 33),
+    30: range(30, 34),
+    31: range(32, 36),
+}
+"""Calico v3 minor to the Kubernetes minors Tigera tests it on ("System requirements for
+Kubernetes", docs.tigera.io/calico/3.NN/getting-started/kubernetes/requirements; v3.29 "is tested
+against Kubernetes v1.29-v1.32", projectcalico discussion 11717). A newer minor than the table
+knows is let through: its own page is the authority, and it is newer than every entry here."""

@@ -21,7 +21,8 @@ import re
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-PROFILE_PATTERN = re.compile(r"^grid_(?P<board>[a-z0-9]+)-(?:\d+-)?(?P<framebuffer>\d+)[a-z]$")
+# Boards released since vGPU 17 are listed with an `nvidia_` prefix (nvidia_l40s-48c): same shape.
+PROFILE_PATTERN = re.compile(r"^(?:grid|nvidia)_(?P<board>[a-z0-9]+)-(?:\d+-)?(?P<framebuffer>\d+)[a-z]$")
 
 SMALL_BAR_BOARDS = frozenset({"t4", "m10", "m60"})
 """NVIDIA vGPU boards whose BARs fit below 4 GB: no 64-bit MMIO and no EFI needed; every other

@@ -79,6 +79,52 @@ def addresses_unique(env: Environment) -> Iterator[Problem]:
             seen[address] = path
 
 
+def _named_addresses(env: Environment) -> dict[IPv4Address, str]:
+    """Every address the stack gives a role, to the key that gives it."""
+    named: dict[IPv4Address, str] = {env.management_network.gateway: "managementNetwork.gateway"}
+    if env.rdma_network.gateway is not None:
+        named[env.rdma_network.gateway] = "rdmaNetwork.gateway"
+    for i, host in enumerate(env.hosts):
+        named.setdefault(host.vmknic_ip, f"hosts[{i}].vmknicIp")
+    for pool_key, pool in _pools(env):
+        for j, node in enumerate(pool.nodes):
+            named.setdefault(node.management_ip, f"{pool_key}.nodes[{j}].managementIp")
+            if node.rdma_ip is not None:
+                named.setdefault(node.rdma_ip, f"{pool_key}.nodes[{j}].rdmaIp")
+    return named
+
+
+@rule
+def service_addresses_are_not_node_addresses(env: Environment) -> Iterator[Problem]:
+    """A DNS server or an API endpoint given as an address the stack already gives a node, a vmknic
+    or a gateway: nothing of ours serves DNS there, and an endpoint on a worker, a host's vmknic or
+    the gateway never reaches an API server (kubeadm writes it into every kubeconfig and join)."""
+    named = _named_addresses(env)
+    for i, server in enumerate(env.management_network.dns_servers):
+        key = named.get(server)
+        if key is not None and key != "managementNetwork.gateway":  # a gateway often resolves too
+            yield Problem(
+                ("managementNetwork", "dnsServers", i),
+                f"{server} is {key}, which runs no DNS server; give the site's DNS server",
+            )
+    endpoint = env.kubernetes.control_plane_endpoint
+    if endpoint is None:
+        return
+    try:
+        address = IPv4Address(str(endpoint))
+    except ValueError:  # a DNS name: the load balancer's
+        return
+    dns = {server: f"managementNetwork.dnsServers[{i}]" for i, server in enumerate(env.management_network.dns_servers)}
+    key = named.get(address) or dns.get(address)
+    own_node = key is not None and key.startswith("controlPlane.nodes[") and key.endswith(".managementIp")
+    if key is not None and not own_node:  # a control-plane node's own address: control_plane_quorum
+        yield Problem(
+            ("kubernetes", "controlPlaneEndpoint"),
+            f"{endpoint} is {key}, where no API server listens; give the control plane's address, "
+            "or with several control-plane nodes a load-balanced DNS name or VIP",
+        )
+
+
 @rule
 def ranges_do_not_overlap(env: Environment) -> Iterator[Problem]:
     ranges: list[tuple[Path, IPv4Network]] = [
@@ -126,7 +172,11 @@ def names_unique(env: Environment) -> Iterator[Problem]:
         key = host.name.casefold().rstrip(".")
         if key in hosts:
             first = env.hosts[hosts[key]].name
-            same = "listed twice" if first == host.name else f"the same host as hosts[{hosts[key]}] {first!r} (names are not case-sensitive)"
+            same = (
+                "listed twice"
+                if first == host.name
+                else f"the same host as hosts[{hosts[key]}] {first!r} (names are not case-sensitive)"
+            )
             yield Problem(("hosts", i, "name"), f"host {host.name!r} is {same}; list each ESXi host once")
         else:
             hosts[key] = i
@@ -239,4 +289,10 @@ def slots_fit_gpus(env: Environment) -> Iterator[Problem]:
 
 
 # The other subjects register their rules on import; importing this module brings in all of them.
-from stacks.environment import rules_components, rules_kubernetes, rules_software, rules_vsphere  # noqa: E402, F401
+from stacks.environment import (  # noqa: E402, F401
+    rules_components,
+    rules_kubernetes,
+    rules_software,
+    rules_vm_size,
+    rules_vsphere,
+)

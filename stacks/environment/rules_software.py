@@ -6,6 +6,7 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 
+from components.k8s.facts import CALICO_TESTED_KUBERNETES
 from stacks.environment.model import Environment
 from stacks.environment.registry import Problem, rule
 
@@ -124,3 +125,24 @@ def training_jobs_fit_the_gpus(env: Environment) -> Iterator[Problem]:
             ("jobs", "sample", "scriptPath"),
             "only jobs.sample.benchmark 'tf-cnn-benchmarks' reads it; remove it or switch the benchmark",
         )
+
+
+@rule
+def calico_supports_the_kubernetes_version(env: Environment) -> Iterator[Problem]:
+    k8s = env.kubernetes
+    if k8s.mode != "bootstrap":
+        return
+    calico_minor = int(k8s.cni.version.split(".")[1])
+    kubernetes_minor = int(k8s.version.split(".")[1])
+    newest = max(CALICO_TESTED_KUBERNETES)
+    tested = CALICO_TESTED_KUBERNETES.get(calico_minor)
+    if calico_minor > newest or (tested is not None and kubernetes_minor in tested):
+        return
+    fits = [m for m, minors in sorted(CALICO_TESTED_KUBERNETES.items()) if kubernetes_minor in minors]
+    advice = f"use v3.{fits[-1]}" if fits else "use a Calico release that supports it"
+    where = f"is tested on Kubernetes 1.{tested.start}-1.{tested.stop - 1}, not" if tested else "predates Kubernetes"
+    yield Problem(
+        ("kubernetes", "cni", "version"),
+        f"Calico v3.{calico_minor} {where} 1.{kubernetes_minor} (kubernetes.version); {advice} "
+        "(docs.tigera.io, System requirements for Kubernetes)",
+    )

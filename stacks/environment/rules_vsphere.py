@@ -119,3 +119,27 @@ def gpu_template_is_not_the_control_planes(env: Environment) -> Iterator[Problem
             "is vcenter.template; the GPU template carries the workers' vGPU device, which control-plane "
             "clones must not get (they reserve no memory and would not power on): name a separate template",
         )
+
+
+@rule
+def folder_is_relative_to_the_vm_root(env: Environment) -> Iterator[Problem]:
+    """pulumi-vsphere's Folder `path` and the VM's `folder` are relative to the datacenter's VM folder
+    (terraform-provider-vsphere, folder docs: "relative to the root of the type of folder ... and the
+    supplied datacenter": `gpu-cluster/dev` is `/<datacenter>/vm/gpu-cluster/dev`). An inventory path
+    would name a folder under `/<datacenter>/vm/<datacenter>/vm/...`, whose parents do not exist."""
+    folder = env.vcenter.folder
+    parts = [part for part in folder.split("/") if part]
+    prefixes = ([env.vcenter.datacenter, "vm"], ["vm"])
+    relative: str | None
+    for prefix in prefixes:
+        if parts[: len(prefix)] == prefix and len(parts) > len(prefix):
+            relative = "/".join(parts[len(prefix) :])
+            break
+    else:
+        relative = "/".join(parts) if folder.startswith("/") else None
+    if relative is not None:
+        yield Problem(
+            ("vcenter", "folder"),
+            f"{folder!r} is an inventory path; the folder is relative to the datacenter's VM folder: "
+            f"write it as {relative}",
+        )
