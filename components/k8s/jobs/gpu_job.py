@@ -6,7 +6,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import ClassVar
 
-from components.k8s.jobs.mpijob import RunPolicy, mpirun_command, mpirun_np
+from components.k8s.jobs.mpijob import RestartPolicy, RunPolicy, mpirun_command, mpirun_np
 from components.k8s.jobs.pods import WorkerShape
 from components.k8s.jobs.transport import NcclTransport
 from components.k8s.objects import check_dns_label, check_image
@@ -33,6 +33,9 @@ class GpuJob:
     """How error messages name the job."""
     mpi_mca: ClassVar[MpiMca]
     """Open MPI `--mca` settings of the launcher's mpirun."""
+    launcher_restart_policy: ClassVar[RestartPolicy] = "OnFailure"
+    """The launcher replica's `restartPolicy`. OnFailure (the operator's launcher default, named
+    so the rendered job says it): a benchmark whose mpirun lost a worker runs again."""
 
     workers: int
     """Number of GPU worker pods; use all GPU workers (one per GPU VM in the reference). Required."""

@@ -38,7 +38,12 @@ class ReplicaSpec:
     replicas: int = 1
     """Number of pods of this type. Default 1."""
     restart_policy: RestartPolicy | None = None
-    """Restart policy of the replica; default None (the operator's default, Never)."""
+    """Restart policy of the replica's pods; default None, the operator's default: OnFailure for
+    the launcher, Never for workers (kubeflow/mpi-operator v0.8.0 v2beta1/constants.go
+    `DefaultLauncherRestartPolicy`, `DefaultRestartPolicy`). The operator writes it into the pod
+    template, overwriting the template's own `restartPolicy` (mpi_job_controller.go
+    `newLauncherPodTemplate`, `setRestartPolicy`; `ExitCode` becomes Never there), so set it
+    here, never in the template."""
 
     def __post_init__(self) -> None:
         if self.replicas < 1:
@@ -55,7 +60,8 @@ class RunPolicy:
     """Which pods to delete when the job finishes: Running (default: stop workers, keep the
     launcher's logs), All, or None."""
     backoff_limit: int | None = None
-    """Retries of the launcher before the job is failed; default None (operator default, 6)."""
+    """Retries of the launcher before the job is failed: the operator passes it to the launcher's
+    batch Job, which makes a new pod per failure; default None (Kubernetes' Job default, 6)."""
     ttl_seconds_after_finished: int | None = None
     """Delete the finished job after this many seconds; default None (keep it)."""
     active_deadline_seconds: int | None = None

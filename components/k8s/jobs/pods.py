@@ -72,11 +72,11 @@ def launcher_template(
     extra_mounts: Sequence[Mapping[str, Any]] = (),
 ) -> dict[str, Any]:
     """The launcher: runs `mpirun`, needs no GPU, may land on any node (GPU taint tolerated,
-    since in small clusters the GPU workers are the only schedulable nodes)."""
+    since in small clusters the GPU workers are the only schedulable nodes). No `restartPolicy`:
+    the operator overwrites it with the replica's (`ReplicaSpec.restart_policy`)."""
     template: dict[str, Any] = {
         "metadata": {"labels": {**labels, "gpucluster.io/mpi-role": "launcher"}},
         "spec": {
-            "restartPolicy": "OnFailure",
             "automountServiceAccountToken": False,
             "enableServiceLinks": False,
             "tolerations": [gpu_toleration()],
