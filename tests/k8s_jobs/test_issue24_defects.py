@@ -3,6 +3,10 @@ code before its fix (the failure line is quoted in the commit message)."""
 
 from __future__ import annotations
 
+import os
+import shlex
+import subprocess
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -78,3 +82,67 @@ def test_training_launchers_name_their_restart_policy_at_the_replica(job: dict[s
     launcher = job["spec"]["mpiReplicaSpecs"]["Launcher"]
     assert launcher["restartPolicy"] == "OnFailure"
     assert "restartPolicy" not in launcher["template"]["spec"]
+
+
+# 7. The fabric check's image had no verbs provider for vmw_pvrdma: its rdma-core is MOFED's
+# (linux.mellanox.com's apt repository, coreweave/nccl-tests Dockerfile.ubuntu22), whose
+# ibverbs-providers carries the mlx providers only. NCCL then finds no IB device over RoCE.
+
+
+def fabric_job(transport: str) -> dict[str, Any]:
+    return render_fabric_check(FabricCheckJob(workers=4, shape=WorkerShape(transport=transport)))  # type: ignore[arg-type]
+
+
+def test_roce_workers_get_the_pvrdma_verbs_provider_before_sshd() -> None:
+    worker = fabric_job("roce")["spec"]["mpiReplicaSpecs"]["Worker"]["template"]["spec"]["containers"][0]
+    script = worker["command"][2]
+    # Only where the image lacks it, from Ubuntu's archive, pinned over MOFED's packages.
+    assert "ls /usr/lib/*/libibverbs/libvmw_pvrdma-rdmav*.so" in script
+    assert "Pin: release o=Ubuntu" in script and "Pin-Priority: 1001" in script
+    assert "--allow-downgrades" in script and "ibverbs-providers" in script
+    assert script.index("ibverbs-providers") < script.index("sshd -De")
+    assert subprocess.run(["bash", "-n", "-c", script], check=False).returncode == 0
+
+
+def test_roce_fabric_check_lists_each_workers_verbs_devices_before_the_sweep() -> None:
+    script = fabric_job("roce")["spec"]["mpiReplicaSpecs"]["Launcher"]["template"]["spec"]["containers"][0]["command"]
+    words = shlex.split(script[-1])
+    devices = words[: words.index("||")]
+    assert devices[0] == "mpirun" and devices[devices.index("-np") + 1] == "4"
+    assert devices[devices.index("-map-by") + 1] == "ppr:1:node"
+    assert devices[-3:-1] == ["/bin/sh", "-c"] and devices[-1].endswith("ibv_devices")
+    assert words.index(";") < words.index("/opt/nccl-tests/build/all_reduce_perf")
+
+
+def test_tcp_fabric_check_neither_installs_verbs_nor_lists_devices() -> None:
+    job = fabric_job("tcp")
+    worker = job["spec"]["mpiReplicaSpecs"]["Worker"]["template"]["spec"]["containers"][0]
+    launcher = job["spec"]["mpiReplicaSpecs"]["Launcher"]["template"]["spec"]["containers"][0]
+    assert "ibverbs-providers" not in worker["command"][2]
+    assert "ibv_devices" not in launcher["command"][-1]
+
+
+def test_the_launcher_still_judges_the_sweep_after_listing_devices(tmp_path: Path) -> None:
+    # The device listing must not reach the verdict's log, nor stop the sweep when it fails.
+    job = fabric_job("roce")
+    fake = tmp_path / "bin"
+    fake.mkdir()
+    roce_log = Path(__file__).parent / "fixtures" / "nccl_tests_roce.log"
+    (fake / "mpirun").write_text(
+        "#!/bin/sh\n"
+        'case "$*" in *ibv_devices*) echo "    device  node GUID"; exit 1;; esac\n'
+        f"cat {shlex.quote(str(roce_log))}\n"
+    )
+    (fake / "mpirun").chmod(0o755)
+    command = list(job["spec"]["mpiReplicaSpecs"]["Launcher"]["template"]["spec"]["containers"][0]["command"])
+    verdict_dir = Path(__file__).resolve().parents[2] / "components/k8s/jobs/files"
+    command[-1] = (
+        command[-1]
+        .replace("/opt/gpucluster/", f"{verdict_dir}/")
+        .replace("/tmp/all_reduce_perf.log", str(tmp_path / "run.log"))
+    )
+    env = {**os.environ, "PATH": f"{fake}:{os.environ['PATH']}"}
+    result = subprocess.run(command, capture_output=True, text=True, env=env, check=False, timeout=60)
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert "device  node GUID" not in (tmp_path / "run.log").read_text()
+    assert "fabric check: PASS" in result.stdout

@@ -35,6 +35,7 @@ from components.k8s.jobs.mpijob import (
 )
 from components.k8s.jobs.pods import launcher_template, worker_template
 from components.k8s.jobs.script_files import SCRIPTS_DIR, scripts_configmap, scripts_mount, scripts_volume
+from components.k8s.jobs.verbs import INSTALL_PVRDMA_PROVIDER, LIST_VERBS_DEVICES
 from components.k8s.objects import app_labels
 
 NCCL_TESTS_IMAGE = "ghcr.io/coreweave/nccl-tests:12.4.1-devel-ubuntu22.04-nccl2.27.6-1-7c12c62"
@@ -69,6 +70,10 @@ class FabricCheckJob(GpuJob):
     link_gbps: float = 100.0
     """Line rate of the RDMA uplinks in Gb/s; bus bandwidth is judged against it. Default 100
     (12.5 GB/s)."""
+    install_verbs_provider: bool = True
+    """Over RoCE, install the vmw_pvrdma verbs provider on each worker where the image lacks it
+    (verbs.py: the default image's MOFED rdma-core has none). Default True; needs egress to
+    Ubuntu's mirror on such an image, nothing where the image has the provider."""
     min_bus_share: float = 0.8
     """Over RoCE, the least peak bus bandwidth as a share of the link rate. Default 0.8: a good
     bare-metal all_reduce reaches about 0.97; PVRDMA costs a few per cent. Not applied over TCP,
@@ -93,8 +98,14 @@ class FabricCheckJob(GpuJob):
         return f"{self.job_name}-verdict"
 
     def checked_command(self) -> list[str]:
-        """mpirun, its output kept in a log, then the verdict on that log: the launcher's exit
-        status is the verdict's (or mpirun's, when the test itself failed)."""
+        """Over RoCE each worker's verbs devices first (informative: a failure there does not
+        stop the sweep, whose own verdict is the judge), then mpirun, its output kept in a log,
+        then the verdict on that log: the launcher's exit status is the verdict's (or mpirun's,
+        when the test itself failed)."""
+        devices = ""
+        if self.shape.transport == "roce":
+            listing = shlex.join(self.launcher_command(["/bin/sh", "-c", LIST_VERBS_DEVICES], per_worker=True))
+            devices = f"{listing} || echo 'fabric check: ibv_devices failed on a worker' ; "
         run = shlex.join(self.launcher_command(self.test_args()))
         verdict = shlex.join(
             [
@@ -106,7 +117,7 @@ class FabricCheckJob(GpuJob):
                 RUN_LOG,
             ]
         )
-        return ["/bin/bash", "-o", "pipefail", "-c", f"{run} 2>&1 | tee {RUN_LOG} && exec {verdict}"]
+        return ["/bin/bash", "-o", "pipefail", "-c", f"{devices}{run} 2>&1 | tee {RUN_LOG} && exec {verdict}"]
 
     def test_args(self) -> list[str]:
         # -g 1: one GPU per rank; ranks = GPUs, placed by the hostfile's slots.
@@ -147,7 +158,13 @@ def render_fabric_check(job: FabricCheckJob) -> dict[str, Any]:
         ),
         worker=ReplicaSpec(
             replicas=job.workers,
-            template=worker_template(image=job.image, shape=job.shape, labels=labels, env={}),
+            template=worker_template(
+                image=job.image,
+                shape=job.shape,
+                labels=labels,
+                env={},
+                setup=[INSTALL_PVRDMA_PROVIDER] if job.shape.transport == "roce" and job.install_verbs_provider else [],
+            ),
         ),
     )
     return render_mpijob(spec)

@@ -86,11 +86,13 @@ class GpuJob:
         """GPUs the job holds while it runs (every worker's, all at once)."""
         return self.workers * self.shape.gpus
 
-    def launcher_command(self, program: list[str]) -> list[str]:
-        """mpirun across every slot, exporting the transport's variables to each rank."""
+    def launcher_command(self, program: list[str], *, per_worker: bool = False) -> list[str]:
+        """mpirun across every slot (or, `per_worker`, one rank on each worker), exporting the
+        transport's variables to each rank."""
         return mpirun_command(
-            np=self.np,
+            np=self.workers if per_worker else self.np,
             exported_env=[*self.env(), "LD_LIBRARY_PATH", "PATH"],
             mca=self.mpi_mca,
             program=program,
+            map_by="ppr:1:node" if per_worker else "slot",
         )

@@ -181,13 +181,15 @@ def mpirun_command(
     exported_env: Sequence[str],
     mca: Sequence[tuple[str, str]],
     program: Sequence[str],
+    map_by: str = "slot",
 ) -> list[str]:
     """An Open MPI `mpirun` line: ranks, placement, ssh, exported variables, MCA parameters, program.
 
     Variables are exported with `-x NAME` (their values come from the launcher's environment), so
-    the values live in one place: the launcher container's `env`.
+    the values live in one place: the launcher container's `env`. `map_by`: Open MPI's
+    `-map-by`; default `slot` (fill each worker's slots), `ppr:1:node` for one rank per worker.
     """
-    command = ["mpirun", "--allow-run-as-root", "-np", str(np), "-bind-to", "none", "-map-by", "slot"]
+    command = ["mpirun", "--allow-run-as-root", "-np", str(np), "-bind-to", "none", "-map-by", map_by]
     command += ["-mca", "plm_rsh_args", SSH_CLIENT_OPTIONS]
     for name in exported_env:
         command += ["-x", name]
@@ -204,7 +206,7 @@ INSTALL_OPENSSH = (
 start. Needs egress to the distribution's mirror; without it, bake `openssh-server` into the image."""
 
 
-def sshd_command(*, install_openssh: bool = False) -> list[str]:
+def sshd_command(*, install_openssh: bool = False, setup: Sequence[str] = ()) -> list[str]:
     """What an OpenMPI MPIJob's workers run: sshd in the foreground, for the launcher's `mpirun`.
 
     The operator mounts the generated keys at `sshAuthMountPath` (/root/.ssh) from a Secret; with
@@ -214,6 +216,7 @@ def sshd_command(*, install_openssh: bool = False) -> list[str]:
     line overrides whatever the image's sshd_config says, so every image behaves the same.
     """
     steps = [INSTALL_OPENSSH] if install_openssh else []
+    steps += setup  # more start steps (bash), before sshd: ranks start only once it listens
     steps += [
         "mkdir -p /run/sshd",
         "ssh-keygen -A",
