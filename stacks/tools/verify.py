@@ -31,6 +31,7 @@ from components.k8s.jobs.fabric_check import FabricCheckJob
 from components.k8s.jobs.pytorch_ddp import PytorchDdpJob
 from stacks.environment.loader import load_environment, read_stack_file
 from stacks.environment.model import Environment
+from stacks.tools.verify_launcher import LogSource, launcher_selector, log_source, newest_pod
 from stacks.tools.verify_logs import Transport, Verdict, judge_benchmark, judge_fabric
 
 EXIT_FAILED = 1
@@ -125,10 +126,21 @@ class Kubectl:
         parsed: dict[str, Any] = json.loads(result.stdout)
         return parsed
 
-    def launcher_log(self, name: str) -> str:
-        # The launcher is a batch Job named <mpijob>-launcher (MPI Operator v2beta1).
-        result = self.run("logs", f"job/{name}-launcher", "--tail=-1")
-        return result.stdout if result.returncode == 0 else ""
+    def launcher_log(self, name: str) -> tuple[LogSource | None, str]:
+        """The newest launcher pod's newest finished run, and its log (verify_launcher.py says
+        why not `kubectl logs job/<name>-launcher`). (None, "") when no launcher pod is left."""
+        result = self.run("get", "pods", "--selector", launcher_selector(name), "--output", "json")
+        if result.returncode != 0:
+            raise VerifyError(f"kubectl get pods --selector {launcher_selector(name)}: {result.stderr.strip()}")
+        pod = newest_pod(json.loads(result.stdout).get("items", []))
+        if pod is None:
+            return None, ""
+        source = log_source(pod)
+        args = ["logs", source.pod, "--container", source.container, "--tail=-1"]
+        if source.previous:
+            args.append("--previous")
+        logs = self.run(*args)
+        return source, logs.stdout if logs.returncode == 0 else ""
 
 
 def job_state(mpijob: dict[str, Any]) -> str:
@@ -159,7 +171,13 @@ def verify_job(kubectl: Kubectl, env: Environment, job: ExpectedJob) -> Verdict:
     if state not in ("Succeeded", "Failed"):
         verdict.fail("not finished yet: run verify again when it has (kubectl get mpijob -w)")
         return verdict
-    log = kubectl.launcher_log(job.name)
+    source, log = kubectl.launcher_log(job.name)
+    if source is None:
+        verdict.lines.append(
+            f"log: no launcher pod of {job.name} is left (deleted by the runPolicy's cleanPodPolicy or ttl?)"
+        )
+    else:
+        verdict.lines.append(source.describe())
     succeeded = state == "Succeeded"
     if job.kind == "fabric-check":
         check = env.jobs.fabric_check

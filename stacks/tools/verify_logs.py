@@ -30,19 +30,26 @@ _NET_IB = re.compile(_NCCL_INFO + r"NET/IB : Using (\[\d+\]\S+)")
 _NET_IB_NONE = re.compile(_NCCL_INFO + r"NET/IB : No device found")
 _NET_SOCKET = re.compile(_NCCL_INFO + r"NET/Socket : Using (\[\d+\]\S+)")
 _NCCL_VERSION = re.compile(r"NCCL version (\d+\.\d+\.\d+)")
+# Line-bound patterns: `[ \t]`, never `\s`, which under MULTILINE also matches a newline, so a row
+# cut in two (ranks' output interleaved, a wrapped line) would be read as one, or a row would take
+# its in-place columns from the next line.
+_SP = r"[ \t]"
 _RESULT_ROW = re.compile(
-    r"^\s*(\d+)\s+(\d+)\s+[a-z0-9_]+\s+[a-z]+\s+-?\d+\s+[\d.]+\s+([\d.]+)\s+([\d.]+)\s+\S+(?:\s+[\d.]+\s+([\d.]+)\s+([\d.]+))?",
+    rf"^{_SP}*(\d+){_SP}+(\d+){_SP}+[a-z0-9_]+{_SP}+[a-z]+{_SP}+-?\d+{_SP}+[\d.]+{_SP}+([\d.]+){_SP}+([\d.]+)"
+    rf"{_SP}+\S+(?:{_SP}+[\d.]+{_SP}+([\d.]+){_SP}+([\d.]+))?",
     re.MULTILINE,
 )
-_AVG_BUS = re.compile(r"^# Avg bus bandwidth\s*: ([\d.eE+-]+)", re.MULTILINE)
-_OUT_OF_BOUNDS = re.compile(r"^# Out of bounds values\s*: (\d+)", re.MULTILINE)
+_AVG_BUS = re.compile(rf"^# Avg bus bandwidth{_SP}*: ([\d.eE+-]+)", re.MULTILINE)
+_OUT_OF_BOUNDS = re.compile(rf"^# Out of bounds values{_SP}*: (\d+)", re.MULTILINE)
 _TOTAL_IMAGES = re.compile(r"^total images/sec: ([\d.]+)", re.MULTILINE)
 _GPU_NAMES = (
     re.compile(r"^ddp_resnet50: \d+ ranks, GPU (.+?), batch", re.MULTILINE),
     # TensorFlow >= 2.5 "Created device … memory:  -> device: 0, name: X, pci bus id: …"; older
     # "Created TensorFlow device (…) -> physical GPU (device: 0, name: X, pci bus id: …)".
     re.compile(r"-> (?:physical GPU \()?device: \d+, name: ([^,]+), pci bus id"),
-    re.compile(r"^#\s+Rank\s+\d+ Group\s+\d+ Pid\s+\d+ on\s+\S+ device\s+\d+ \[[^\]]*\] (.+)$", re.MULTILINE),
+    re.compile(
+        rf"^#{_SP}+Rank{_SP}+\d+ Group{_SP}+\d+ Pid{_SP}+\d+ on{_SP}+\S+ device{_SP}+\d+ \[[^\]]*\] (.+)$", re.MULTILINE
+    ),
 )
 
 REFERENCE_IMAGES_PER_SEC: dict[str, float] = {"V100": 1276.0, "A100": 2075.0}

@@ -432,3 +432,15 @@ def test_one_renderer_for_every_node_writes_each_document_as_emitting_it_whole_w
         assert text == render_user_data(spec, name, token=TOKEN, ca_cert_hash=CA_HASH, pki=PKI)
         assert text == "#cloud-config\n" + dump_yaml(yaml.safe_load(text))
         assert yaml.safe_load(text)["hostname"] == name
+
+
+def test_rdma_nodes_keep_the_kernel_name_of_the_rdma_device() -> None:
+    # Issue 24, defect 6: rdma-core's default udev policy (NAME_FALLBACK) may rename vmw_pvrdma0
+    # (e.g. rocep11s0); the jobs select it as NCCL_IB_HCA=vmw_pvrdma.
+    spec = make_spec()
+    # Same name as rdma-core's packaged rule, so it replaces it (udev(7): /etc before /usr/lib).
+    path = "/etc/udev/rules.d/60-rdma-persistent-naming.rules"
+    rule = files(user_data(spec, "gpu-1"))[path]["content"]
+    rules = [line for line in rule.splitlines() if line and not line.startswith("#")]
+    assert rules == ['ACTION=="add", SUBSYSTEM=="infiniband", PROGRAM="rdma_rename %k NAME_KERNEL"']
+    assert path not in files(user_data(spec, "cpu-1"))

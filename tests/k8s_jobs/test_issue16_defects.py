@@ -38,7 +38,10 @@ def mpirun_argv(job: dict[str, Any]) -> list[str]:
     if command[0] == "mpirun":
         return command
     words = shlex.split(command[-1])
-    return words[: words.index("2>&1")]
+    end = words.index("2>&1")
+    # The fabric check over RoCE lists each worker's verbs devices first (`... ; mpirun ...`).
+    start = max((i + 1 for i, word in enumerate(words[:end]) if word == ";"), default=0)
+    return words[start:end]
 
 
 def every_job(transport: str) -> list[dict[str, Any]]:

@@ -123,7 +123,10 @@ def render_benchmark(job: BenchmarkJob) -> dict[str, Any]:
         slots_per_worker=job.shape.gpus,
         run_policy=job.run_policy,
         labels=labels,
-        launcher=ReplicaSpec(template=launcher_template(image=job.image, command=command, env=env, labels=labels)),
+        launcher=ReplicaSpec(
+            restart_policy=job.launcher_restart_policy,
+            template=launcher_template(image=job.image, command=command, env=env, labels=labels),
+        ),
         worker=ReplicaSpec(
             replicas=job.workers,
             template=worker_template(

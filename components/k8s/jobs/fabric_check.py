@@ -5,7 +5,10 @@ per rank, one rank per GPU across every worker, over the same RoCE/TCP switch as
 The launcher then judges the run (files/fabric_verdict.sh, shipped in a ConfigMap): the job FAILS
 when NCCL used another network than asked for (a RoCE run that fell back to `NET/Socket`), when
 over RoCE the peak bus bandwidth is below `min_bus_share` of the link rate, or when values were
-wrong. A fallback can no longer pass as a success.
+wrong. A fallback can no longer pass as a success. The launcher runs once: its replica's
+`restartPolicy` is Never and `runPolicy.backoffLimit` 0, so a failed verdict fails the MPIJob
+instead of re-running the sweep (the operator's launcher default, OnFailure, restarted the
+container and the batch Job's default backoff of 6 made new pods, each a new sweep).
 
 There is no nccl-tests image from NVIDIA on a public registry. The default is CoreWeave's public,
 tag-pinned build (`ghcr.io/coreweave/nccl-tests`, listed in its README: CUDA 12.4.1 / NCCL 2.27.6 /
@@ -19,17 +22,20 @@ nccl-tests built with MPI=1.
 from __future__ import annotations
 
 import shlex
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, ClassVar
 
 from components.k8s.jobs.gpu_job import MPI_OVER_TCP_NO_HCOLL, GpuJob, MpiMca
 from components.k8s.jobs.mpijob import (
     MpiJobSpec,
     ReplicaSpec,
+    RestartPolicy,
+    RunPolicy,
     render_mpijob,
 )
 from components.k8s.jobs.pods import launcher_template, worker_template
 from components.k8s.jobs.script_files import SCRIPTS_DIR, scripts_configmap, scripts_mount, scripts_volume
+from components.k8s.jobs.verbs import INSTALL_PVRDMA_PROVIDER, LIST_VERBS_DEVICES
 from components.k8s.objects import app_labels
 
 NCCL_TESTS_IMAGE = "ghcr.io/coreweave/nccl-tests:12.4.1-devel-ubuntu22.04-nccl2.27.6-1-7c12c62"
@@ -45,6 +51,11 @@ class FabricCheckJob(GpuJob):
     default_name: ClassVar[str] = "nccl-fabric-check"
     description: ClassVar[str] = "fabric check"
     mpi_mca: ClassVar[MpiMca] = MPI_OVER_TCP_NO_HCOLL
+    launcher_restart_policy: ClassVar[RestartPolicy] = "Never"
+
+    run_policy: RunPolicy = field(default_factory=lambda: RunPolicy(backoff_limit=0))
+    """Default: delete the workers when done, keep the launcher for its log, no retry. Its
+    `backoff_limit` must be 0: a retry would run the sweep again and report the last run."""
 
     image: str = NCCL_TESTS_IMAGE
     """Image with Open MPI, sshd and nccl-tests. Default CoreWeave's pinned nccl-tests build."""
@@ -59,6 +70,10 @@ class FabricCheckJob(GpuJob):
     link_gbps: float = 100.0
     """Line rate of the RDMA uplinks in Gb/s; bus bandwidth is judged against it. Default 100
     (12.5 GB/s)."""
+    install_verbs_provider: bool = True
+    """Over RoCE, install the vmw_pvrdma verbs provider on each worker where the image lacks it
+    (verbs.py: the default image's MOFED rdma-core has none). Default True; needs egress to
+    Ubuntu's mirror on such an image, nothing where the image has the provider."""
     min_bus_share: float = 0.8
     """Over RoCE, the least peak bus bandwidth as a share of the link rate. Default 0.8: a good
     bare-metal all_reduce reaches about 0.97; PVRDMA costs a few per cent. Not applied over TCP,
@@ -70,6 +85,11 @@ class FabricCheckJob(GpuJob):
             raise ValueError("step_factor must be at least 2")
         if self.link_gbps <= 0:
             raise ValueError(f"link_gbps must be positive, got {self.link_gbps}")
+        if self.run_policy.backoff_limit != 0:
+            raise ValueError(
+                f"fabric check: run_policy.backoff_limit must be 0, got {self.run_policy.backoff_limit}: "
+                "a retried launcher runs the sweep again and hides a failed verdict; pass RunPolicy(backoff_limit=0, ...)"
+            )
         if not 0 <= self.min_bus_share <= 1:
             raise ValueError(f"min_bus_share is a share of the link rate between 0 and 1, got {self.min_bus_share}")
 
@@ -78,8 +98,14 @@ class FabricCheckJob(GpuJob):
         return f"{self.job_name}-verdict"
 
     def checked_command(self) -> list[str]:
-        """mpirun, its output kept in a log, then the verdict on that log: the launcher's exit
-        status is the verdict's (or mpirun's, when the test itself failed)."""
+        """Over RoCE each worker's verbs devices first (informative: a failure there does not
+        stop the sweep, whose own verdict is the judge), then mpirun, its output kept in a log,
+        then the verdict on that log: the launcher's exit status is the verdict's (or mpirun's,
+        when the test itself failed)."""
+        devices = ""
+        if self.shape.transport == "roce":
+            listing = shlex.join(self.launcher_command(["/bin/sh", "-c", LIST_VERBS_DEVICES], per_worker=True))
+            devices = f"{listing} || echo 'fabric check: ibv_devices failed on a worker' ; "
         run = shlex.join(self.launcher_command(self.test_args()))
         verdict = shlex.join(
             [
@@ -91,7 +117,7 @@ class FabricCheckJob(GpuJob):
                 RUN_LOG,
             ]
         )
-        return ["/bin/bash", "-o", "pipefail", "-c", f"{run} 2>&1 | tee {RUN_LOG} && exec {verdict}"]
+        return ["/bin/bash", "-o", "pipefail", "-c", f"{devices}{run} 2>&1 | tee {RUN_LOG} && exec {verdict}"]
 
     def test_args(self) -> list[str]:
         # -g 1: one GPU per rank; ranks = GPUs, placed by the hostfile's slots.
@@ -120,6 +146,7 @@ def render_fabric_check(job: FabricCheckJob) -> dict[str, Any]:
         run_policy=job.run_policy,
         labels=labels,
         launcher=ReplicaSpec(
+            restart_policy=job.launcher_restart_policy,
             template=launcher_template(
                 image=job.image,
                 command=command,
@@ -127,11 +154,17 @@ def render_fabric_check(job: FabricCheckJob) -> dict[str, Any]:
                 labels=labels,
                 extra_volumes=[scripts_volume(job.scripts_configmap_name)],
                 extra_mounts=[scripts_mount()],
-            )
+            ),
         ),
         worker=ReplicaSpec(
             replicas=job.workers,
-            template=worker_template(image=job.image, shape=job.shape, labels=labels, env={}),
+            template=worker_template(
+                image=job.image,
+                shape=job.shape,
+                labels=labels,
+                env={},
+                setup=[INSTALL_PVRDMA_PROVIDER] if job.shape.transport == "roce" and job.install_verbs_provider else [],
+            ),
         ),
     )
     return render_mpijob(spec)

@@ -6,7 +6,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import ClassVar
 
-from components.k8s.jobs.mpijob import RunPolicy, mpirun_command, mpirun_np
+from components.k8s.jobs.mpijob import RestartPolicy, RunPolicy, mpirun_command, mpirun_np
 from components.k8s.jobs.pods import WorkerShape
 from components.k8s.jobs.transport import NcclTransport
 from components.k8s.objects import check_dns_label, check_image
@@ -33,6 +33,9 @@ class GpuJob:
     """How error messages name the job."""
     mpi_mca: ClassVar[MpiMca]
     """Open MPI `--mca` settings of the launcher's mpirun."""
+    launcher_restart_policy: ClassVar[RestartPolicy] = "OnFailure"
+    """The launcher replica's `restartPolicy`. OnFailure (the operator's launcher default, named
+    so the rendered job says it): a benchmark whose mpirun lost a worker runs again."""
 
     workers: int
     """Number of GPU worker pods; use all GPU workers (one per GPU VM in the reference). Required."""
@@ -83,11 +86,13 @@ class GpuJob:
         """GPUs the job holds while it runs (every worker's, all at once)."""
         return self.workers * self.shape.gpus
 
-    def launcher_command(self, program: list[str]) -> list[str]:
-        """mpirun across every slot, exporting the transport's variables to each rank."""
+    def launcher_command(self, program: list[str], *, per_worker: bool = False) -> list[str]:
+        """mpirun across every slot (or, `per_worker`, one rank on each worker), exporting the
+        transport's variables to each rank."""
         return mpirun_command(
-            np=self.np,
+            np=self.workers if per_worker else self.np,
             exported_env=[*self.env(), "LD_LIBRARY_PATH", "PATH"],
             mca=self.mpi_mca,
             program=program,
+            map_by="ppr:1:node" if per_worker else "slot",
         )

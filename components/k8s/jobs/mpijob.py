@@ -38,7 +38,12 @@ class ReplicaSpec:
     replicas: int = 1
     """Number of pods of this type. Default 1."""
     restart_policy: RestartPolicy | None = None
-    """Restart policy of the replica; default None (the operator's default, Never)."""
+    """Restart policy of the replica's pods; default None, the operator's default: OnFailure for
+    the launcher, Never for workers (kubeflow/mpi-operator v0.8.0 v2beta1/constants.go
+    `DefaultLauncherRestartPolicy`, `DefaultRestartPolicy`). The operator writes it into the pod
+    template, overwriting the template's own `restartPolicy` (mpi_job_controller.go
+    `newLauncherPodTemplate`, `setRestartPolicy`; `ExitCode` becomes Never there), so set it
+    here, never in the template."""
 
     def __post_init__(self) -> None:
         if self.replicas < 1:
@@ -55,7 +60,8 @@ class RunPolicy:
     """Which pods to delete when the job finishes: Running (default: stop workers, keep the
     launcher's logs), All, or None."""
     backoff_limit: int | None = None
-    """Retries of the launcher before the job is failed; default None (operator default, 6)."""
+    """Retries of the launcher before the job is failed: the operator passes it to the launcher's
+    batch Job, which makes a new pod per failure; default None (Kubernetes' Job default, 6)."""
     ttl_seconds_after_finished: int | None = None
     """Delete the finished job after this many seconds; default None (keep it)."""
     active_deadline_seconds: int | None = None
@@ -175,13 +181,15 @@ def mpirun_command(
     exported_env: Sequence[str],
     mca: Sequence[tuple[str, str]],
     program: Sequence[str],
+    map_by: str = "slot",
 ) -> list[str]:
     """An Open MPI `mpirun` line: ranks, placement, ssh, exported variables, MCA parameters, program.
 
     Variables are exported with `-x NAME` (their values come from the launcher's environment), so
-    the values live in one place: the launcher container's `env`.
+    the values live in one place: the launcher container's `env`. `map_by`: Open MPI's
+    `-map-by`; default `slot` (fill each worker's slots), `ppr:1:node` for one rank per worker.
     """
-    command = ["mpirun", "--allow-run-as-root", "-np", str(np), "-bind-to", "none", "-map-by", "slot"]
+    command = ["mpirun", "--allow-run-as-root", "-np", str(np), "-bind-to", "none", "-map-by", map_by]
     command += ["-mca", "plm_rsh_args", SSH_CLIENT_OPTIONS]
     for name in exported_env:
         command += ["-x", name]
@@ -198,7 +206,7 @@ INSTALL_OPENSSH = (
 start. Needs egress to the distribution's mirror; without it, bake `openssh-server` into the image."""
 
 
-def sshd_command(*, install_openssh: bool = False) -> list[str]:
+def sshd_command(*, install_openssh: bool = False, setup: Sequence[str] = ()) -> list[str]:
     """What an OpenMPI MPIJob's workers run: sshd in the foreground, for the launcher's `mpirun`.
 
     The operator mounts the generated keys at `sshAuthMountPath` (/root/.ssh) from a Secret; with
@@ -208,6 +216,7 @@ def sshd_command(*, install_openssh: bool = False) -> list[str]:
     line overrides whatever the image's sshd_config says, so every image behaves the same.
     """
     steps = [INSTALL_OPENSSH] if install_openssh else []
+    steps += setup  # more start steps (bash), before sshd: ranks start only once it listens
     steps += [
         "mkdir -p /run/sshd",
         "ssh-keygen -A",

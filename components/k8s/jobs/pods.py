@@ -72,11 +72,11 @@ def launcher_template(
     extra_mounts: Sequence[Mapping[str, Any]] = (),
 ) -> dict[str, Any]:
     """The launcher: runs `mpirun`, needs no GPU, may land on any node (GPU taint tolerated,
-    since in small clusters the GPU workers are the only schedulable nodes)."""
+    since in small clusters the GPU workers are the only schedulable nodes). No `restartPolicy`:
+    the operator overwrites it with the replica's (`ReplicaSpec.restart_policy`)."""
     template: dict[str, Any] = {
         "metadata": {"labels": {**labels, "gpucluster.io/mpi-role": "launcher"}},
         "spec": {
-            "restartPolicy": "OnFailure",
             "automountServiceAccountToken": False,
             "enableServiceLinks": False,
             "tolerations": [gpu_toleration()],
@@ -108,8 +108,9 @@ def worker_template(
     extra_volumes: Sequence[Mapping[str, Any]] = (),
     extra_mounts: Sequence[Mapping[str, Any]] = (),
     install_openssh: bool = False,
+    setup: Sequence[str] = (),
 ) -> dict[str, Any]:
-    """A GPU worker running sshd for the launcher's `mpirun`."""
+    """A GPU worker running sshd for the launcher's `mpirun`, after the `setup` steps (bash)."""
     limits: dict[str, Any] = {"nvidia.com/gpu": shape.gpus}
     security: dict[str, Any] = {"privileged": False}
     if shape.transport == "roce":
@@ -119,7 +120,7 @@ def worker_template(
     container: dict[str, Any] = {
         "name": "worker",
         "image": image,
-        "command": sshd_command(install_openssh=install_openssh),
+        "command": sshd_command(install_openssh=install_openssh, setup=setup),
         "resources": {
             "requests": {"cpu": shape.cpu, "memory": shape.memory},
             "limits": limits,

@@ -88,9 +88,10 @@ def render_pytorch_ddp(job: PytorchDdpJob) -> dict[str, Any]:
         run_policy=job.run_policy,
         labels=labels,
         launcher=ReplicaSpec(
+            restart_policy=job.launcher_restart_policy,
             template=launcher_template(
                 image=job.image, command=job.launcher_command(job.program()), env=job.env(), labels=labels
-            )
+            ),
         ),
         worker=ReplicaSpec(
             replicas=job.workers,

@@ -15,7 +15,11 @@ NCCL, and v2.27.6-1, the fabric check's):
   `NCCL_IBEXT_DISABLE=1` (nccl-rdma-sharp-plugins' `NCCL_PARAM(IbDisable, "IBEXT_DISABLE", 0)`)
   keeps the plugin off where a user sets `NCCL_NET_PLUGIN` back through `jobs.extraEnv`.
 - `NCCL_IB_HCA=vmw_pvrdma`: a prefix (no leading `=`), matching `vmw_pvrdma0`, the verbs device
-  of the PVRDMA function (driver `vmw_pvrdma`).
+  of the PVRDMA function (driver `vmw_pvrdma`). That is the kernel's name; rdma-core's udev rule
+  may rename it (policy NAME_FALLBACK: `rocep<bus>s<slot>`), so the node bootstrap pins
+  NAME_KERNEL (components/k8s/node_bootstrap/files/rdma-persistent-naming.rules). Pinned rather
+  than detected per node: the value is exported by the launcher to every rank (`mpirun -x`), so
+  it must be one name cluster-wide, and a PCI-derived name depends on each VM's slot layout.
 - `NCCL_IB_GID_INDEX=1`: NCCL <= 2.20 defaults to index 0 (net_ib.cc `NCCL_PARAM(IbGidIndex,
   "IB_GID_INDEX", 0)`); on a RoCE port index 0 is the default GID, the link-local fe80:: address
   derived from the MAC, which is not routable across hosts. PVRDMA exposes one GID type per port

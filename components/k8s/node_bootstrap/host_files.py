@@ -12,6 +12,7 @@ BOOTSTRAP_UNIT = "gpucluster-bootstrap.service"
 BOOTSTRAP_WANTS_DROP_IN = "gpucluster-bootstrap-wants.conf"
 MODULES_LOAD_KUBERNETES = "modules-load-kubernetes.conf"
 MODULES_LOAD_RDMA = "modules-load-rdma.conf"
+RDMA_NAMING_RULES = "rdma-persistent-naming.rules"
 SYSCTL_KUBERNETES = "sysctl-kubernetes.conf"
 NETWORKMANAGER_CALICO = "networkmanager-calico.conf"
 

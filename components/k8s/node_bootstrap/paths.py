@@ -26,5 +26,7 @@ BOOTSTRAP_WANTS_DROP_IN_PATH = "/etc/systemd/system/multi-user.target.d/gpuclust
 
 MODULES_LOAD_KUBERNETES_PATH = "/etc/modules-load.d/kubernetes.conf"
 MODULES_LOAD_RDMA_PATH = "/etc/modules-load.d/gpucluster-rdma.conf"
+RDMA_NAMING_RULES_PATH = "/etc/udev/rules.d/60-rdma-persistent-naming.rules"
+"""Replaces rdma-core's rule of the same name: RDMA devices keep the kernel's name (vmw_pvrdma0)."""
 SYSCTL_PATH = "/etc/sysctl.d/99-kubernetes.conf"
 NETWORKMANAGER_CALICO_PATH = "/etc/NetworkManager/conf.d/calico.conf"

@@ -9,7 +9,8 @@ What each node gets (all through cloud-init's VMware datasource, `guestinfo.user
   `JoinConfiguration` it uses instead of init when the cluster already runs (a replaced VM);
 - every other control-plane node: the shared PKI and a `JoinConfiguration` with `controlPlane`;
 - workers: a `JoinConfiguration` only (bootstrap token + CA public-key pin), no key material;
-- nodes with a PVRDMA NIC: the RDMA kernel modules to load at boot.
+- nodes with a PVRDMA NIC: the RDMA kernel modules to load at boot, and a udev rule that keeps
+  the RDMA device's kernel name (`vmw_pvrdma0`), which the training jobs select it by.
 
 cloud-init runs `write_files` and `runcmd` once per instance, and its VMware datasource re-reads
 guestinfo on every boot (no `check_instance_id`), where `redact` has set the user-data to "---"
@@ -165,6 +166,7 @@ class UserDataRenderer:
         ]
         if node.rdma_ip is not None:
             files.append(_host_file(paths.MODULES_LOAD_RDMA_PATH, host_files.MODULES_LOAD_RDMA))
+            files.append(_host_file(paths.RDMA_NAMING_RULES_PATH, host_files.RDMA_NAMING_RULES))
         token, ca_cert_hash = self._token, self._ca_cert_hash
         if role == "worker":
             kubeadm_docs = [
