@@ -90,11 +90,18 @@ class DvsHostMemberProvider(VsphereProvider):
         return pulumi.dynamic.CheckResult(inputs, failures)
 
     def diff(self, _id: str, olds: dict[str, Any], news: dict[str, Any]) -> pulumi.dynamic.DiffResult:
-        # Another host or another switch is another membership: the new one is added first, the
-        # old one removed at the end, after whatever used it.
+        # Another host or another switch is another membership. Another host: the new one is
+        # added first, the old one removed at the end, after whatever used it. Another switch:
+        # the old membership goes first, because the host's vmnic backs one switch at a time
+        # (each physical adapter is paired with one uplink port: vSphere CLI Concepts and
+        # Examples 6.7, "Networking Using vSphere Distributed Switches",
+        # https://docs.vmware.com/en/VMware-vSphere/6.7/vspherecli-concepts-examples/GUID-EAD97216-F33C-4A55-82AC-7EFCD88FAB9E.html),
+        # so the new switch cannot claim it while the old one holds it. The engine then deletes
+        # the member's dependents (vmknic, VMs) first as well.
         replaces = [k for k in ("host_name", "switch_uuid") if olds.get(k) != news.get(k)]
         changes = bool(replaces) or sorted(olds.get("vmnics") or []) != sorted(news.get("vmnics") or [])
-        return pulumi.dynamic.DiffResult(changes=changes, replaces=replaces, delete_before_replace=False)
+        delete_first = "switch_uuid" in replaces
+        return pulumi.dynamic.DiffResult(changes=changes, replaces=replaces, delete_before_replace=delete_first)
 
     def _apply(self, props: dict[str, Any]) -> dict[str, Any]:
         host_name, uuid, vmnics = props["host_name"], props["switch_uuid"], sorted(props["vmnics"])
