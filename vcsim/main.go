@@ -8,6 +8,8 @@
 //     (graphics.go, host_services.go, graphics_power.go),
 //   - VMkernel adapters on distributed switch ports, and host removal from a
 //     switch refused while they are attached (dvs_hosts.go),
+//   - ReconfigureDvs_Task one at a time per switch (an overlapping one fails with
+//     DvsOperationBulkFault) and refused for a stale configVersion (dvs_reconfigure.go),
 //   - vGPU profiles offered by every host (HostConfigInfo.sharedPassthruGpuTypes),
 //   - extra physical NICs (default vmnic4, vmnic5: ConnectX-style RDMA uplinks),
 //   - the ESXi firewall ruleset "pvrdma" (TCP/UDP 28250), disabled by default,

@@ -277,6 +277,11 @@ func (h *vmRules) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		h.next.ServeHTTP(w, r)
 		keepSourceConfig(source, folder, req.Name)
 		return
+	case *types.ReconfigureDvs_Task:
+		if dvs := lookupDVS(req.This); dvs != nil { // vcsim/dvs_reconfigure.go
+			taskResponse(w, "ReconfigureDvs_Task", reconfigureDvs(dvs, req))
+			return
+		}
 	case *types.CreateVM_Task:
 		if folder := lookupFolder(req.This); folder != nil {
 			if refusal := duplicateName(folder, req.Config.Name); refusal != nil {
