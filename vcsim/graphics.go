@@ -11,7 +11,14 @@
 //   - graphicsInfo[].graphicsType (the active value, vim.host.GraphicsInfo) follows the configured
 //     value when HostServiceSystem.RestartService("xorg") (or StartService) runs and no powered-on
 //     VM uses the device (graphicsInfo[].vm is empty): a GPU held by running VMs keeps its mode;
-//   - graphicsInfo[].vm lists the powered-on VMs holding a vGPU of the device.
+//   - graphicsInfo[].vm lists the powered-on VMs holding a vGPU of the device;
+//   - what a restart switched is not yet what the API shows: graphicsInfo[].graphicsType (of the
+//     manager and of HostSystem.config) keeps the type it had at the last
+//     HostGraphicsManager.RefreshGraphicsManager ("Refresh the available graphics information",
+//     vSphere Web Services API / pyvmomi docs/vim/host/GraphicsManager.rst), so a client reads
+//     the active type after refreshing. The device's own state (power-on admission,
+//     IsSharedGraphicsActive) is live. graphicsConfig (what UpdateGraphicsConfig stored) and the
+//     VM lists are shown at once: no source says otherwise, and preflight reads them so.
 //
 // govmomi 0.24's simulator has no HostGraphicsManager and no HostServiceSystem at all.
 package main
@@ -47,6 +54,9 @@ type HostGraphicsManager struct {
 	mo.HostGraphicsManager
 
 	host *simulator.HostSystem
+	// device is the devices' real state; the embedded GraphicsInfo is what the API shows, with
+	// graphicsType as of the last RefreshGraphicsManager.
+	device []types.HostGraphicsInfo
 }
 
 func newHostGraphicsManager(host *simulator.HostSystem, defaultType string, profiles []string) *HostGraphicsManager {
@@ -61,13 +71,14 @@ func newHostGraphicsManager(host *simulator.HostSystem, defaultType string, prof
 	}
 	m.SharedPassthruGpuTypes = append([]string(nil), profiles...)
 	// A host booted with this configuration: the device is already in the configured mode.
-	m.GraphicsInfo = []types.HostGraphicsInfo{{
+	m.device = []types.HostGraphicsInfo{{
 		DeviceName:     "NVIDIA Tesla T4",
 		VendorName:     "NVIDIA Corporation",
 		PciId:          "0000:3b:00.0",
 		GraphicsType:   defaultType,
 		MemorySizeInKB: 16 * 1024 * 1024,
 	}}
+	m.GraphicsInfo = append([]types.HostGraphicsInfo(nil), m.device...)
 	graphicsMu.Lock()
 	graphicsManagers[host.Self.Value] = m
 	m.syncHost()
@@ -96,7 +107,7 @@ func (m *HostGraphicsManager) syncHost() {
 
 // activeType is the type the host's NVIDIA device runs in now. Callers hold graphicsMu.
 func (m *HostGraphicsManager) activeType() string {
-	for _, info := range m.GraphicsInfo {
+	for _, info := range m.device {
 		if info.VendorName == "NVIDIA Corporation" {
 			return info.GraphicsType
 		}
@@ -104,20 +115,22 @@ func (m *HostGraphicsManager) activeType() string {
 	return ""
 }
 
-// restartXorg applies the configured types to every device no running VM holds. Callers hold
-// graphicsMu.
+// restartXorg applies the configured types to every device no running VM holds; the API shows
+// them after the next RefreshGraphicsManager. Callers hold graphicsMu.
 func (m *HostGraphicsManager) restartXorg() {
-	for i := range m.GraphicsInfo {
-		if len(m.GraphicsInfo[i].Vm) == 0 {
-			m.GraphicsInfo[i].GraphicsType = m.configuredType(m.GraphicsInfo[i].PciId)
+	for i := range m.device {
+		if len(m.device[i].Vm) == 0 {
+			m.device[i].GraphicsType = m.configuredType(m.device[i].PciId)
 		}
 	}
-	m.syncHost()
 }
 
 // setGpuVMs records which powered-on VMs hold a vGPU of this host's devices. Callers hold
 // graphicsMu.
 func (m *HostGraphicsManager) setGpuVMs(vms []types.ManagedObjectReference) {
+	for i := range m.device {
+		m.device[i].Vm = append([]types.ManagedObjectReference(nil), vms...)
+	}
 	for i := range m.GraphicsInfo {
 		m.GraphicsInfo[i].Vm = append([]types.ManagedObjectReference(nil), vms...)
 	}
@@ -161,8 +174,15 @@ func (m *HostGraphicsManager) UpdateGraphicsConfig(req *types.UpdateGraphicsConf
 	return body
 }
 
-// RefreshGraphicsManager re-reads nothing in the simulator: the state is always current.
+// RefreshGraphicsManager shows the devices' current state in graphicsInfo.
 func (m *HostGraphicsManager) RefreshGraphicsManager(req *types.RefreshGraphicsManager) soap.HasFault {
+	graphicsMu.Lock()
+	defer graphicsMu.Unlock()
+	m.GraphicsInfo = append([]types.HostGraphicsInfo(nil), m.device...)
+	for i := range m.GraphicsInfo {
+		m.GraphicsInfo[i].Vm = append([]types.ManagedObjectReference(nil), m.device[i].Vm...)
+	}
+	m.syncHost()
 	return &methods.RefreshGraphicsManagerBody{Res: &types.RefreshGraphicsManagerResponse{}}
 }
 
@@ -171,7 +191,7 @@ func (m *HostGraphicsManager) IsSharedGraphicsActive(req *types.IsSharedGraphics
 	graphicsMu.Lock()
 	defer graphicsMu.Unlock()
 	active := false
-	for _, info := range m.GraphicsInfo {
+	for _, info := range m.device {
 		if info.GraphicsType == "shared" {
 			active = true
 		}

@@ -5,9 +5,12 @@
 //   - a HostGraphicsManager per host whose configured type takes effect only
 //     when Xorg restarts, a HostServiceSystem with the "xorg" service, and
 //     vGPU power-on refused unless the active type is Shared Direct
-//     (graphics.go, host_services.go, graphics_power.go),
+//     (graphics.go, host_services.go, graphics_power.go), and a GPU running vGPUs of
+//     one profile only, up to its count per GPU (vgpu_capacity.go),
 //   - VMkernel adapters on distributed switch ports, and host removal from a
 //     switch refused while they are attached (dvs_hosts.go),
+//   - ReconfigureDvs_Task one at a time per switch (an overlapping one fails with
+//     DvsOperationBulkFault) and refused for a stale configVersion (dvs_reconfigure.go),
 //   - vGPU profiles offered by every host (HostConfigInfo.sharedPassthruGpuTypes),
 //   - extra physical NICs (default vmnic4, vmnic5: ConnectX-style RDMA uplinks),
 //   - the ESXi firewall ruleset "pvrdma" (TCP/UDP 28250), disabled by default,

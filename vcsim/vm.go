@@ -276,7 +276,13 @@ func (h *vmRules) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		}
 		h.next.ServeHTTP(w, r)
 		keepSourceConfig(source, folder, req.Name)
+		placeClone(folder, req.Name, req.Spec.Location.Host)
 		return
+	case *types.ReconfigureDvs_Task:
+		if dvs := lookupDVS(req.This); dvs != nil { // vcsim/dvs_reconfigure.go
+			taskResponse(w, "ReconfigureDvs_Task", reconfigureDvs(dvs, req))
+			return
+		}
 	case *types.CreateVM_Task:
 		if folder := lookupFolder(req.This); folder != nil {
 			if refusal := duplicateName(folder, req.Config.Name); refusal != nil {
@@ -339,6 +345,36 @@ func keepSourceConfig(source *simulator.VirtualMachine, folder *simulator.Folder
 			}
 		}
 		clone.Config.ExtraConfig = append(merged, clone.Config.ExtraConfig...)
+	})
+}
+
+// placeClone puts a fresh clone on the host its RelocateSpec names, as vCenter does
+// (VirtualMachineRelocateSpec.host: "the target host for the virtual machine"); 0.24's simulator
+// leaves every clone on its source's host, which would crowd one host's GPU with every vGPU
+// worker (vgpu_capacity.go).
+func placeClone(folder *simulator.Folder, name string, target *types.ManagedObjectReference) {
+	if target == nil {
+		return
+	}
+	to, ok := simulator.Map.Get(*target).(*simulator.HostSystem)
+	if !ok {
+		return
+	}
+	var clone *simulator.VirtualMachine
+	simulator.Map.WithLock(folder, func() {
+		clone, _ = simulator.Map.FindByName(name, folder.ChildEntity).(*simulator.VirtualMachine)
+	})
+	if clone == nil || clone.Runtime.Host == nil || *clone.Runtime.Host == to.Self {
+		return
+	}
+	if from, ok := simulator.Map.Get(*clone.Runtime.Host).(*simulator.HostSystem); ok {
+		simulator.Map.RemoveReference(from, &from.Vm, clone.Self)
+	}
+	simulator.Map.AppendReference(to, &to.Vm, clone.Self)
+	simulator.Map.WithLock(clone, func() {
+		host := to.Self
+		clone.Runtime.Host = &host
+		clone.Summary.Runtime.Host = &host
 	})
 }
 

@@ -16,6 +16,7 @@ before this resource existed) are adopted as they are.
 
 from __future__ import annotations
 
+import threading
 from typing import Any
 
 import pulumi
@@ -27,6 +28,31 @@ from components.vcenter.errors import VsphereError
 from components.vcenter.lookups import find_host, find_host_or_none
 from components.vcenter.tasks import wait_for_task
 from components.vsphere.provider_base import RetryPolicy, VsphereProvider, is_unknown, public_props
+
+# vCenter runs one reconfigure of a switch at a time and fails another that arrives meanwhile
+# with DvsOperationBulkFault (community.vmware issue 1989: parallel host adds to one switch fail
+# so; the workaround is one at a time). The engine creates the members of one switch at once,
+# each with a provider object of its own but in one provider process (the Python dynamic
+# provider serves them from several threads), so the lock is per switch and per process, not
+# per provider object. Conflicts with other processes (another stack, an admin) remain, and are
+# retried (`_CONFLICTS`).
+_switch_locks: dict[str, threading.Lock] = {}
+_switch_locks_guard = threading.Lock()
+
+
+def switch_lock(uuid: str) -> threading.Lock:
+    """The lock that serialises this process's member changes of the switch with this UUID."""
+    with _switch_locks_guard:
+        return _switch_locks.setdefault(uuid, threading.Lock())
+
+
+#: Refusals of a switch edit that a later attempt can get past: another reconfigure of the
+#: switch was running (DvsOperationBulkFault, vcsim/dvs_reconfigure.go), or the spec carried a
+#: configVersion another client's change has made stale (ConcurrentAccess; pyvmomi issue 538).
+#: The retry reads the switch, its members and its configVersion again. DvsOperationBulkFault
+#: also wraps lasting per-host faults (a vmnic in use elsewhere); the retries are bounded
+#: (`RetryPolicy`) and the last error keeps vCenter's text.
+_CONFLICTS: tuple[type, ...] = (vim.fault.ConcurrentAccess, vim.fault.DvsOperationBulkFault)
 
 
 def find_switch(si: Any, uuid: str) -> Any | None:
@@ -61,9 +87,7 @@ def reconfigure_member(dvs: Any, host: Any, operation: str, vmnics: list[str], *
     try:
         wait_for_task(dvs.ReconfigureDvs_Task(spec=spec), object_name=dvs.name, what=f"{operation} host {host_name}")
     except VsphereError as exc:
-        if isinstance(exc.fault, vim.fault.ConcurrentAccess):
-            # Hosts join in parallel, each sending the configVersion it read: all but one are
-            # refused. Transient: the retry reads the switch, and its new version, again.
+        if isinstance(exc.fault, _CONFLICTS):
             raise VsphereError(str(exc), object_name=dvs.name, fault=exc.fault, transient=True) from exc
         raise
 
@@ -90,11 +114,18 @@ class DvsHostMemberProvider(VsphereProvider):
         return pulumi.dynamic.CheckResult(inputs, failures)
 
     def diff(self, _id: str, olds: dict[str, Any], news: dict[str, Any]) -> pulumi.dynamic.DiffResult:
-        # Another host or another switch is another membership: the new one is added first, the
-        # old one removed at the end, after whatever used it.
+        # Another host or another switch is another membership. Another host: the new one is
+        # added first, the old one removed at the end, after whatever used it. Another switch:
+        # the old membership goes first, because the host's vmnic backs one switch at a time
+        # (each physical adapter is paired with one uplink port: vSphere CLI Concepts and
+        # Examples 6.7, "Networking Using vSphere Distributed Switches",
+        # https://docs.vmware.com/en/VMware-vSphere/6.7/vspherecli-concepts-examples/GUID-EAD97216-F33C-4A55-82AC-7EFCD88FAB9E.html),
+        # so the new switch cannot claim it while the old one holds it. The engine then deletes
+        # the member's dependents (vmknic, VMs) first as well.
         replaces = [k for k in ("host_name", "switch_uuid") if olds.get(k) != news.get(k)]
         changes = bool(replaces) or sorted(olds.get("vmnics") or []) != sorted(news.get("vmnics") or [])
-        return pulumi.dynamic.DiffResult(changes=changes, replaces=replaces, delete_before_replace=False)
+        delete_first = "switch_uuid" in replaces
+        return pulumi.dynamic.DiffResult(changes=changes, replaces=replaces, delete_before_replace=delete_first)
 
     def _apply(self, props: dict[str, Any]) -> dict[str, Any]:
         host_name, uuid, vmnics = props["host_name"], props["switch_uuid"], sorted(props["vmnics"])
@@ -111,7 +142,8 @@ class DvsHostMemberProvider(VsphereProvider):
                 reconfigure_member(dvs, host, "edit", vmnics, host_name=host_name)
             return {"host_name": host_name, "switch_uuid": uuid, "vmnics": vmnics}
 
-        return self.run(op, what=f"membership of host {host_name} in switch {uuid}")
+        with switch_lock(uuid):
+            return self.run(op, what=f"membership of host {host_name} in switch {uuid}")
 
     def create(self, props: dict[str, Any]) -> pulumi.dynamic.CreateResult:
         outs = self._apply(props)
@@ -143,7 +175,8 @@ class DvsHostMemberProvider(VsphereProvider):
                 return
             reconfigure_member(dvs, host, "remove", [], host_name=host_name)
 
-        self.run(op, what=f"remove host {host_name} from switch {uuid}")
+        with switch_lock(uuid):
+            self.run(op, what=f"remove host {host_name} from switch {uuid}")
 
 
 class DvsHostMember(DynamicResource, module="vsphere", name="DvsHostMember"):

@@ -21,14 +21,18 @@ from components.dynamic_resource import DynamicResource
 from components.vcenter.errors import VsphereError
 from components.vcenter.lookups import find_host, find_host_or_none
 from components.vsphere.host_graphics_ops import (
+    ACTIVE_POLL_S,
+    ACTIVE_TIMEOUT_S,
     ASSIGNMENT_POLICIES,
     DEFAULT_ASSIGNMENT_POLICY,
     SHARED_DIRECT,
     GraphicsState,
     not_active_message,
+    override_message,
+    read_current_state,
     read_previous,
-    read_state,
     restart_xorg,
+    wait_until_active,
     write_config,
     write_previous,
 )
@@ -61,6 +65,8 @@ def not_shared_direct_message(host_name: str, current: str) -> str:
 
 def verify_message(host_name: str, state: GraphicsState) -> str:
     """manage=False and the GPU is not active in Shared Direct: say which step is missing."""
+    if state.overrides:
+        return override_message(host_name, state)
     if state.configured_type == SHARED_DIRECT:
         return not_active_message(host_name, state, None)
     return not_shared_direct_message(host_name, state.active_type)
@@ -80,8 +86,21 @@ def _outputs(host_name: str, manage: bool, state: GraphicsState, before: dict[st
 class HostGraphicsModeProvider(VsphereProvider):
     """Dynamic provider for `HostGraphicsMode`."""
 
-    def __init__(self, *, retry: RetryPolicy | None = None) -> None:
+    def __init__(
+        self,
+        *,
+        retry: RetryPolicy | None = None,
+        active_timeout: float = ACTIVE_TIMEOUT_S,
+        active_poll: float = ACTIVE_POLL_S,
+    ) -> None:
+        """
+        :param active_timeout: how long after the Xorg restart the GPU may take to show Shared
+            Direct (default 30 s).
+        :param active_poll: seconds between looks at it meanwhile (default 3 s).
+        """
         super().__init__(retry=retry)
+        self.active_timeout = active_timeout
+        self.active_poll = active_poll
 
     def check(self, _olds: dict[str, Any], news: dict[str, Any]) -> pulumi.dynamic.CheckResult:
         inputs = public_props(news)
@@ -122,7 +141,7 @@ class HostGraphicsModeProvider(VsphereProvider):
 
         def op(si: Any) -> GraphicsState | None:
             host = find_host_or_none(si, host_name)
-            return None if host is None else read_state(host)
+            return None if host is None else read_current_state(host)
 
         try:
             state = self.run(op, what=f"check graphics of host {host_name}", retry=CHECK_RETRY)
@@ -159,7 +178,7 @@ class HostGraphicsModeProvider(VsphereProvider):
 
         def op(si: Any) -> dict[str, Any]:
             host = find_host(si, host_name)
-            state = read_state(host)
+            state = read_current_state(host)
             if not manage:
                 if state.active_type != SHARED_DIRECT:
                     raise VsphereError(verify_message(host_name, state), object_name=host_name)
@@ -171,6 +190,9 @@ class HostGraphicsModeProvider(VsphereProvider):
                 # configured now, which may be our own Shared Direct (state lost since).
                 recorded = read_previous(si, host) or (state.configured_type, state.policy)
                 before.update(previous_default_graphics_type=recorded[0], previous_assignment_policy=recorded[1])
+            if state.overrides:
+                # No default we could set would reach the overridden device: change nothing.
+                raise VsphereError(override_message(host_name, state), object_name=host_name)
             if (state.configured_type, state.policy) != (SHARED_DIRECT, policy):
                 # Written on the host before the change, so a lost state cannot lose it.
                 write_previous(
@@ -180,9 +202,9 @@ class HostGraphicsModeProvider(VsphereProvider):
             restart_error = None
             if state.active_type != SHARED_DIRECT:
                 restart_error = restart_xorg(host)
-            state = read_state(host)
-            if state.active_type != SHARED_DIRECT:
-                raise VsphereError(not_active_message(host_name, state, restart_error), object_name=host_name)
+            state = wait_until_active(
+                host, restart_error=restart_error, timeout=self.active_timeout, interval=self.active_poll
+            )
             return _outputs(host_name, manage, state, before)
 
         return self.run(op, what=f"graphics mode of host {host_name}")
@@ -208,7 +230,7 @@ class HostGraphicsModeProvider(VsphereProvider):
             host = find_host_or_none(si, host_name)
             if host is None:
                 return None
-            state = read_state(host)
+            state = read_current_state(host)
             return {
                 **public_props(props),
                 "default_graphics_type": state.configured_type,
@@ -235,7 +257,7 @@ class HostGraphicsModeProvider(VsphereProvider):
                 props.get("previous_default_graphics_type") or "shared",
                 props.get("previous_assignment_policy") or DEFAULT_ASSIGNMENT_POLICY,
             )
-            state = read_state(host)
+            state = read_current_state(host)
             current = (state.configured_type, state.policy)
             # Restore only what still is ours; a later change by an admin stays.
             if current == (SHARED_DIRECT, props.get("assignment_policy")) and current != previous:
@@ -243,7 +265,7 @@ class HostGraphicsModeProvider(VsphereProvider):
                 # Best effort: with GPU VMs still running the old mode waits for the next
                 # Xorg restart or reboot, which is the admin's to plan.
                 error = restart_xorg(host)
-                if error or read_state(host).active_type != previous[0]:
+                if error or read_current_state(host).active_type != previous[0]:
                     _log.warning(
                         "host %s: graphics type %s configured again, active after the next Xorg restart (%s)",
                         host_name,

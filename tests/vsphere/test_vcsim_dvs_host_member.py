@@ -1,11 +1,15 @@
 """DvsHostMember against the vCenter simulator, and the harness refusing what vCenter refuses:
 taking a host off a distributed switch while its VMkernel adapter is still on it
-(vim.fault.ResourceInUse, see vcsim/dvs_hosts.go)."""
+(vim.fault.ResourceInUse, see vcsim/dvs_hosts.go), a reconfigure of a switch while another one
+runs (vim.fault.DvsOperationBulkFault) and a spec with a stale configVersion
+(vim.fault.ConcurrentAccess, see vcsim/dvs_reconfigure.go)."""
 
 from __future__ import annotations
 
+import threading
 import time
 from collections.abc import Callable, Iterator
+from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
 import pytest
@@ -15,10 +19,13 @@ from components.vcenter.errors import VsphereError
 from components.vcenter.tasks import wait_for_task
 from components.vsphere.dvs_host_member import DvsHostMemberProvider
 from components.vsphere.provider_base import RetryPolicy
+from tests.vsphere.conftest import CLUSTER_HOSTS
 
 pytestmark = pytest.mark.vcsim
 
 NO_RETRY = RetryPolicy(attempts=1)
+#: The provider's own backoff, only faster: the harness holds a reconfigure for 0.3 s.
+QUICK_RETRY = RetryPolicy(attempts=6, base_delay=0.2, max_delay=1.0, max_total=30.0)
 
 
 @pytest.fixture
@@ -105,7 +112,6 @@ def test_harness_refuses_removing_a_host_whose_vmknic_is_on_the_switch(
     assert _members(switch) == []
 
 
-
 def test_create_adopts_a_member_the_switch_already_has(
     provider: DvsHostMemberProvider, switch: Any, host_name: str, find: Callable[[Any, str], Any]
 ) -> None:
@@ -125,3 +131,72 @@ def test_create_adopts_a_member_the_switch_already_has(
     assert _members(switch) == [host_name]
     provider.delete(created.id, created.outs)
     assert _members(switch) == []
+
+
+def _member_spec(dvs: Any, host: Any, *, config_version: str) -> Any:
+    member = vim.dvs.HostMember.ConfigSpec(
+        operation="add",
+        host=host,
+        backing=vim.dvs.HostMember.PnicBacking(pnicSpec=[vim.dvs.HostMember.PnicSpec(pnicDevice="vmnic4")]),
+    )
+    return vim.dvs.VmwareDistributedVirtualSwitch.ConfigSpec(configVersion=config_version, host=[member])
+
+
+def test_harness_refuses_a_stale_config_version_and_an_overlapping_reconfigure(
+    switch: Any, find: Callable[[Any, str], Any]
+) -> None:
+    first, second = (find(vim.HostSystem, name) for name in CLUSTER_HOSTS[:2])
+    version = switch.config.configVersion
+
+    running = switch.ReconfigureDvs_Task(spec=_member_spec(switch, first, config_version=version))
+    overlapping = switch.ReconfigureDvs_Task(spec=_member_spec(switch, second, config_version=version))
+    with pytest.raises(VsphereError) as busy:
+        wait_for_task(overlapping)
+    assert isinstance(busy.value.fault, vim.fault.DvsOperationBulkFault)
+    assert "one or more host members" in str(busy.value)
+    wait_for_task(running)
+
+    # The version the second client read is stale now.
+    assert switch.config.configVersion != version
+    with pytest.raises(VsphereError) as stale:
+        wait_for_task(switch.ReconfigureDvs_Task(spec=_member_spec(switch, second, config_version=version)))
+    assert isinstance(stale.value.fault, vim.fault.ConcurrentAccess)
+    assert _members(switch) == [first.name]
+
+
+def test_members_created_in_parallel_all_join_the_switch(configured: Callable[..., Any], switch: Any) -> None:
+    # The engine runs the members' creates at once, each with a provider of its own, in one
+    # provider process (the Python dynamic provider serves 4 threads). No retries: the members
+    # must take turns in the process rather than collide and back off.
+    providers = [configured(DvsHostMemberProvider(retry=NO_RETRY)) for _ in CLUSTER_HOSTS]
+    start = threading.Barrier(len(CLUSTER_HOSTS))
+
+    def create(index: int) -> Any:
+        provider, host_name = providers[index], CLUSTER_HOSTS[index]
+        inputs = _inputs(provider, switch, host_name)
+        start.wait()
+        return provider.create(inputs)
+
+    with ThreadPoolExecutor(max_workers=len(CLUSTER_HOSTS)) as pool:
+        created = list(pool.map(create, range(len(CLUSTER_HOSTS))))
+
+    assert _members(switch) == sorted(CLUSTER_HOSTS)
+    for provider, result in zip(providers, created, strict=True):
+        provider.delete(result.id, result.outs)
+    assert _members(switch) == []
+
+
+def test_create_waits_out_a_reconfigure_started_elsewhere(
+    configured: Callable[..., Any], switch: Any, find: Callable[[Any, str], Any]
+) -> None:
+    # Another client (an admin, another stack) reconfigures the switch: the provider's first
+    # attempt meets DvsOperationBulkFault, a retry reads the new configVersion and succeeds.
+    other = find(vim.HostSystem, CLUSTER_HOSTS[1])
+    elsewhere = switch.ReconfigureDvs_Task(spec=_member_spec(switch, other, config_version=switch.config.configVersion))
+    provider = configured(DvsHostMemberProvider(retry=QUICK_RETRY))
+
+    created = provider.create(_inputs(provider, switch, CLUSTER_HOSTS[0]))
+
+    wait_for_task(elsewhere)
+    assert _members(switch) == sorted(CLUSTER_HOSTS[:2])
+    provider.delete(created.id, created.outs)

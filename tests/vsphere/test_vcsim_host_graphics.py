@@ -33,8 +33,10 @@ def _graphics(find: Callable[[Any, str], Any], name: str) -> tuple[str, str]:
 
 
 def _active(find: Callable[[Any, str], Any], name: str) -> str:
-    """The NVIDIA device's graphics type now (graphicsInfo), not the configured one."""
-    infos = find(vim.HostSystem, name).configManager.graphicsManager.graphicsInfo
+    """The NVIDIA device's graphics type now (graphicsInfo after a refresh), not the configured one."""
+    manager = find(vim.HostSystem, name).configManager.graphicsManager
+    manager.RefreshGraphicsManager()  # graphicsInfo shows the last refresh (vcsim/graphics.go)
+    infos = manager.graphicsInfo
     return next(i.graphicsType for i in infos if "NVIDIA" in i.vendorName)
 
 
