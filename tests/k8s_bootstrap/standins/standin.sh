@@ -358,6 +358,7 @@ run_containerd() {
   [ -f "$config" ] || fail "containerd: $config: no such file" || return 1
   cat "$config"
   # Every entry of a one-line `imports = ["a", "b"]`, globs expanded, as containerd merges them.
+  # shellcheck disable=SC2013 # words, not lines: each entry is one word, a glob to expand
   for entry in $(sed -n '/^imports = \[/{s/^imports = \[\(.*\)\]$/\1/;s/[",]/ /g;p}' "$config"); do
     for file in $entry; do
       [ -f "$file" ] && cat "$file"
