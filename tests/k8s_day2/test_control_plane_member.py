@@ -1,4 +1,6 @@
-"""ControlPlaneMember: the provider's delete (drain, then etcd), its diff, and its secrets in state."""
+"""ControlPlaneMember: the provider's delete (drain, then etcd), its diff, and its secrets in state.
+
+The etcd side is a REAL etcd cluster (`etcd_real`); the API server is `kube_double`'s."""
 
 from __future__ import annotations
 
@@ -9,26 +11,48 @@ from typing import Any
 import pulumi
 import pytest
 
+from components.k8s import etcd_member
 from components.k8s.etcd_gateway import MEMBER_REMOVE
 from components.k8s.etcd_member import ControlPlaneMember, ControlPlaneMemberArgs, ControlPlaneMemberProvider
 from components.k8s.node_drain import DrainError
 from stacks.tools.mock_runtime import run_program
-from tests.k8s_day2.etcd_double import EtcdDouble, EtcdPki, etcd_cluster, make_etcd_pki
+from tests.k8s_day2.etcd_pki import EtcdPki, make_etcd_pki
+from tests.k8s_day2.etcd_real import RealEtcd, RecordingGateway, real_etcd, require_etcd
 from tests.k8s_day2.kube_double import KubeDouble, served
-
-CP1, CP2, CP3 = 0xFD422379FDA50E48, 0x8E9E05C52164694D, 0xCA50EE2E4F2C4A53
-ADDRESSES = {"cp-1": "127.0.0.1", "cp-2": "127.0.0.2", "cp-3": "127.0.0.3"}
 
 
 @pytest.fixture(scope="module")
 def pki(tmp_path_factory: pytest.TempPathFactory) -> EtcdPki:
+    require_etcd()
     return make_etcd_pki(Path(tmp_path_factory.mktemp("etcd-pki")))
 
 
 @pytest.fixture
-def etcd(pki: EtcdPki) -> Iterator[EtcdDouble]:
-    with etcd_cluster(pki, [(CP1, "cp-1", "127.0.0.1"), (CP2, "cp-2", "127.0.0.2"), (CP3, "cp-3", "127.0.0.3")]) as d:
-        yield d
+def etcd(pki: EtcdPki, tmp_path: Path) -> Iterator[RealEtcd]:
+    with real_etcd(pki, tmp_path, ["cp-1", "cp-2", "cp-3"]) as cluster:
+        yield cluster
+
+
+@pytest.fixture
+def etcd_calls(monkeypatch: pytest.MonkeyPatch) -> list[tuple[str, str, dict[str, Any]]]:
+    """Every call the provider's gateway makes: our own EtcdGateway, noting its calls."""
+    calls: list[tuple[str, str, dict[str, Any]]] = []
+
+    class Noting(RecordingGateway):
+        def __init__(self, *args: Any, **kwargs: Any) -> None:
+            super().__init__(*args, **kwargs)
+            self.calls = calls
+
+    monkeypatch.setattr(etcd_member, "EtcdGateway", Noting)
+    return calls
+
+
+@pytest.fixture
+def logged(monkeypatch: pytest.MonkeyPatch) -> dict[str, list[str]]:
+    messages: dict[str, list[str]] = {"info": [], "warn": []}
+    for level, found in messages.items():
+        monkeypatch.setattr(pulumi.log, level, lambda message, *a, _found=found, **k: _found.append(message))
+    return messages
 
 
 def control_plane() -> KubeDouble:
@@ -43,12 +67,12 @@ def control_plane() -> KubeDouble:
     return kube
 
 
-def props(pki: EtcdPki, etcd: EtcdDouble, kubeconfig: str, node: str = "cp-3", **overrides: Any) -> dict[str, Any]:
+def props(pki: EtcdPki, etcd: RealEtcd, kubeconfig: str, node: str = "cp-3", **overrides: Any) -> dict[str, Any]:
     values: dict[str, Any] = {
         "node_name": node,
-        "node_address": ADDRESSES[node],
+        "node_address": etcd.addresses[node],
         "vm_id": f"vm-{node}",
-        "other_addresses": [a for n, a in ADDRESSES.items() if n != node],
+        "other_addresses": [etcd.addresses[n] for n in etcd.initial if n != node],
         "client_port": etcd.port,
         "kubeconfig": kubeconfig,
         "etcd_ca_pem": pki.ca_pem,
@@ -60,44 +84,51 @@ def props(pki: EtcdPki, etcd: EtcdDouble, kubeconfig: str, node: str = "cp-3", *
     return values
 
 
-def test_delete_drains_the_node_then_removes_its_etcd_member(etcd: EtcdDouble, pki: EtcdPki) -> None:
+def test_delete_drains_the_node_then_removes_its_etcd_member(
+    etcd: RealEtcd, pki: EtcdPki, etcd_calls: list[tuple[str, str, dict[str, Any]]], logged: dict[str, list[str]]
+) -> None:
     kube = control_plane()
+    ids = etcd.members()
     with served(kube) as kubeconfig:
         provider = ControlPlaneMemberProvider()
         created = provider.create(props(pki, etcd, kubeconfig))
-        assert created.id == "cp-3" and kube.calls == [] and etcd.calls == []  # create only records
+        assert created.id == "cp-3" and kube.calls == [] and etcd_calls == []  # create only records
         provider.delete("cp-3", created.outs)
     assert "cp-3" not in kube.nodes
     assert [m for m, p in kube.calls if p == "/api/v1/nodes/cp-3"] == ["GET", "PATCH", "DELETE"]  # cordoned first
-    assert set(etcd.members) == {CP1, CP2}
-    assert [address for address, path, _ in etcd.calls if path == MEMBER_REMOVE] == ["127.0.0.1"]
+    assert set(etcd.members()) == {"cp-1", "cp-2"}
+    assert [endpoint for endpoint, path, _ in etcd_calls if path == MEMBER_REMOVE] == [etcd.endpoint("cp-1")]
+    assert logged["info"] == [
+        f"control-plane node cp-3: drained; etcd member cp-3 ({ids['cp-3']:x}) removed via {etcd.endpoint('cp-1')}"
+    ]
 
 
-def test_a_drain_that_cannot_finish_leaves_etcd_alone(etcd: EtcdDouble, pki: EtcdPki) -> None:
+def test_a_drain_that_cannot_finish_leaves_etcd_alone(
+    pki: EtcdPki, tmp_path: Path, etcd_calls: list[tuple[str, str, dict[str, Any]]]
+) -> None:
     kube = control_plane()
     kube.add_pod("kube-system", "coredns-1", "cp-3", labels={"k8s-app": "kube-dns"}, owner="ReplicaSet/coredns")
     kube.add_pdb(
         "kube-system", "coredns", {"k8s-app": "kube-dns"}, min_available=1
     )  # its only replica: never a disruption
-    with served(kube) as kubeconfig, pytest.raises(DrainError, match=r"kubernetes\.drainTimeoutMinutes"):
-        ControlPlaneMemberProvider().delete("cp-3", props(pki, etcd, kubeconfig, timeout_seconds=0.05))
-    assert etcd.calls == [] and CP3 in etcd.members
+    # Unsettled: nothing here may reach etcd, so etcd's health window does not matter.
+    with real_etcd(pki, tmp_path, ["cp-1", "cp-2", "cp-3"], settled=False) as etcd, served(kube) as kubeconfig:
+        with pytest.raises(DrainError, match=r"kubernetes\.drainTimeoutMinutes"):
+            ControlPlaneMemberProvider().delete("cp-3", props(pki, etcd, kubeconfig, timeout_seconds=0.05))
+        assert etcd_calls == [] and set(etcd.members()) == {"cp-1", "cp-2", "cp-3"}
 
 
-def test_a_single_control_plane_is_drained_and_its_last_member_left(pki: EtcdPki) -> None:
+def test_a_single_control_plane_is_drained_and_its_last_member_left(
+    pki: EtcdPki, tmp_path: Path, etcd_calls: list[tuple[str, str, dict[str, Any]]], logged: dict[str, list[str]]
+) -> None:
     kube = KubeDouble()
     kube.add_node("cp-1")
-    with etcd_cluster(pki, [(CP1, "cp-1", "127.0.0.1")]) as etcd, served(kube) as kubeconfig:
-        warnings: list[str] = []
-        original = pulumi.log.warn
-        pulumi.log.warn = lambda message, *a, **k: warnings.append(message)  # type: ignore[method-assign]
-        try:
-            ControlPlaneMemberProvider().delete("cp-1", props(pki, etcd, kubeconfig, "cp-1", other_addresses=[]))
-        finally:
-            pulumi.log.warn = original  # type: ignore[method-assign]
-        assert etcd.calls == [] and set(etcd.members) == {CP1}
+    with real_etcd(pki, tmp_path, ["cp-1"], settled=False) as etcd, served(kube) as kubeconfig:
+        ControlPlaneMemberProvider().delete("cp-1", props(pki, etcd, kubeconfig, "cp-1", other_addresses=[]))
+        assert etcd_calls == [] and set(etcd.members()) == {"cp-1"}
     assert "cp-1" not in kube.nodes
-    assert warnings and "last etcd member" in warnings[0] and "kubeadm init" in warnings[0]
+    (warning,) = logged["warn"]
+    assert "last etcd member" in warning and "kubeadm init" in warning
 
 
 def test_a_new_vm_or_name_replaces_the_guard_delete_first_and_the_rest_updates_in_place() -> None:

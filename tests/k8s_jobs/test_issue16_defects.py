@@ -7,8 +7,8 @@ from __future__ import annotations
 
 import os
 import shlex
-import shutil
 import subprocess
+import time
 from pathlib import Path
 from typing import Any
 
@@ -18,6 +18,7 @@ from components.k8s.gpu_runtime import NVIDIA_RUNTIME_CLASS
 from components.k8s.jobs import BenchmarkJob, FabricCheckJob, TrainingJobsArgs, WorkerShape
 from components.k8s.jobs.benchmark import render_benchmark
 from components.k8s.jobs.fabric_check import render_fabric_check
+from tests.k8s_jobs.sshd_real import home_folder, mount_ssh_secret, require_sshd, run_sshd, ssh_login
 
 FIXTURES = Path(__file__).parent / "fixtures"
 VERDICT = Path(__file__).resolve().parents[2] / "components/k8s/jobs/files/fabric_verdict.sh"
@@ -70,9 +71,9 @@ def test_worker_sshd_runs_without_strict_modes(transport: str) -> None:
         assert "StrictModes=no" in options, words
 
 
-@pytest.mark.skipif(shutil.which("sshd") is None and not Path("/usr/sbin/sshd").exists(), reason="no sshd here")
 def test_sshd_itself_reports_strict_modes_off(tmp_path: Path) -> None:
-    """Where an sshd exists, ask it for its effective configuration with our command line."""
+    """Ask the real sshd for its effective configuration with our command line."""
+    require_sshd()
     words = sshd_words(every_job("roce")[0])
     key = tmp_path / "host_key"
     subprocess.run(["ssh-keygen", "-q", "-t", "ed25519", "-N", "", "-f", str(key)], check=True)
@@ -81,6 +82,56 @@ def test_sshd_itself_reports_strict_modes_off(tmp_path: Path) -> None:
         ["/usr/sbin/sshd", "-T", "-f", "/dev/null", "-h", str(key), *flags], capture_output=True, text=True, check=False
     )
     assert "strictmodes no" in result.stdout.lower(), result.stderr
+
+
+def launcher_ssh_options(job: dict[str, Any]) -> list[str]:
+    argv = mpirun_argv(job)
+    return shlex.split(argv[argv.index("plm_rsh_args") + 1])
+
+
+@pytest.mark.parametrize("transport", ["roce", "tcp"])
+def test_the_launcher_logs_in_to_the_benchmark_workers_sshd_with_the_operators_keys(transport: str) -> None:
+    """A real sshd with the worker's command line, a real ssh with the launcher's options, the keys
+    mounted as the MPI Operator mounts them (see sshd_real)."""
+    require_sshd()
+    job = render_benchmark(BenchmarkJob(workers=2, shape=WorkerShape(transport=transport)))  # type: ignore[arg-type]
+    with home_folder() as home:
+        secret = mount_ssh_secret(home)
+        with run_sshd(sshd_words(job), secret, home) as sshd:
+            login = ssh_login(launcher_ssh_options(job), sshd.port, secret.private_key)
+        assert login.returncode == 0, login.stderr + sshd.output()
+    assert login.stdout.strip() == f"logged-in-as-{os.geteuid()}"
+
+
+def test_without_strict_modes_off_sshd_refuses_the_operators_mount() -> None:
+    """The layout is no kinder than the kubelet's: sshd's default StrictModes refuses it, so the
+    `-o StrictModes=no` on the worker's command line is what lets the launcher in."""
+    require_sshd()
+    job = render_benchmark(BenchmarkJob(workers=2))
+    words = sshd_words(job)
+    at = words.index("StrictModes=no")
+    strict = words[: at - 1] + words[at + 1 :]
+    with home_folder() as home:
+        secret = mount_ssh_secret(home)
+        with run_sshd(strict, secret, home) as sshd:
+            login = ssh_login(launcher_ssh_options(job), sshd.port, secret.private_key)
+            time.sleep(0.2)  # sshd writes its refusal just after it answers
+            log = sshd.output()
+    assert login.returncode == 255 and "Permission denied (publickey" in login.stderr
+    assert f"Authentication refused: bad ownership or modes for directory {secret.path}" in log
+
+
+def test_the_operators_0600_mode_is_what_lets_ssh_use_the_key() -> None:
+    """With the Secret's default mode (0644) the ssh client itself refuses the private key; the
+    operator sets 0600 for /root/.ssh, our default `ssh_auth_mount_path`."""
+    require_sshd()
+    job = render_benchmark(BenchmarkJob(workers=2))
+    with home_folder() as home:
+        secret = mount_ssh_secret(home, mode=0o644)
+        with run_sshd(sshd_words(job), secret, home) as sshd:
+            login = ssh_login(launcher_ssh_options(job), sshd.port, secret.private_key)
+    assert login.returncode == 255
+    assert "UNPROTECTED PRIVATE KEY FILE" in login.stderr and "are too open" in login.stderr
 
 
 def test_launcher_ssh_reaches_the_worker_sshd_port_without_host_key_prompts() -> None:

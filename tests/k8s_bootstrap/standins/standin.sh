@@ -352,17 +352,18 @@ run_modprobe() {
 }
 
 run_containerd() {
-  local config pattern file
+  local config entry file
   [ "$1" = --config ] && [ "$3 $4" = "config dump" ] || fail "unexpected: containerd $*" || return 1
   config=$2
   [ -f "$config" ] || fail "containerd: $config: no such file" || return 1
   cat "$config"
-  pattern=$(sed -n 's/^imports = \["\(.*\)"\]$/\1/p' "$config")
-  if [ -n "$pattern" ]; then
-    for file in $pattern; do
+  # Every entry of a one-line `imports = ["a", "b"]`, globs expanded, as containerd merges them.
+  # shellcheck disable=SC2013 # words, not lines: each entry is one word, a glob to expand
+  for entry in $(sed -n '/^imports = \[/{s/^imports = \[\(.*\)\]$/\1/;s/[",]/ /g;p}' "$config"); do
+    for file in $entry; do
       [ -f "$file" ] && cat "$file"
     done
-  fi
+  done
   return 0
 }
 
@@ -391,7 +392,17 @@ run_nvidia_ctk() {
 [$table.options]
   BinaryName = \"/usr/bin/nvidia-container-runtime\"
   SystemdCgroup = true"
-  grep -q '^imports' "$config" || sed -i "1a imports = [\"$R/etc/containerd/conf.d/*.toml\"]" "$config"
+  # Its directory joins the main config's `imports`, appended to what is there (nvidia-container-
+  # toolkit pkg/config/engine/containerd/config_drop_in.go, `ensureImports`); the real
+  # `containerd config default` already has `imports = []`.
+  local pattern="$R/etc/containerd/conf.d/*.toml"
+  if ! grep -q '^imports' "$config"; then
+    sed -i "1a imports = [\"$pattern\"]" "$config"
+  elif grep -q '^imports = \[\]$' "$config"; then
+    sed -i "s|^imports = \[\]\$|imports = [\"$pattern\"]|" "$config"
+  elif ! grep -qF "\"$pattern\"" "$config"; then
+    sed -i "/^imports = \[/s|\]\$|, \"$pattern\"]|" "$config"
+  fi
 }
 
 status=0

@@ -1,0 +1,103 @@
+"""The bootstrap's containerd step against the REAL containerd: its default config, its config dump.
+
+A GPU worker boots (node_harness) with `/etc/containerd/config.toml` as the real
+`containerd config default` writes it, and the real `containerd` answers the script's
+`containerd --config F config dump` (the only containerd command the script runs; it starts no
+daemon). nvidia-ctk stays a stand-in (it needs the NVIDIA toolkit): it writes the drop-in and adds
+its directory to the main config's `imports`, as nvidia-ctk >= 1.18 does. containerd 1.6 (Debian
+12) writes and reads config version 2 only; version 3 is containerd 2.x's, and no installed binary
+gives one, so version 3 stays covered by the stand-in tests alone.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import shutil
+import subprocess
+import tomllib
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from components.k8s.gpu_runtime import NVIDIA_RUNTIME_HANDLER
+from tests.k8s_bootstrap.test_bootstrap_script_runs import make_node
+
+CRI = 'plugins."io.containerd.grpc.v1.cri"'
+
+
+def _containerd() -> str:
+    found = shutil.which("containerd") or ("/usr/bin/containerd" if os.access("/usr/bin/containerd", os.X_OK) else None)
+    if found is None:
+        message = "no containerd on PATH (apt-get install containerd; scripts/setup.sh does)"
+        if os.environ.get("CI") == "true":
+            pytest.fail(f"containerd unavailable under CI: {message}", pytrace=False)
+        pytest.skip(f"containerd unavailable: {message}")
+    assert found is not None
+    return found
+
+
+def dump(containerd: str, config: Path) -> str:
+    result = subprocess.run(
+        [containerd, "--config", str(config), "config", "dump"], capture_output=True, text=True, timeout=60
+    )
+    assert result.returncode == 0, result.stderr
+    return result.stdout
+
+
+def runtimes(dumped: str) -> dict[str, Any]:
+    cri = tomllib.loads(dumped)["plugins"]["io.containerd.grpc.v1.cri"]
+    found: dict[str, Any] = cri["containerd"]["runtimes"]
+    return found
+
+
+def test_the_real_default_config_is_version_2_without_the_nvidia_handler(tmp_path: Path) -> None:
+    containerd = _containerd()
+    default = subprocess.run([containerd, "config", "default"], capture_output=True, text=True, check=True).stdout
+    config = tmp_path / "config.toml"
+    config.write_text(default)
+    dumped = dump(containerd, config)
+    assert tomllib.loads(dumped)["version"] == 2
+    assert NVIDIA_RUNTIME_HANDLER not in runtimes(dumped)
+    # The script's own check (containerd_has_handler's pattern) finds no handler in the real dump.
+    assert not re.search(rf"\.runtimes\.[\"']?{NVIDIA_RUNTIME_HANDLER}[\"']?\]", dumped)
+
+
+def test_a_gpu_worker_adds_the_nvidia_handler_that_the_real_containerd_then_reports(tmp_path: Path) -> None:
+    containerd = _containerd()
+    node = make_node(tmp_path, "gpu-1", without=("containerd",))
+    (Path(node.path) / "containerd").symlink_to(containerd)
+    config = node.file("/etc/containerd/config.toml")
+    config.write_text(subprocess.run([containerd, "config", "default"], capture_output=True, text=True).stdout)
+
+    run = node.boot()
+    assert run.returncode == 0, run.output
+    assert node.done
+    assert node.calls_of("nvidia-ctk runtime configure")
+
+    merged = runtimes(dump(containerd, config))
+    nvidia = merged[NVIDIA_RUNTIME_HANDLER]  # the handler the `nvidia` RuntimeClass names
+    assert nvidia["runtime_type"] == "io.containerd.runc.v2"
+    assert nvidia["options"]["BinaryName"] == "/usr/bin/nvidia-container-runtime"
+    assert nvidia["options"]["SystemdCgroup"] is True
+    # Not the default runtime: only pods of the RuntimeClass get it.
+    cri = tomllib.loads(dump(containerd, config))["plugins"]["io.containerd.grpc.v1.cri"]
+    assert cri["containerd"]["default_runtime_name"] == "runc"
+
+
+@pytest.mark.xfail(
+    strict=True,
+    reason="containerd 1.x replaces a whole plugin section with an imported one (services/server/config/"
+    "config.go mergeConfig: 'Replace entire sections instead of merging map's values'), so a drop-in "
+    "holding only the nvidia runtime table drops runc; whether real nvidia-ctk writes the whole CRI "
+    "section into its drop-in for config version 2 is not verified here (issue 24, open)",
+)
+def test_the_drop_in_keeps_the_runc_runtime_of_the_main_config(tmp_path: Path) -> None:
+    containerd = _containerd()
+    node = make_node(tmp_path, "gpu-1", without=("containerd",))
+    (Path(node.path) / "containerd").symlink_to(containerd)
+    config = node.file("/etc/containerd/config.toml")
+    config.write_text(subprocess.run([containerd, "config", "default"], capture_output=True, text=True).stdout)
+    assert node.boot().returncode == 0
+    assert "runc" in runtimes(dump(containerd, config))
