@@ -4,7 +4,10 @@ Reads each enabled job's MPIJob status and its launcher's log with `kubectl` (th
 Python client is not a dependency of this project) and prints, per job, the transport NCCL
 actually used, bus bandwidth against the link rate or images/sec per GPU against a published
 reference, and PASS/FAIL. Exit 0 when every job passed, 1 when one failed, 2 on a usage problem
-(no kubeconfig, no kubectl, an invalid stack file), always without a traceback.
+(no kubeconfig, no kubectl, an invalid stack file, an unreadable --log), always without a traceback.
+
+`--log FILE` judges a saved launcher log (`kubectl logs ... > FILE`) by the same rules, without a
+cluster (verify_saved.py).
 
 The kubeconfig: `--kubeconfig PATH`; else the stack output `kubeconfig` when the Pulumi CLI is
 installed (`pulumi stack output kubeconfig --show-secrets`, written to a private temporary file
@@ -52,19 +55,24 @@ class ExpectedJob:
     gpus: int
 
 
-def expected_jobs(env: Environment) -> list[ExpectedJob]:
-    """The MPIJobs the stack creates, named as the components name them."""
+def job_of_kind(env: Environment, kind: str) -> ExpectedJob:
+    """The stack's fabric-check or benchmark MPIJob, named as the components name it (enabled or not)."""
     jobs = env.jobs
     workers = jobs.workers or len(env.gpu_workers.nodes)
     gpus = workers * jobs.sample.slots_per_worker
+    if kind == "fabric-check":
+        return ExpectedJob(f"{FabricCheckJob.default_name}-{jobs.transport}", kind, jobs.transport, gpus)
+    prefix = PytorchDdpJob.default_name if jobs.sample.benchmark == "pytorch-ddp" else BenchmarkJob.default_name
+    return ExpectedJob(f"{prefix}-{jobs.transport}", "benchmark", jobs.transport, gpus)
+
+
+def expected_jobs(env: Environment) -> list[ExpectedJob]:
+    """The MPIJobs the stack creates."""
     found = []
-    if jobs.fabric_check.enabled:
-        found.append(
-            ExpectedJob(f"{FabricCheckJob.default_name}-{jobs.transport}", "fabric-check", jobs.transport, gpus)
-        )
-    if jobs.sample.enabled:
-        prefix = PytorchDdpJob.default_name if jobs.sample.benchmark == "pytorch-ddp" else BenchmarkJob.default_name
-        found.append(ExpectedJob(f"{prefix}-{jobs.transport}", "benchmark", jobs.transport, gpus))
+    if env.jobs.fabric_check.enabled:
+        found.append(job_of_kind(env, "fabric-check"))
+    if env.jobs.sample.enabled:
+        found.append(job_of_kind(env, "benchmark"))
     return found
 
 
@@ -178,7 +186,12 @@ def verify_job(kubectl: Kubectl, env: Environment, job: ExpectedJob) -> Verdict:
         )
     else:
         verdict.lines.append(source.describe())
-    succeeded = state == "Succeeded"
+    judge(env, job, log, gpus=gpus_of(mpijob, job.gpus), succeeded=state == "Succeeded", verdict=verdict)
+    return verdict
+
+
+def judge(env: Environment, job: ExpectedJob, log: str, *, gpus: int, succeeded: bool, verdict: Verdict) -> None:
+    """The verdict on one job's launcher log: the same for a live cluster and a saved log."""
     if job.kind == "fabric-check":
         check = env.jobs.fabric_check
         judge_fabric(
@@ -190,14 +203,30 @@ def verify_job(kubectl: Kubectl, env: Environment, job: ExpectedJob) -> Verdict:
             succeeded=succeeded,
         )
     else:
-        judge_benchmark(verdict, log, want=job.transport, gpus=gpus_of(mpijob, job.gpus), succeeded=succeeded)
-    return verdict
+        judge_benchmark(verdict, log, want=job.transport, gpus=gpus, succeeded=succeeded)
+
+
+def report(verdicts: list[Verdict]) -> int:
+    """Print every verdict and the overall one; the exit status."""
+    for verdict in verdicts:
+        print(verdict.render())
+    failed = [v.job for v in verdicts if not v.passed]
+    print(f"verdict: FAIL ({', '.join(failed)})" if failed else "verdict: PASS")
+    return EXIT_FAILED if failed else 0
 
 
 def cmd_verify(args: argparse.Namespace) -> int:
     from stacks.tools.cli import stack_file  # here: cli imports this module when it builds its parser
 
     env = load_environment(read_stack_file(stack_file(args.stack, args.file)))
+    if args.log:
+        from stacks.tools.verify_saved import verify_saved_log
+
+        try:
+            return report([verify_saved_log(env, Path(args.log))])
+        except VerifyError as error:
+            print(f"error: {error}", file=sys.stderr)
+            return EXIT_USAGE
     jobs = expected_jobs(env)
     if not jobs:
         print(f"stack {args.stack!r} enables no training job (jobs.sample.enabled, jobs.fabricCheck.enabled)")
@@ -209,16 +238,19 @@ def cmd_verify(args: argparse.Namespace) -> int:
     except VerifyError as error:
         print(f"error: {error}", file=sys.stderr)
         return EXIT_USAGE
-    for verdict in verdicts:
-        print(verdict.render())
-    failed = [v.job for v in verdicts if not v.passed]
-    print(f"verdict: FAIL ({', '.join(failed)})" if failed else "verdict: PASS")
-    return EXIT_FAILED if failed else 0
+    return report(verdicts)
 
 
 def register(commands: Any) -> None:
     verify = commands.add_parser("verify", help="read the training jobs' results: transport, bandwidth, throughput")
     verify.add_argument("stack", help="stack name: reads Pulumi.STACK.yaml and the stack's kubeconfig output")
     verify.add_argument("--file", help="read this stack file instead")
-    verify.add_argument("--kubeconfig", help="kubeconfig file (default: the stack output, else KUBECONFIG)")
+    source = verify.add_mutually_exclusive_group()
+    source.add_argument("--kubeconfig", help="kubeconfig file (default: the stack output, else KUBECONFIG)")
+    source.add_argument(
+        "--log",
+        metavar="FILE",
+        help="judge this saved launcher log instead of reading the cluster (no kubectl needed; "
+        "the stack file still says which transport and link rate to expect)",
+    )
     verify.set_defaults(func=cmd_verify)
