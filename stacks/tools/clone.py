@@ -47,6 +47,7 @@ from stacks.tools.clone_plan import (
     CloneRefused,
     plan_clone,
 )
+from stacks.tools.clone_yaml import render_like_source
 
 # Top-level keys Pulumi writes into a stack file to find that stack's secrets key: they belong to
 # the stack (not to its source), so an existing target file keeps them.
@@ -81,14 +82,6 @@ def parse_host_map(pairs: Sequence[str], hosts_file: Path | None) -> tuple[dict[
             continue
         mapping[old.strip()] = new.strip()
     return mapping, problems
-
-
-def render_stack_file(config: Mapping[str, Any], header: str, keep: Mapping[str, Any] | None = None) -> str:
-    """The new file: header comment, the target's own encryption keys (if any), then `config:`."""
-    document: dict[str, Any] = {key: value for key, value in (keep or {}).items() if key != "config"}
-    document["config"] = dict(config)
-    comment = "".join(f"# {line}\n" if line else "#\n" for line in header.splitlines())
-    return comment + yaml.safe_dump(document, sort_keys=False, default_flow_style=False, allow_unicode=True, width=120)
 
 
 def _flatten(value: Any, path: KeyPath = ()) -> dict[str, Any]:
@@ -195,16 +188,23 @@ def cmd_clone(args: argparse.Namespace) -> int:
         f"{dst}: cloned from Pulumi.{src}.yaml by\n"
         f"  python -m stacks clone {shlex.join(_header_argv(args))}\n"
         f"Unique parts re-derived (names, folder, VLAN, addresses, hosts); secrets are not copied in clear.\n"
+        f"The comments below are Pulumi.{src}.yaml's: reword those that describe {src}.\n"
         f"Check it with `python -m stacks validate {dst}` and `python -m stacks plan {dst} --out build/plan/{dst}`."
     )
     keep_top = {key: existing[key] for key in _STACK_ENCRYPTION_KEYS if key in existing}
-    text = render_stack_file(config, header, keep_top)
+    text, styled = render_like_source(src_path.read_text(encoding="utf-8"), config, header, keep_top)
     if args.dry_run:
         print(text, end="")
     else:
         dst_path.write_text(text, encoding="utf-8")
         print(f"wrote {dst_path} (cloned from {src_path.name})")
-    for line in changed_keys(view.values[ENVIRONMENT_KEY], plan.config[ENVIRONMENT_KEY]):
+    if not styled:
+        print(
+            f"note: written without {src_path.name}'s comments: ruamel.yaml is missing (pip install -r requirements-dev.txt)"
+        )
+    changes = changed_keys(view.values[ENVIRONMENT_KEY], plan.config[ENVIRONMENT_KEY])
+    print(f"derived from {src_path.name} ({len(changes)} values changed; everything else is {src}'s):")
+    for line in changes:
         print(f"  {line}")
     for note in plan.notes:
         print(f"note: {note}")

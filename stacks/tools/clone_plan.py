@@ -168,8 +168,13 @@ def plan_environment(
     out.set(("managementNetwork", "subnet"), str(mgmt_new))
     out.move(("managementNetwork", "gateway"), mgmt.gateway, mgmt_old, mgmt_new, "--mgmt-subnet")
     for i, dns in enumerate(mgmt.dns_servers):
-        if dns in mgmt_old:  # DNS servers elsewhere (shared resolvers) stay as they are
+        if dns in mgmt_old:
             out.move(("managementNetwork", "dnsServers", i), dns, mgmt_old, mgmt_new, "--mgmt-subnet")
+        else:  # a resolver elsewhere (shared by environments) stays; whether the new subnet reaches it is for a person
+            out.notes.append(
+                f"managementNetwork.dnsServers[{i}] {dns} kept: it is outside {src}'s management subnet {mgmt_old} "
+                f"(a shared resolver?); check that {mgmt_new} can reach it"
+            )
 
     _rename_hosts(out, source, options)
     for i, host in enumerate(source.hosts):
