@@ -35,9 +35,11 @@ MUST_BE_SECRET = {KUBECONFIG_KEY, LICENSE_TOKEN_KEY, "vsphere:password"}
 class InvalidEnvironment(Exception):
     """Raised with every problem found; `str()` is one `<key.path>: <fix>` line per problem."""
 
-    def __init__(self, problems: list[str]) -> None:
+    def __init__(self, problems: list[str], hints: list[str] | None = None) -> None:
         super().__init__("\n".join(problems))
         self.problems = problems
+        self.hints = hints or []
+        """What the person probably meant to do, printed after the problems (e.g. use `clone`)."""
 
 
 @dataclass(frozen=True)
@@ -91,15 +93,20 @@ def read_stack_file(path: Path) -> ConfigView:
         key, *rest = where
         root = str(key)
         problems.append(f"{rules.format_path(root, rest)}: {number.explain()}")
-    return ConfigView(
-        values=_as_written(values), secret_keys=frozenset(secret_keys), problems=tuple(problems)
-    )
+    return ConfigView(values=_as_written(values), secret_keys=frozenset(secret_keys), problems=tuple(problems))
 
 
 def _existing_stacks_hint(path: Path) -> str:
     found = sorted(p.name[len("Pulumi.") : -len(".yaml")] for p in path.parent.glob("Pulumi.*.yaml"))
     if path.name.startswith("Pulumi.") and found:
-        return f"the stacks in {path.parent} are: {', '.join(found)} (or create it with `pulumi stack init`, or pass --file)"
+        # A new stack is best made from an existing one by `clone` (names and addresses re-derived).
+        new = path.name[len("Pulumi.") : -len(".yaml")] or "NEW"
+        source = "dev" if "dev" in found else found[0]
+        return (
+            f"the stacks in {path.parent} are: {', '.join(found)}; create it from one of them with "
+            f"`python -m stacks clone {source} {new} --vlan N --rdma-subnet CIDR --mgmt-subnet CIDR` "
+            "(then `pulumi stack init`), or pass --file"
+        )
     return "create it with `pulumi stack init` or pass --file"
 
 
@@ -201,7 +208,9 @@ def inspect_environment(view: ConfigView) -> Inspection:
             problems.append(f"{ENVIRONMENT_KEY}: must be a structured object (YAML mapping), not a string")
             return Inspection(None, None, problems)
     if raw is None and ENVIRONMENT_KEY in view.secret_keys:
-        problems.append(f"{ENVIRONMENT_KEY}: stored as a secret; the environment is plain configuration (keep secrets in their own keys)")
+        problems.append(
+            f"{ENVIRONMENT_KEY}: stored as a secret; the environment is plain configuration (keep secrets in their own keys)"
+        )
         return Inspection(None, None, problems)
     if raw is None:
         problems.append(

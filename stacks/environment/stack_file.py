@@ -7,6 +7,7 @@ from pathlib import Path
 from typing import Any
 
 from stacks.environment.collisions import cross_stack_problems
+from stacks.environment.copy_hints import copy_hints, name_hints
 from stacks.environment.loader import (
     ENVIRONMENT_KEY,
     ConfigView,
@@ -45,9 +46,11 @@ def check_stack_file(path: Path, stack: str | None = None) -> tuple[ConfigView, 
     view = read_stack_file(path)
     inspection = inspect_environment(view)
     problems = list(inspection.problems)
+    hints: list[str] = []
     if inspection.partial is not None:
         problems += stack_name_problems(stack, inspection.partial)
         problems += cross_stack_problems(path, view, inspection.partial)
+        hints = name_hints(path, stack, inspection.partial) + copy_hints(path, stack, inspection.partial, problems)
     if problems or inspection.env is None:
-        raise InvalidEnvironment(problems)
+        raise InvalidEnvironment(problems, hints)
     return view, inspection.env

@@ -14,6 +14,7 @@ from pathlib import Path
 import yaml
 
 from stacks import PROJECT_DIR
+from stacks.environment.copy_hints import name_hints
 from stacks.environment.loader import ENVIRONMENT_KEY, InvalidEnvironment, load_environment, read_stack_file
 from stacks.environment.model import Environment
 from stacks.environment.stack_file import check_stack_file
@@ -35,6 +36,8 @@ def cmd_validate(args: argparse.Namespace) -> int:
         f"{len(env.control_plane.nodes)} control-plane + {workers} GPU worker VMs, "
         f"RDMA {env.rdma_network.subnet} (VLAN {env.rdma_network.vlan_id}), Kubernetes {env.kubernetes.version} ({env.kubernetes.mode})"
     )
+    for hint in name_hints(path, args.stack, env):  # valid, but the mark of a hand copy
+        print(f"hint: {hint}")
     return 0
 
 
@@ -50,7 +53,9 @@ def cmd_plan(args: argparse.Namespace) -> int:
         durations = deploy_time.load_durations(Path(args.durations) if args.durations else None)
     except (ValueError, yaml.YAMLError) as error:
         raise PlanOptionRefused(f"--durations: {error}") from None
-    view, new_env = check_stack_file(path, args.stack)  # every problem, cross-stack collisions included, before planning
+    view, new_env = check_stack_file(
+        path, args.stack
+    )  # every problem, cross-stack collisions included, before planning
     before = None
     if args.against:
         # The old file is validated first: its problems would otherwise surface as a confusing diff.
@@ -170,6 +175,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         for line in invalid.problems:
             print(line, file=sys.stderr)
         print(f"{len(invalid.problems)} problem(s) found", file=sys.stderr)
+        # Hints on stdout: stderr stays one line per problem and the count, which scripts read.
+        for hint in invalid.hints:
+            print(f"hint: {hint}")
         return EXIT_INVALID
     except (OSError, GraphRefused, ManifestFolderRefused, PlanOptionRefused) as error:
         print(f"error: {error}", file=sys.stderr)
