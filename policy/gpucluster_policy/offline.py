@@ -7,6 +7,9 @@ stack's program. Each resource is handed to the policies the way pulumi-policy's
 resource objects). A plan records inputs, not outputs, so stack policies see inputs as props.
 
     python -m policy.gpucluster_policy.offline DIR/resources.json [--stack prod] [--config FILE.json]
+
+The plan's resources name their stack (their URNs); a plan is judged as that stack, and refused
+when --stack (or PULUMI_STACK) names another: the pack's stack rules would judge it wrongly.
 """
 
 from __future__ import annotations
@@ -165,6 +168,29 @@ def _read_plan(path: Path, problems: list[str]) -> list[Mapping[str, Any]] | Non
     return document["resources"]
 
 
+def stacks_of(entries: Sequence[Mapping[str, Any]]) -> list[str]:
+    """The stacks a plan's resources belong to, from their URNs: `urn:pulumi:STACK::PROJECT::TYPE::NAME`
+    (pulumi.com/docs/iac/concepts/resources/names/#urns; the mock runtime builds them the same way)."""
+    found = {str(e.get("urn", "")).split("::", 1)[0].removeprefix("urn:pulumi:") for e in entries}
+    return sorted(stack for stack in found if stack and not stack.startswith("urn:"))
+
+
+def stack_problem(path: Path, entries: Sequence[Mapping[str, Any]], wanted: str | None, said: str) -> str | None:
+    """Why this plan cannot be judged as `wanted` (the stack --stack or PULUMI_STACK names): the
+    pack's stack rules (protected-in-prod) would judge one stack's resources by another's rules."""
+    stacks = stacks_of(entries)
+    if len(stacks) > 1:
+        return f"resources {path}: resources of more than one stack ({', '.join(stacks)}); {PLAN_HINT}"
+    if wanted is None or not stacks or stacks[0] == wanted.rsplit("/", 1)[-1]:
+        return None
+    wanted = wanted.rsplit("/", 1)[-1]
+    return (
+        f"resources {path}: a plan of stack {stacks[0]!r} (its URNs begin urn:pulumi:{stacks[0]}::), not of "
+        f"{wanted!r} ({said}); plan {wanted} first (`python -m stacks plan {wanted} --out build/plan/{wanted}`) "
+        f"and give build/plan/{wanted}/resources.json"
+    )
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(
         prog="python -m policy.gpucluster_policy.offline", description=__doc__.split("\n")[0]
@@ -173,11 +199,23 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--config", help="policy pack config JSON, as passed to --policy-pack-config")
     parser.add_argument("--stack", help="judge as this stack (what PULUMI_STACK tells the pack in a real run)")
     args = parser.parse_args(argv)
-    if args.stack:
-        os.environ["PULUMI_STACK"] = args.stack
     problems: list[str] = []
     entries = _read_plan(Path(args.resources), problems)
     config = _read_json(Path(args.config), "--config", problems) if args.config else {}
+    if entries is not None:
+        # A real run is told its stack by PULUMI_STACK; offline, --stack, a leftover PULUMI_STACK,
+        # or else the plan's own stack, which the other two must agree with.
+        wanted, said = args.stack, f"--stack {args.stack}"
+        if wanted is None and os.environ.get("PULUMI_STACK", "").strip():
+            wanted = os.environ["PULUMI_STACK"].strip()
+            said = f"PULUMI_STACK={wanted}"
+        problem = stack_problem(Path(args.resources), entries, wanted, said)
+        if problem is not None:
+            problems.append(problem)
+        elif wanted is None and stacks_of(entries):
+            wanted = stacks_of(entries)[0]
+        if wanted:
+            os.environ["PULUMI_STACK"] = wanted
     if problems or entries is None or not isinstance(config, dict):
         for problem in problems:
             print(f"error: {problem}", file=sys.stderr)

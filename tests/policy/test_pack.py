@@ -228,15 +228,54 @@ def test_doctored_dev_plan_fails(monkeypatch, dev_plan: list[dict[str, Any]]) ->
         assert len(by_policy[policy]) == 1, by_policy[policy]
 
 
+def _as_stack(plan: list[dict[str, Any]], stack: str) -> list[dict[str, Any]]:
+    """The same plan with its URNs (`urn:pulumi:STACK::PROJECT::TYPE::NAME`) naming another stack."""
+    text = json.dumps(plan).replace("urn:pulumi:dev::", f"urn:pulumi:{stack}::")
+    return list(json.loads(text))
+
+
 def test_offline_command_line(monkeypatch, tmp_path: Path, dev_plan: list[dict[str, Any]], capsys) -> None:
     monkeypatch.setenv("PULUMI_STACK", "dev")
     path = tmp_path / "resources.json"
     path.write_text(json.dumps({"resources": dev_plan}))
     assert offline.main([str(path)]) == 0
     assert capsys.readouterr().out.strip() == "0 violation(s)"
-    assert offline.main([str(path), "--stack", "prod"]) == 1
+    # dev's (unprotected) resources planned as prod: the pack's protected-in-prod refuses them.
+    prod_path = tmp_path / "prod.json"
+    prod_path.write_text(json.dumps({"resources": _as_stack(dev_plan, "prod")}))
+    monkeypatch.delenv("PULUMI_STACK")
+    assert offline.main([str(prod_path), "--stack", "prod"]) == 1
+    assert "protected-in-prod: VirtualMachine" in capsys.readouterr().out
+    assert offline.main([str(prod_path)]) == 1  # the plan's own stack, when none is named
     assert "protected-in-prod: VirtualMachine" in capsys.readouterr().out
     assert offline.main([str(tmp_path / "missing.json")]) == 2
+
+
+def test_offline_refuses_a_plan_of_another_stack(
+    monkeypatch, tmp_path: Path, dev_plan: list[dict[str, Any]], capsys
+) -> None:
+    # Judging dev's plan as prod would pass or fail it by prod's rules: neither says anything true.
+    monkeypatch.delenv("PULUMI_STACK", raising=False)
+    path = tmp_path / "resources.json"
+    path.write_text(json.dumps({"resources": dev_plan}))
+    assert offline.main([str(path), "--stack", "prod"]) == 2
+    captured = capsys.readouterr()
+    assert captured.out == ""
+    assert captured.err == (
+        f"error: resources {path}: a plan of stack 'dev' (its URNs begin urn:pulumi:dev::), not of 'prod' "
+        "(--stack prod); plan prod first (`python -m stacks plan prod --out build/plan/prod`) and give "
+        "build/plan/prod/resources.json\n"
+    )
+    monkeypatch.setenv("PULUMI_STACK", "staging")  # what a shell left over from `pulumi stack select` may hold
+    assert offline.main([str(path)]) == 2
+    assert "not of 'staging' (PULUMI_STACK=staging)" in capsys.readouterr().err
+
+
+def test_offline_refuses_a_plan_that_mixes_stacks(tmp_path: Path, dev_plan: list[dict[str, Any]], capsys) -> None:
+    path = tmp_path / "resources.json"
+    path.write_text(json.dumps({"resources": dev_plan[:3] + _as_stack(dev_plan[3:], "prod")}))
+    assert offline.main([str(path)]) == 2
+    assert "resources of more than one stack (dev, prod)" in capsys.readouterr().err
 
 
 def test_offline_command_line_takes_a_plan_folder(
