@@ -14,6 +14,7 @@ from pathlib import Path
 import yaml
 
 from stacks import PROJECT_DIR
+from stacks.environment.day_two_check import ACCEPT_FLAG, DayTwoReport, day_two_report
 from stacks.environment.loader import ENVIRONMENT_KEY, InvalidEnvironment, load_environment, read_stack_file
 from stacks.environment.model import Environment
 from stacks.environment.stack_file import check_stack_file
@@ -50,12 +51,20 @@ def cmd_plan(args: argparse.Namespace) -> int:
         durations = deploy_time.load_durations(Path(args.durations) if args.durations else None)
     except (ValueError, yaml.YAMLError) as error:
         raise PlanOptionRefused(f"--durations: {error}") from None
+    if args.accept_rebuild and not args.against:
+        raise PlanOptionRefused(f"{ACCEPT_FLAG}: only with --against OLD_STACK_FILE, whose change it accepts")
     view, new_env = check_stack_file(path, args.stack)  # every problem, cross-stack collisions included, before planning
     before = None
+    day_two: DayTwoReport | None = None
     if args.against:
         # The old file is validated first: its problems would otherwise surface as a confusing diff.
         old_view = read_stack_file(Path(args.against))
         old_env = load_environment(old_view)
+        # Per key, what the live environment does with the change (issue 28); a mistyped
+        # --accept-rebuild is refused before anything runs.
+        day_two = day_two_report(old_env, new_env, args.accept_rebuild or ())
+        if day_two.unused_accepts:
+            raise PlanOptionRefused(day_two.unused_accept_message())
         before = (run_plan(old_view, stack=args.stack), old_env.kubernetes.version, new_env.kubernetes.version)
     result = plan_stack(view, stack=args.stack, out_dir=out_dir, graph_file=graph)
     timing = deploy_time.estimate(result.run.resources, durations)
@@ -80,14 +89,21 @@ def cmd_plan(args: argparse.Namespace) -> int:
                 "nodes": {c.node: {"verdict": c.verdict, "reasons": c.reasons} for c in changes.nodes},
                 "notes": changes.notes,
                 "downAtOnce": changes.down_at_once,
+                "keys": day_two.as_dict() if day_two is not None else [],
             }
         print(json.dumps({**document, "wrote": written}, indent=2))
+        if day_two is not None and day_two.refused:
+            print(f"error: {day_two.refusal_message()}", file=sys.stderr)
+            return EXIT_INVALID
         return EXIT_INVALID if admission.failures else 0
     print(summary_tree(result.run))
     print("\n".join(deploy_time.summary_lines(timing)))
     if changes is not None:
         print(f"against {args.against}:")
         print("\n".join(f"  {line}" for line in changes.lines()))
+    if day_two is not None and day_two.changes:
+        print("day two (what the running environment does with each changed key):")
+        print("\n".join(f"  {line}" for line in day_two.lines()))
     print(
         f"wrote {out_dir / 'resources.json'} and {len(result.manifest_files)} manifest file(s) under {out_dir / 'manifests'}"
     )
@@ -99,8 +115,10 @@ def cmd_plan(args: argparse.Namespace) -> int:
     if admission.failures:
         names = ", ".join(v.workload for v in admission.failures)
         print(f"error: {len(admission.failures)} workload(s) cannot run: {names}", file=sys.stderr)
+    if day_two is not None and day_two.refused:
+        print(f"error: {day_two.refusal_message()}", file=sys.stderr)
         return EXIT_INVALID
-    return 0
+    return EXIT_INVALID if admission.failures else 0
 
 
 def cmd_schema(args: argparse.Namespace) -> int:
@@ -137,6 +155,14 @@ def build_parser() -> argparse.ArgumentParser:
     )
     plan.add_argument(
         "--against", metavar="OLD_STACK_FILE", help="also say, per node, what changing from this stack file does"
+    )
+    plan.add_argument(
+        ACCEPT_FLAG,
+        dest="accept_rebuild",
+        action="append",
+        metavar="KEY",
+        help="with --against: go ahead with a change a live cluster cannot take safely (plan names the KEY, e.g. "
+        "kubernetes.podCidr), having done or planned its procedure (docs/environments.md, day two); repeatable",
     )
     plan.add_argument("--json", action="store_true", help="print a JSON summary (with the deployment estimate) instead")
     plan.add_argument(
