@@ -9,6 +9,7 @@ import pulumi
 import pulumi_vsphere as vsphere
 
 from components.k8s.addons.device_plugin import GpuDevicePlugin
+from components.k8s.addons.monitoring import GpuMonitoring
 from components.k8s.addons.mpi_operator import MpiOperator
 from components.k8s.addons.rdma_plugin import RdmaDevicePlugin
 from components.k8s.api_ready import ApiServerReady
@@ -109,6 +110,9 @@ for node_name, node in gpu_workers.nodes.items():
 # Add-ons are independent of each other; the jobs need the MPIJob CRD from the operator.
 GpuDevicePlugin("gpu", k8s_wiring.gpu_support_args(env, cluster))
 RdmaDevicePlugin("rdma-pods", k8s_wiring.rdma_support_args(env, cluster))
+monitoring_args = k8s_wiring.monitoring_args(env, cluster)
+if monitoring_args is not None:
+    GpuMonitoring("monitoring", monitoring_args)
 mpi_operator = MpiOperator("mpi-operator", k8s_wiring.mpi_operator_args(env, cluster))
 training_args = k8s_wiring.training_jobs_args(env, cluster, mpi_operator)
 if training_args is not None:

@@ -12,10 +12,10 @@ from __future__ import annotations
 from ipaddress import IPv4Network
 from typing import Annotated, Literal
 
-from pydantic import BaseModel, ConfigDict, Field
-from pydantic.alias_generators import to_camel
+from pydantic import Field
 
 from components.k8s.facts import DEFAULT_CALICO_VERSION, DNS_LABEL, DNS_SUBDOMAIN, SUPPORTED_KUBERNETES_MINORS
+from stacks.environment.base import Model
 from stacks.environment.fields import (
     DVS_VERSIONS,
     HARDWARE_VERSIONS,
@@ -42,6 +42,7 @@ from stacks.environment.fields import (
     Vmnic,
     vgpu_board_and_series,
 )
+from stacks.environment.monitoring import Monitoring
 
 # Names defined elsewhere but long importable from here; others' code may still import them.
 __all__ = [
@@ -53,20 +54,9 @@ __all__ = [
     "SSH_KEY_TYPES",
     "SUPPORTED_KUBERNETES_MINORS",
     "Environment",
+    "Model",
     "vgpu_board_and_series",
 ]
-
-
-class Model(BaseModel):
-    """Frozen, camelCase in YAML, unknown keys rejected."""
-
-    model_config = ConfigDict(
-        frozen=True,
-        extra="forbid",
-        # camelCase only: the same spelling the JSON Schema (and so editors) accept.
-        alias_generator=to_camel,
-        use_attribute_docstrings=True,
-    )
 
 
 class VcenterInventory(Model):
@@ -409,6 +399,8 @@ class Environment(Model):
     """The Kubeflow MPI Operator release."""
     jobs: Jobs = Jobs()
     """The sample training job and the fabric check."""
+    monitoring: Monitoring = Monitoring()
+    """GPU health metrics (dcgm-exporter) and the optional minimal Prometheus."""
 
     def vm_name(self, node: NodeSpec) -> str:
         return f"{self.vm.name_prefix}-{node.name}"
