@@ -41,7 +41,12 @@ def cmd_validate(args: argparse.Namespace) -> int:
 def cmd_plan(args: argparse.Namespace) -> int:
     from stacks.tools import deploy_time, plan_diff
     from stacks.tools.admission import admission_report
-    from stacks.tools.plan import plan_stack, run_plan, summary_tree  # imports the Pulumi SDK: only when planning
+    from stacks.tools.plan import (  # imports the Pulumi SDK: only when planning
+        plan_stack,
+        resource_counts,
+        run_plan,
+        summary_tree,
+    )
 
     path = stack_file(args.stack, args.file)
     out_dir = Path(args.out)
@@ -50,7 +55,9 @@ def cmd_plan(args: argparse.Namespace) -> int:
         durations = deploy_time.load_durations(Path(args.durations) if args.durations else None)
     except (ValueError, yaml.YAMLError) as error:
         raise PlanOptionRefused(f"--durations: {error}") from None
-    view, new_env = check_stack_file(path, args.stack)  # every problem, cross-stack collisions included, before planning
+    view, new_env = check_stack_file(
+        path, args.stack
+    )  # every problem, cross-stack collisions included, before planning
     before = None
     if args.against:
         # The old file is validated first: its problems would otherwise surface as a confusing diff.
@@ -70,7 +77,8 @@ def cmd_plan(args: argparse.Namespace) -> int:
     if args.json:
         document: dict[str, object] = {
             "stack": args.stack,
-            "resources": len(result.run.resources),
+            "resources": len(result.run.resources),  # the total the text's `total:` line prints
+            "resourceCounts": resource_counts(result.run),
             "deployment": timing.as_dict(),
             "admission": admission.as_dict(),
         }

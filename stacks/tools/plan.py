@@ -67,7 +67,9 @@ def plan_stack(
 def run_plan(view: ConfigView, *, stack: str, secret_placeholder: str = SECRET_PLACEHOLDER) -> ProgramRun:
     """The program under the mock runtime for an already validated stack file; writes nothing."""
     config, secret_keys = config_for_runtime(view, secret_placeholder)
-    return run_program(run_project_main(PROJECT_DIR), project=PROJECT, stack=stack, config=config, secret_keys=secret_keys)
+    return run_program(
+        run_project_main(PROJECT_DIR), project=PROJECT, stack=stack, config=config, secret_keys=secret_keys
+    )
 
 
 def refuse_unwritable_outputs(out_dir: Path, graph_file: Path | None) -> None:
@@ -207,6 +209,16 @@ def summary_tree(run: ProgramRun) -> str:
             walk(root, 0)
     for type_token, count in sorted(loose.items()):
         lines.append(f"{count} x {type_token}")
-    totals = Counter(r.type for r in run.resources if r.custom)
-    lines.append(f"total: {sum(totals.values())} resources in {len(run.resources) - sum(totals.values())} components")
+    counts = resource_counts(run)
+    lines.append(
+        f"total: {counts['total']} resources ({counts['custom']} custom resources + {counts['components']} components), "
+        "what `--json` counts as `resources`; not counted: the stack itself and the Kubernetes objects inside "
+        "ConfigGroups/ConfigFiles (the provider registers those at deploy time, and `pulumi preview` counts them)"
+    )
     return "\n".join(lines)
+
+
+def resource_counts(run: ProgramRun) -> dict[str, int]:
+    """The one resource count `plan` prints and `--json` gives: every resource the program registers."""
+    custom = sum(1 for r in run.resources if r.custom)
+    return {"total": len(run.resources), "custom": custom, "components": len(run.resources) - custom}

@@ -181,7 +181,7 @@ def test_plan_tree_names_the_components_with_counts(dev_plan: tuple[subprocess.C
     assert "4 x pulumi-python:dynamic/vsphere:VgpuAttachment" in workers
     assert "4 x vsphere:index/computeClusterVmHostRule:ComputeClusterVmHostRule" in workers
     assert "1 x vsphere:index/virtualMachine:VirtualMachine" in tree_block(tree, CONTROL_PLANE)
-    assert re.search(r"^total: \d+ resources in \d+ components$", tree, re.MULTILINE)
+    assert re.search(r"^total: \d+ resources \(\d+ custom resources \+ \d+ components\), ", tree, re.MULTILINE)
 
 
 def test_plan_graph_is_a_dot_digraph_of_components(dev_plan: tuple[subprocess.CompletedProcess[str], Path]) -> None:

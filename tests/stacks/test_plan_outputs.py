@@ -6,6 +6,7 @@ program runs (the output folder is not even created).
 
 from __future__ import annotations
 
+import json
 import os
 import re
 import shutil
@@ -159,3 +160,21 @@ def test_a_plan_folder_from_before_the_index_is_still_a_plan(tmp_path: Path) -> 
     (tmp_path / "manifests" / MANIFEST_INDEX).unlink()  # as an older plan left it
     again = plan("--out", tmp_path)
     assert again.returncode == 0, again.stderr
+
+
+# --- one resource count (issue 25, item 5) -------------------------------------------------------------
+
+
+def test_text_and_json_give_one_resource_count(tmp_path: Path) -> None:
+    """A reviewer comparing the printed tree with `--json` must not find two different totals."""
+    text = plan("--out", tmp_path / "text")
+    as_json = plan("--out", tmp_path / "json", "--json")
+    assert text.returncode == 0 and as_json.returncode == 0, text.stderr + as_json.stderr
+    document = json.loads(as_json.stdout)
+    match = re.search(r"^total: (\d+) resources \((\d+) custom resources \+ (\d+) components\)", text.stdout, re.M)
+    assert match, text.stdout[-2000:]
+    total, custom, components = map(int, match.groups())
+    assert document["resources"] == total == custom + components
+    assert document["resourceCounts"] == {"total": total, "custom": custom, "components": components}
+    # and the line says what it leaves out, so nobody expects `pulumi preview` to print the same number
+    assert "not counted" in match.string[match.start() : match.string.index("\n", match.start())]
