@@ -64,8 +64,10 @@ def cmd_plan(args: argparse.Namespace) -> int:
         old_view = read_stack_file(Path(args.against))
         old_env = load_environment(old_view)
         before = (run_plan(old_view, stack=args.stack), old_env.kubernetes.version, new_env.kubernetes.version)
-    result = plan_stack(view, stack=args.stack, out_dir=out_dir, graph_file=graph)
-    timing = deploy_time.estimate(result.run.resources, durations)
+    result = plan_stack(
+        view, stack=args.stack, out_dir=out_dir, graph_file=graph, graph_detail=args.graph_detail, durations=durations
+    )
+    timing = result.timing
     admission = admission_report(new_env, result.run)  # the scheduler's rules over the plan
     changes = None
     if before is not None:
@@ -141,7 +143,13 @@ def build_parser() -> argparse.ArgumentParser:
     plan.add_argument("--file")
     plan.add_argument("--out", required=True, help="folder for resources.json and manifests/")
     plan.add_argument(
-        "--graph", help="also draw the components and what each waits for: FILE.dot, FILE.svg or FILE.png (Graphviz)"
+        "--graph",
+        help="also draw the components in deployment order, the critical path in red: FILE.dot, FILE.svg or FILE.png",
+    )
+    plan.add_argument(
+        "--graph-detail",
+        action="store_true",
+        help="draw each node's plumbing (rollout gates, settles, drains, etcd members) as boxes of their own",
     )
     plan.add_argument(
         "--against", metavar="OLD_STACK_FILE", help="also say, per node, what changing from this stack file does"
