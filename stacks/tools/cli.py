@@ -41,6 +41,8 @@ def cmd_validate(args: argparse.Namespace) -> int:
 def cmd_plan(args: argparse.Namespace) -> int:
     from stacks.tools import deploy_time, plan_diff
     from stacks.tools.admission import admission_report
+    from stacks.tools.change_notes import config_notes
+    from stacks.tools.change_time import change_time
     from stacks.tools.plan import (  # imports the Pulumi SDK: only when planning
         plan_stack,
         resource_counts,
@@ -55,26 +57,27 @@ def cmd_plan(args: argparse.Namespace) -> int:
         durations = deploy_time.load_durations(Path(args.durations) if args.durations else None)
     except (ValueError, yaml.YAMLError) as error:
         raise PlanOptionRefused(f"--durations: {error}") from None
-    view, new_env = check_stack_file(
-        path, args.stack
-    )  # every problem, cross-stack collisions included, before planning
+    # Every problem, cross-stack collisions included, before planning.
+    view, new_env = check_stack_file(path, args.stack)
     before = None
     if args.against:
         # The old file is validated first: its problems would otherwise surface as a confusing diff.
         old_view = read_stack_file(Path(args.against))
         old_env = load_environment(old_view)
-        before = (run_plan(old_view, stack=args.stack), old_env.kubernetes.version, new_env.kubernetes.version)
+        before = (run_plan(old_view, stack=args.stack), old_env)
     result = plan_stack(
         view, stack=args.stack, out_dir=out_dir, graph_file=graph, graph_detail=args.graph_detail, durations=durations
     )
     timing = result.timing
     admission = admission_report(new_env, result.run)  # the scheduler's rules over the plan
-    changes = None
+    changes = rolling = None
     if before is not None:
-        old_run, old_version, new_version = before
+        old_run, old_env = before
+        notes = plan_diff.version_notes(old_env.kubernetes.version, new_env.kubernetes.version)
         changes = plan_diff.diff_plans(
-            old_run.resources, result.run.resources, plan_diff.version_notes(old_version, new_version)
+            old_run.resources, result.run.resources, [*notes, *config_notes(old_env, new_env)]
         )
+        rolling = change_time(changes, result.run.resources, durations)
     written = [str(out_dir / "resources.json"), *map(str, result.manifest_files), *([str(graph)] if graph else [])]
     if args.json:
         document: dict[str, object] = {
@@ -84,19 +87,25 @@ def cmd_plan(args: argparse.Namespace) -> int:
             "deployment": timing.as_dict(),
             "admission": admission.as_dict(),
         }
-        if changes is not None:
+        if changes is not None and rolling is not None:
             document["against"] = {
                 "file": args.against,
                 "nodes": {c.node: {"verdict": c.verdict, "reasons": c.reasons} for c in changes.nodes},
                 "notes": changes.notes,
                 "downAtOnce": changes.down_at_once,
+                "rollingChange": {
+                    "seconds": rolling.seconds,
+                    "chains": rolling.chains,
+                    "inWords": rolling.lines()[0],
+                },
             }
         print(json.dumps({**document, "wrote": written}, indent=2))
         return EXIT_INVALID if admission.failures else 0
     print(summary_tree(result.run))
     print("\n".join(deploy_time.summary_lines(timing)))
-    if changes is not None:
+    if changes is not None and rolling is not None:
         print(f"against {args.against}:")
+        print("\n".join(f"  {line}" for line in rolling.lines()))
         print("\n".join(f"  {line}" for line in changes.lines()))
     print(
         f"wrote {out_dir / 'resources.json'} and {len(result.manifest_files)} manifest file(s) under {out_dir / 'manifests'}"

@@ -43,6 +43,16 @@ class Durations:
     """Image pulls for the control plane (~1 GB from a registry mirror), `kubeadm init`, Calico."""
     kubeadm_join: float = 60
     """A worker's image pulls and `kubeadm join` once the API server answers."""
+    drain: float = 60
+    """A node's drain before its VM goes (day two): evictions, then the pods' termination grace period
+    (Kubernetes' default `terminationGracePeriodSeconds` is 30 s) and the API round trips."""
+    vm_destroy: float = 15
+    """Power-off and delete of a replaced or removed VM."""
+    guest_shutdown: float = 30
+    """A guest shutdown through VMware Tools before a reboot or a vGPU profile change."""
+    node_settle: float = 60
+    """After a replaced node joined: until it is Ready and, on a GPU worker, its device plugin
+    advertises the GPU again (the rolling-update settle waits for that before the next node goes)."""
     host_reconfigure: float = 10
     """One host advanced-option or firewall call (`Net.PVRDMAVmknic`, ruleset `pvrdma`)."""
     host_graphics: float = 90
