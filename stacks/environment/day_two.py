@@ -54,6 +54,13 @@ _JOB_KEYS = (
 )
 """The jobs are Kubernetes objects the stack applies: every key of them takes effect in place."""
 
+_MONITORING_KEYS = (
+    *(f"monitoring.{k}" for k in ("enabled", "exporterImage", "scrape")),
+    *(f"monitoring.prometheus.{k}" for k in ("enabled", "image", "retentionHours", "storageLimitGi")),
+)
+"""The DCGM exporter and the minimal Prometheus are add-ons the stack applies: in place. The
+Prometheus keeps its data in an emptyDir, so a change that restarts it starts its history anew."""
+
 
 def _no_old_member_left(before: Any, after: Any) -> bool:
     return not set(before) & set(after)
@@ -326,6 +333,7 @@ DAY_TWO: Mapping[str, DayTwo] = {
     "mpiOperator.placement": KUBERNETES_OBJECTS,
     "mpiOperator.crdUrl": KUBERNETES_OBJECTS,
     **dict.fromkeys(_JOB_KEYS, KUBERNETES_OBJECTS),
+    **dict.fromkeys(_MONITORING_KEYS, KUBERNETES_OBJECTS),
 }
 
 

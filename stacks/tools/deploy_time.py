@@ -20,6 +20,7 @@ from typing import Any
 import yaml
 
 from stacks.tools.deploy_model import Operation, Schedule, critical_path_bound, simulate
+from stacks.tools.deploy_words import estimate_in_words, ratio_in_words
 
 TEMPLATE_HOST = "host:template"
 """The ESXi host the template is registered on: every clone is a provisioning operation there too."""
@@ -42,6 +43,16 @@ class Durations:
     """Image pulls for the control plane (~1 GB from a registry mirror), `kubeadm init`, Calico."""
     kubeadm_join: float = 60
     """A worker's image pulls and `kubeadm join` once the API server answers."""
+    drain: float = 60
+    """A node's drain before its VM goes (day two): evictions, then the pods' termination grace period
+    (Kubernetes' default `terminationGracePeriodSeconds` is 30 s) and the API round trips."""
+    vm_destroy: float = 15
+    """Power-off and delete of a replaced or removed VM."""
+    guest_shutdown: float = 30
+    """A guest shutdown through VMware Tools before a reboot or a vGPU profile change."""
+    node_settle: float = 60
+    """After a replaced node joined: until it is Ready and, on a GPU worker, its device plugin
+    advertises the GPU again (the rolling-update settle waits for that before the next node goes)."""
     host_reconfigure: float = 10
     """One host advanced-option or firewall call (`Net.PVRDMAVmknic`, ruleset `pvrdma`)."""
     host_graphics: float = 90
@@ -237,7 +248,9 @@ class Estimate:
         return sorted(((k, v) for k, v in totals.items() if v > 0), key=lambda kv: (-kv[1], kv[0]))
 
     def as_dict(self) -> dict[str, Any]:
+        steps = [(self.kinds[key], self.seconds[key]) for key in self.pulumi_up.critical_path]
         return {
+            "inWords": estimate_in_words(self.pulumi_up.seconds, self.ready.seconds, steps, self.ratio),
             "pulumiUpSeconds": round(self.pulumi_up.seconds, 1),
             "boundSeconds": round(self.bound.seconds, 1),
             "ratio": round(self.ratio, 2),
@@ -275,15 +288,15 @@ def format_seconds(seconds: float) -> str:
 
 
 def summary_lines(result: Estimate, path_items: int = 6) -> list[str]:
-    """The two lines `plan` prints."""
+    """The lines `plan` prints: the estimate in words first, then the model's figures and its path."""
     path = result.path_labels(result.pulumi_up)
     shown = path if len(path) <= path_items else [*path[:2], "...", *path[-(path_items - 3) :]]
     return [
-        f"deployment estimate: pulumi up {format_seconds(result.pulumi_up.seconds)} (bound "
-        f"{format_seconds(result.bound.seconds)}, {result.ratio:.2f}x), ready for training "
-        f"{format_seconds(result.ready.seconds)}; most time in: "
+        result.as_dict()["inWords"],
+        f"  pulumi up {format_seconds(result.pulumi_up.seconds)}, bound {format_seconds(result.bound.seconds)} "
+        f"({ratio_in_words(result.ratio)}), ready for training {format_seconds(result.ready.seconds)}; most time in: "
         + ", ".join(f"{kind} {format_seconds(s)}" for kind, s in result.dominant(result.pulumi_up)[:3]),
-        "critical path: " + " -> ".join(shown),
+        "  critical path: " + " -> ".join(shown),
     ]
 
 

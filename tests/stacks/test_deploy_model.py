@@ -116,6 +116,7 @@ def test_plan_json_carries_the_estimate(tmp_path: Path) -> None:
     )
     assert result.returncode == 0, result.stderr
     deployment = json.loads(result.stdout)["deployment"]
+    assert deployment["inWords"].startswith("deployment: about 5 minutes until `pulumi up` returns")
     assert deployment["boundSeconds"] <= deployment["pulumiUpSeconds"] <= deployment["readyForTrainingSeconds"]
     path = deployment["criticalPath"]
     # What a fresh dev deployment waits for: the control plane's clone, its boot and init, the add-ons.
@@ -138,3 +139,46 @@ def test_plan_refuses_a_bad_durations_file_before_planning(tmp_path: Path) -> No
     assert result.stderr.startswith("error: --durations: ")
     assert "must be numbers" in result.stderr
     assert not (tmp_path / "out").exists()
+
+
+# --- the estimate in words (issue 25, item 5) ------------------------------------------------------
+
+
+def test_plan_says_the_estimate_in_words_before_the_bound_ratio(tmp_path: Path) -> None:
+    """Dev: a person reads the time and what it waits for first; the model's figures come after."""
+    result = subprocess.run(
+        [sys.executable, "-m", "stacks", "plan", "dev", "--out", str(tmp_path)],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=180,
+    )
+    assert result.returncode == 0, result.stderr
+    lines = result.stdout.splitlines()
+    [words] = [i for i, line in enumerate(lines) if line.startswith("deployment: ")]
+    assert lines[words] == (
+        "deployment: about 5 minutes until `pulumi up` returns, about 6 until the GPU workers can train; "
+        "longest path: linked clone -> boot -> kubeadm init -> add-on rollout"
+    )
+    [ratio] = [i for i, line in enumerate(lines) if "bound" in line and "x" in line]
+    assert ratio == words + 1
+    assert "pulumi up 5m09s, bound 5m09s (1.00x: nothing queues" in lines[ratio]
+
+
+@pytest.mark.parametrize(
+    ("seconds", "words"),
+    [(20, "under a minute"), (75, "about 1 minute"), (309, "about 5 minutes"), (1482, "about 25 minutes"),
+     (5400, "about 1.5 hours"), (7300, "about 2 hours")],
+)  # fmt: skip
+def test_about(seconds: float, words: str) -> None:
+    from stacks.tools.deploy_words import about
+
+    assert about(seconds) == words
+
+
+def test_a_queued_path_is_said_in_waves() -> None:
+    """Prod-shaped: three full clones one after another on the template's host, then small steps."""
+    from stacks.tools.deploy_words import path_in_words
+
+    kinds = [("folder", 2), *[("full clone + power-on", 490)] * 3, ("drs rule", 5), ("drs rule", 5)]
+    assert path_in_words(kinds) == "3 x full clone"
