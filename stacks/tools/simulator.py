@@ -67,7 +67,9 @@ def _read_url(process: subprocess.Popen[bytes]) -> str:
     )
 
 
-def start(env: Environment, *, port: int, workdir: Path, harness: Path = HARNESS) -> tuple[subprocess.Popen[bytes], str]:
+def start(
+    env: Environment, *, port: int, workdir: Path, harness: Path = HARNESS
+) -> tuple[subprocess.Popen[bytes], str]:
     """Start the harness serving `env`'s inventory; (the process, its URL with credentials)."""
     if not harness.exists():
         raise SimulatorError(f"{harness} is missing; build it with `bash scripts/build-vcsim.sh` (needs Go)")

@@ -48,7 +48,9 @@ def _sim_env() -> Environment:
 def simulator() -> Iterator[list[str]]:
     """scripts/simulator.sh on a free port: the lines it printed up to 'Ctrl-C stops the simulator.'"""
     if shutil.which("go") is None and not HARNESS.exists():
-        _unavailable("no build/vcsim-harness and no Go toolchain (apt-get install golang-go golang-github-vmware-govmomi-dev)")
+        _unavailable(
+            "no build/vcsim-harness and no Go toolchain (apt-get install golang-go golang-github-vmware-govmomi-dev)"
+        )
     process = subprocess.Popen(
         ["bash", str(SCRIPT), "sim", "--port", "0"],
         cwd=ROOT,
@@ -102,7 +104,9 @@ def test_preflight_of_the_sim_stack_passes_against_the_simulator(simulator: list
     server = _value(simulator, "export VSPHERE_SERVER=")
     password = _value(simulator, "export VSPHERE_PASSWORD=")
     # The printed command is the one to run: the stack file names port 8989, this one is another.
-    assert _value(simulator, "then: ") == f"VSPHERE_PASSWORD={password} python -m stacks preflight sim --server {server}"
+    assert (
+        _value(simulator, "then: ") == f"VSPHERE_PASSWORD={password} python -m stacks preflight sim --server {server}"
+    )
     env = {k: v for k, v in os.environ.items() if not k.startswith("VSPHERE_")}
     result = subprocess.run(
         [sys.executable, "-m", "stacks", "preflight", "sim", "--server", server],
