@@ -21,7 +21,7 @@ from stacks.tools.admission_rules import RuntimeClassModel
 from tests.program.conftest import run_view, stack_view
 from tests.stacks.conftest import cli
 
-STACKS = ("dev", "staging", "prod")
+STACKS = ("dev", "staging", "prod", "sim")
 ROOT = Path(__file__).resolve().parents[2]
 __all__ = ["cli"]  # the fixture, imported for pytest
 GPU_OPERATOR = {"driverRepository": "registry.example/nvidia", "driverVersion": "550.127.05"}

@@ -321,3 +321,42 @@ def test_the_checks_load_neither_pyvmomi_nor_pulumi() -> None:
     )
     result = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, check=True)
     assert result.stdout.strip() == "[]"
+
+
+TEMPLATE_BUILD = "templates/README.md"
+"""The one checklist and reproducible build of both templates (issue 25, item 3)."""
+
+
+@pytest.mark.parametrize(
+    ("edit", "key"),
+    [
+        (lambda inv: inv.vms.pop("rocky9-k8s-gpu-template"), "vcenter.template"),
+        (lambda inv: inv.vms.pop("rocky9-k8s-vgpu-t4-16c"), "vcenter.gpuTemplate"),
+        (
+            lambda inv: inv.vms.__setitem__("rocky9-k8s-vgpu-t4-16c", [replace(_gpu_template(), snapshots=())]),
+            "vcenter.gpuTemplate",
+        ),
+        (
+            lambda inv: inv.vms.__setitem__("rocky9-k8s-gpu-template", [replace(_template(), snapshots=())]),
+            "vcenter.templateSnapshot",
+        ),
+        (
+            lambda inv: inv.vms.__setitem__("rocky9-k8s-vgpu-t4-16c", [replace(_gpu_template(), vgpu_profiles=())]),
+            "vcenter.gpuTemplate",
+        ),
+    ],
+    ids=["template-missing", "gpu-template-missing", "gpu-snapshot-missing", "snapshot-missing", "no-vgpu"],
+)
+def test_template_blockers_name_the_checklist_and_build(dev_env, edit, key) -> None:
+    inv = _inventory()
+    edit(inv)
+    blockers = [f for f in check(dev_env, inv) if f.level == "BLOCKER"]
+    assert [f.key for f in blockers] == [f"{ENV}.{key}"]
+    assert TEMPLATE_BUILD in blockers[0].message, blockers[0].message
+
+
+def test_an_unset_gpu_template_names_the_checklist_and_build() -> None:
+    from components.vsphere.gpu_template import missing_gpu_template_finding
+
+    [finding] = missing_gpu_template_finding(None)
+    assert TEMPLATE_BUILD in finding.message

@@ -121,7 +121,7 @@ def test_committed_schema_is_current(root: Path, schema_text: str) -> None:
 def test_schema_accepts_the_good_stacks_and_rejects_unknown_keys(root: Path, schema_text: str) -> None:
     jsonschema = pytest.importorskip("jsonschema")
     validator = jsonschema.Draft202012Validator(json.loads(schema_text))
-    for stack in ("dev", "staging", "prod"):
+    for stack in ("dev", "staging", "prod", "sim"):
         environment = read_stack_file(root / f"Pulumi.{stack}.yaml").values[ENVIRONMENT_KEY]
         assert list(validator.iter_errors(environment)) == [], stack
     environment = read_stack_file(root / "Pulumi.dev.yaml").values[ENVIRONMENT_KEY]
