@@ -22,7 +22,9 @@ from components.k8s.node_drain import NodeDrain
 from components.k8s.rollout import NodeRollout
 from components.vsphere.node_pool import NodePool
 from components.vsphere.rdma_fabric import RdmaFabric
+from components.vsphere.template_replicas import TemplateReplicas
 from stacks.wiring import kubernetes as k8s_wiring
+from stacks.wiring import replicas as replica_wiring
 from stacks.wiring import rollout as rollout_wiring
 from stacks.wiring import vsphere as vsphere_wiring
 from stacks.wiring.runtime_config import environment_from_stack_config
@@ -56,11 +58,16 @@ rollout = (
 )
 gates = rollout.gates if rollout is not None else None
 control_plane = NodePool("control-plane", vsphere_wiring.control_plane_args(env, inventory, folder, user_data, gates))
-# Each worker waits for its own host's switch membership, PVRDMA settings and graphics mode.
+# Large pools clone copies of the GPU template spread over the hosts (`vcenter.templateReplicas`):
+# one source host runs 16 clones at a time. Each worker waits for its own host's switch
+# membership, PVRDMA settings and graphics mode.
+replica_args = replica_wiring.template_replicas_args(env, inventory)
+replicas = TemplateReplicas("gpu-template-copies", replica_args) if replica_args is not None else None
 gpu_workers = NodePool(
     "gpu-workers",
     vsphere_wiring.gpu_worker_args(
-        env, inventory, folder, fabric.port_group_id, user_data, fabric.host_resources, gates
+        env, inventory, folder, fabric.port_group_id, user_data, fabric.host_resources, gates,
+        replica_wiring.worker_template_uuids(env, replicas),
     ),
 )
 if rollout is not None:

@@ -109,6 +109,11 @@ DAY_TWO: Mapping[str, DayTwo] = {
     ),
     "vcenter.template": ROLLS,
     "vcenter.gpuTemplate": ROLLS,
+    # A worker's generation includes its template copy's site: moving or adding copies makes new
+    # copies first (create-before-delete), then rolls the workers whose copy changed.
+    "vcenter.templateReplicas": ROLLS,
+    "vcenter.templateReplicas[].host": ROLLS,
+    "vcenter.templateReplicas[].datastore": ROLLS,
     "vcenter.templateSnapshot": NEW_NODES_ONLY_TEMPLATE_FACT,
     "vcenter.templateOs": NEW_NODES_ONLY_TEMPLATE_FACT,
     "vm.namePrefix": rebuild(

@@ -43,6 +43,7 @@ from stacks.environment.fields import (
     vgpu_board_and_series,
 )
 from stacks.environment.monitoring import Monitoring
+from stacks.environment.replicas import TemplateReplica
 
 # Names defined elsewhere but long importable from here; others' code may still import them.
 __all__ = [
@@ -85,6 +86,13 @@ class VcenterInventory(Model):
     """Snapshot of the template that linked clones hang off; required when `vm.linkedClone`."""
     template_os: Literal["rocky9", "alma9", "rhel9", "rocky8", "alma8", "rhel8"] = "rocky9"
     """The template's OS release; CentOS 7 (the reference design's) is end of life and unsupported."""
+    template_replicas: list[TemplateReplica] | None = None
+    """Copies of the GPU workers' template the program makes and keeps in step, one per entry;
+    each worker clones the copy on its own host, else the nearest one before its host in `hosts`
+    (stacks/environment/replicas.py). Default (unset): derived from the workers, none up to 15
+    workers with linked clones (7 with full ones), one per 15 (7) workers' hosts beyond: one
+    source host runs 16 provisioning operations at a time. `[]`: none, every worker clones the
+    template itself."""
 
 
 class GpuHost(Model):

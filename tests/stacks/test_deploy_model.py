@@ -96,6 +96,41 @@ def test_clones_share_the_template_hosts_units() -> None:
     assert estimate(full, d).pulumi_up.seconds == 200  # 2 units each: two at a time
 
 
+def _copy(host: str, *, linked: bool = True) -> dict[str, object]:
+    return {
+        "urn": f"urn:copy:{host}",
+        "type": "pulumi-python:dynamic/vsphere:TemplateReplica",
+        "name": f"copy-{host}",
+        "custom": True,
+        "dependencies": [],
+        "inputs": {"linked": linked, "host_id": host, "datastore_id": "ds-1"},
+    }
+
+
+def _from_copy(vm: dict[str, object], host: str) -> dict[str, object]:
+    return {**vm, "dependencies": [f"urn:copy:{host}"]}
+
+
+def test_clones_from_template_copies_use_the_copies_hosts_units() -> None:
+    d = Durations(linked_clone=20, full_clone=100, power_on=0, snapshot=5, host_units=4)
+    # Two copies, each serving three workers on other hosts: 3 units on each copy's host, one wave.
+    copies = [_copy("c1"), _copy("c2")]
+    workers = [_from_copy(_vm(f"w{i}", linked=True, host=f"h{i}"), "c1" if i < 3 else "c2") for i in range(6)]
+    result = estimate([*copies, *workers], d)
+    assert result.pulumi_up.seconds == 25 + 20  # the copies (clone + snapshot) then one wave of clones
+    assert result.bound.seconds == 45
+    assert result.kinds["urn:copy:c1"] == "template copy (linked)"
+    # The same six workers from the template: 4 units, two waves.
+    assert estimate([_vm(f"w{i}", linked=True, host=f"h{i}") for i in range(6)], d).pulumi_up.seconds == 40
+
+
+def test_a_clone_onto_its_copys_own_host_takes_units_on_both_sides() -> None:
+    d = Durations(linked_clone=20, power_on=0, snapshot=0, host_units=4)
+    # Copy c1 runs on h0; three clones from it plus the one landing on h0: 3 + 2 = 5 units > 4.
+    vms = [_from_copy(_vm(f"w{i}", linked=True, host="c1" if i == 0 else f"h{i}"), "c1") for i in range(4)]
+    assert estimate([_copy("c1"), *vms], d).pulumi_up.seconds == 20 + 20 + 20
+
+
 def test_durations_file_overrides_and_refuses_typos(tmp_path: Path) -> None:
     good = tmp_path / "d.yaml"
     good.write_text("linked_clone: 5\nparallel: 10\n")
