@@ -9,6 +9,7 @@ import pulumi
 import pulumi_vsphere as vsphere
 
 from components.k8s.addons.device_plugin import GpuDevicePlugin
+from components.k8s.addons.monitoring import GpuMonitoring
 from components.k8s.addons.mpi_operator import MpiOperator
 from components.k8s.addons.rdma_plugin import RdmaDevicePlugin
 from components.k8s.api_ready import ApiServerReady
@@ -21,7 +22,9 @@ from components.k8s.node_drain import NodeDrain
 from components.k8s.rollout import NodeRollout
 from components.vsphere.node_pool import NodePool
 from components.vsphere.rdma_fabric import RdmaFabric
+from components.vsphere.template_replicas import TemplateReplicas
 from stacks.wiring import kubernetes as k8s_wiring
+from stacks.wiring import replicas as replica_wiring
 from stacks.wiring import rollout as rollout_wiring
 from stacks.wiring import vsphere as vsphere_wiring
 from stacks.wiring.runtime_config import environment_from_stack_config
@@ -55,11 +58,16 @@ rollout = (
 )
 gates = rollout.gates if rollout is not None else None
 control_plane = NodePool("control-plane", vsphere_wiring.control_plane_args(env, inventory, folder, user_data, gates))
-# Each worker waits for its own host's switch membership, PVRDMA settings and graphics mode.
+# Large pools clone copies of the GPU template spread over the hosts (`vcenter.templateReplicas`):
+# one source host runs 16 clones at a time. Each worker waits for its own host's switch
+# membership, PVRDMA settings and graphics mode.
+replica_args = replica_wiring.template_replicas_args(env, inventory)
+replicas = TemplateReplicas("gpu-template-copies", replica_args) if replica_args is not None else None
 gpu_workers = NodePool(
     "gpu-workers",
     vsphere_wiring.gpu_worker_args(
-        env, inventory, folder, fabric.port_group_id, user_data, fabric.host_resources, gates
+        env, inventory, folder, fabric.port_group_id, user_data, fabric.host_resources, gates,
+        replica_wiring.worker_template_uuids(env, replicas),
     ),
 )
 if rollout is not None:
@@ -109,6 +117,9 @@ for node_name, node in gpu_workers.nodes.items():
 # Add-ons are independent of each other; the jobs need the MPIJob CRD from the operator.
 GpuDevicePlugin("gpu", k8s_wiring.gpu_support_args(env, cluster))
 RdmaDevicePlugin("rdma-pods", k8s_wiring.rdma_support_args(env, cluster))
+monitoring_args = k8s_wiring.monitoring_args(env, cluster)
+if monitoring_args is not None:
+    GpuMonitoring("monitoring", monitoring_args)
 mpi_operator = MpiOperator("mpi-operator", k8s_wiring.mpi_operator_args(env, cluster))
 training_args = k8s_wiring.training_jobs_args(env, cluster, mpi_operator)
 if training_args is not None:

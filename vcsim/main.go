@@ -19,6 +19,10 @@
 //     simulator shares one esx template between all hosts, so enabling a ruleset
 //     on one host would flip it on every host.
 //
+// With -stack-inventory FILE it serves the datacenter, cluster, datastore, network and hosts one
+// stack file names instead of the model's DC0/DC0_C0/... (vcsim/stack_inventory.go; used by
+// scripts/simulator.sh for the `sim` stack).
+//
 // It prints one line "VCSIM_URL=http://user:pass@127.0.0.1:PORT/sdk" on stdout
 // once it serves, then serves until it gets SIGINT/SIGTERM or stdin closes
 // (with -exit-on-stdin-eof), so a test runner that dies does not leave it behind.
@@ -167,6 +171,9 @@ func main() {
 	quiet := flag.Bool("quiet", true, "discard the simulator's own log")
 	username := flag.String("username", "user", "the only user name the simulator accepts")
 	password := flag.String("password", "pass", "the only password the simulator accepts")
+	stackInventoryFile := flag.String("stack-inventory", "",
+		"JSON file naming the datacenter, cluster, datastore, network and hosts to serve "+
+			"(vcsim/stack_inventory.go; written by `python -m stacks.tools.simulator`)")
 	flag.Parse()
 
 	if !graphicsTypes[*graphicsDefault] {
@@ -182,12 +189,29 @@ func main() {
 	model.Host = *standalone
 	model.Machine = *machines
 
+	var stackInv *stackInventory
+	if *stackInventoryFile != "" {
+		var err error
+		if stackInv, err = readStackInventory(*stackInventoryFile); err != nil {
+			fmt.Fprintln(os.Stderr, "vcsim-harness: -stack-inventory:", err)
+			os.Exit(2)
+		}
+		stackInv.shapeModel(model) // overrides -cluster, -host, -standalone-host, -vm
+	}
+
 	applyAPIVersion(model) // vcsim/preflight.go
 	if err := model.Create(); err != nil {
 		fmt.Fprintln(os.Stderr, "vcsim-harness: create model:", err)
 		os.Exit(1)
 	}
 	defer model.Remove()
+	if stackInv != nil {
+		// Before the hosts are extended: the RDMA and graphics flags name hosts by their final names.
+		if err := stackInv.apply(); err != nil {
+			fmt.Fprintln(os.Stderr, "vcsim-harness:", err)
+			os.Exit(1)
+		}
+	}
 
 	profiles := splitList(*profilesFlag)
 	pnics := splitList(*pnicsFlag)

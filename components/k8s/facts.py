@@ -30,3 +30,16 @@ CALICO_TESTED_KUBERNETES: dict[int, range] = {
 Kubernetes", docs.tigera.io/calico/3.NN/getting-started/kubernetes/requirements; v3.29 "is tested
 against Kubernetes v1.29-v1.32", projectcalico discussion 11717). A newer minor than the table
 knows is let through: its own page is the authority, and it is newer than every entry here."""
+
+DCGM_EXPORTER_VERSION = "4.6.0-4.8.3"
+"""NVIDIA dcgm-exporter release (`<DCGM>-<exporter>`): the one the GPU Operator chart v26.7.0 ships
+(`deployments/gpu-operator/values.yaml` `dcgmExporter.version`), so both GPU modes run the same
+exporter and `stacks verify` reads the same metric names from either."""
+
+DCGM_EXPORTER_IMAGE = f"nvcr.io/nvidia/k8s/dcgm-exporter:{DCGM_EXPORTER_VERSION}-ubuntu22.04"
+"""The Ubuntu 22.04 build of that release (upstream's Makefile builds `ubuntu22.04`, `ubi9` and
+`distroless` flavours; the Ubuntu one has a shell, which `kubectl exec` debugging wants)."""
+
+PROMETHEUS_IMAGE = "quay.io/prometheus/prometheus:v3.5.3"
+"""Prometheus from its long-term-support line 3.5 (prometheus.io/docs/introduction/release-cycle),
+for the optional minimal Prometheus of stacks that have none."""

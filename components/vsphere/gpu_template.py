@@ -23,9 +23,12 @@ from components.vsphere.vgpu_profiles import MMIO_SIZE_GB, USE_64BIT_MMIO, mmio_
 
 Level = Literal["OK", "WARN", "BLOCKER"]
 
+TEMPLATE_BUILD = "templates/README.md: the checklist and a Packer build of both templates"
+"""Where the two templates are described and built (templates/packer/gpu adds the vGPU device)."""
 ADD_DEVICE_HOW = (
     "with the template powered off (convert it to a VM first): Edit Settings > Add New Device > "
-    "PCI Device > NVIDIA GRID vGPU, pick the profile, reserve all guest memory, convert it back"
+    "PCI Device > NVIDIA GRID vGPU, pick the profile, reserve all guest memory, convert it back; "
+    f"or rebuild it ({TEMPLATE_BUILD})"
 )
 
 
@@ -130,7 +133,7 @@ def missing_gpu_template_finding(gpu_template: str | None) -> list[Finding]:
             "BLOCKER",
             "vcenter.gpuTemplate",
             "missing: GPU workers are cloned from a template that already carries their vGPU device "
-            "(docs/rdma-host-settings.md); without it their VgpuAttachment stops with an error after the "
+            f"({TEMPLATE_BUILD}); without it their VgpuAttachment stops with an error after the "
             "first boot began",
         )
     ]

@@ -172,6 +172,10 @@ class NodePoolArgs:
     `host` waits only for its own host's, so hosts never serialise each other; a node without one
     can land on any host and waits for all. The dependency also orders removals: Pulumi deletes the
     VM before the host's settings and switch membership."""
+    template_uuids: Mapping[str, pulumi.Input[str]] = field(default_factory=dict)
+    """Node name to the BIOS UUID of the copy of the template it clones (`TemplateReplicas`): the
+    copy nearest its host, so clones spread over the copies' hosts. Default: none, every node
+    clones `template_name` itself. A copy has the template's devices, firmware and disk."""
     replacement_keys: Mapping[str, pulumi.Resource] = field(default_factory=dict)
     """Node name to the resource whose replacement replaces the VM (`clone_source.replaced_with`):
     the node's rolling-update gate (`components.k8s.rollout`). When the gate is replaced
@@ -322,7 +326,7 @@ class NodePool(pulumi.ComponentResource):
                 )
             ],
             clone=vsphere.VirtualMachineCloneArgs(
-                template_uuid=source.template_uuid,
+                template_uuid=args.template_uuids.get(node.name, source.template_uuid),
                 linked_clone=args.linked_clone,
                 timeout=args.clone_timeout_minutes,
             ),

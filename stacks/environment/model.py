@@ -12,10 +12,10 @@ from __future__ import annotations
 from ipaddress import IPv4Network
 from typing import Annotated, Literal
 
-from pydantic import BaseModel, ConfigDict, Field
-from pydantic.alias_generators import to_camel
+from pydantic import Field
 
 from components.k8s.facts import DEFAULT_CALICO_VERSION, DNS_LABEL, DNS_SUBDOMAIN, SUPPORTED_KUBERNETES_MINORS
+from stacks.environment.base import Model
 from stacks.environment.fields import (
     DVS_VERSIONS,
     HARDWARE_VERSIONS,
@@ -42,6 +42,8 @@ from stacks.environment.fields import (
     Vmnic,
     vgpu_board_and_series,
 )
+from stacks.environment.monitoring import Monitoring
+from stacks.environment.replicas import TemplateReplica
 
 # Names defined elsewhere but long importable from here; others' code may still import them.
 __all__ = [
@@ -53,20 +55,9 @@ __all__ = [
     "SSH_KEY_TYPES",
     "SUPPORTED_KUBERNETES_MINORS",
     "Environment",
+    "Model",
     "vgpu_board_and_series",
 ]
-
-
-class Model(BaseModel):
-    """Frozen, camelCase in YAML, unknown keys rejected."""
-
-    model_config = ConfigDict(
-        frozen=True,
-        extra="forbid",
-        # camelCase only: the same spelling the JSON Schema (and so editors) accept.
-        alias_generator=to_camel,
-        use_attribute_docstrings=True,
-    )
 
 
 class VcenterInventory(Model):
@@ -95,6 +86,13 @@ class VcenterInventory(Model):
     """Snapshot of the template that linked clones hang off; required when `vm.linkedClone`."""
     template_os: Literal["rocky9", "alma9", "rhel9", "rocky8", "alma8", "rhel8"] = "rocky9"
     """The template's OS release; CentOS 7 (the reference design's) is end of life and unsupported."""
+    template_replicas: list[TemplateReplica] | None = None
+    """Copies of the GPU workers' template the program makes and keeps in step, one per entry;
+    each worker clones the copy on its own host, else the nearest one before its host in `hosts`
+    (stacks/environment/replicas.py). Default (unset): derived from the workers, none up to 15
+    workers with linked clones (7 with full ones), one per 15 (7) workers' hosts beyond: one
+    source host runs 16 provisioning operations at a time. `[]`: none, every worker clones the
+    template itself."""
 
 
 class GpuHost(Model):
@@ -409,6 +407,8 @@ class Environment(Model):
     """The Kubeflow MPI Operator release."""
     jobs: Jobs = Jobs()
     """The sample training job and the fabric check."""
+    monitoring: Monitoring = Monitoring()
+    """GPU health metrics (dcgm-exporter) and the optional minimal Prometheus."""
 
     def vm_name(self, node: NodeSpec) -> str:
         return f"{self.vm.name_prefix}-{node.name}"

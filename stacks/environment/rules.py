@@ -292,6 +292,7 @@ def slots_fit_gpus(env: Environment) -> Iterator[Problem]:
 from stacks.environment import (  # noqa: E402, F401
     rules_components,
     rules_kubernetes,
+    rules_replicas,
     rules_software,
     rules_vm_size,
     rules_vsphere,

@@ -15,6 +15,8 @@ PROGRAM_NAMESPACES = {
     "gpu-operator": "the GPU Operator",
     "rdma-device-plugin": "the RDMA shared device plugin",
     "mpi-operator": "the MPI Operator",
+    "gpu-monitoring": "the dcgm-exporter (monitoring)",
+    "prometheus": "the minimal Prometheus (monitoring.prometheus)",
     "calico-system": "Calico",
     "calico-apiserver": "Calico",
     "tigera-operator": "Calico's tigera-operator",
@@ -34,6 +36,35 @@ BOOTSTRAP_ONLY = {
     "gpuNodeTaint": "gpu_node_taint",
 }
 """kubernetes.* keys only the kubeadm bootstrap reads (stacks/wiring/kubernetes.py)."""
+
+
+@rule
+def monitoring_settings_are_used(env: Environment) -> Iterator[Problem]:
+    monitoring = env.monitoring
+    if "exporter_image" not in monitoring.model_fields_set:
+        return
+    if not monitoring.enabled:
+        yield Problem(
+            ("monitoring", "exporterImage"),
+            "is ignored with monitoring.enabled false (no exporter is deployed); remove it or enable monitoring",
+        )
+    elif env.gpu.mode == "gpu-operator":
+        yield Problem(
+            ("monitoring", "exporterImage"),
+            "is ignored with gpu.mode 'gpu-operator' (the operator runs its own pinned dcgm-exporter); remove it",
+        )
+
+
+@rule
+def minimal_prometheus_can_scrape_the_exporter(env: Environment) -> Iterator[Problem]:
+    monitoring = env.monitoring
+    if monitoring.prometheus.enabled and monitoring.enabled and monitoring.scrape == "service-monitor":
+        yield Problem(
+            ("monitoring", "scrape"),
+            "'service-monitor' with monitoring.prometheus.enabled: the minimal Prometheus reads only "
+            "prometheus.io/* pod annotations, not ServiceMonitors; set scrape: annotations, or disable "
+            "the minimal Prometheus and let your Prometheus Operator scrape",
+        )
 
 
 @rule

@@ -1,4 +1,4 @@
-"""Rules for VM sizes vCenter refuses, or that a GPU worker cannot use.
+"""Rules for VM sizes vCenter refuses.
 
 vSphere Virtual Machine Administration, "Change the Memory Configuration": "The memory size must be a
 multiple of 4 MB", and the maximum by compatibility (hardware version): 24560 GB from ESXi 7.0 U1
@@ -10,7 +10,6 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 
-from components.vsphere.vgpu_profiles import parse_profile
 from stacks.environment.model import Environment, NodePool
 from stacks.environment.registry import Problem, rule
 
@@ -44,25 +43,3 @@ def memory_fits_vcenter(env: Environment) -> Iterator[Problem]:
                 f"{memory} MB is above the {ceiling_gb} GB a VM of hardware version {env.vm.hardware_version} "
                 "may have; lower it",
             )
-
-
-@rule
-def memory_holds_the_vgpu_framebuffer(env: Environment) -> Iterator[Problem]:
-    """A GPU worker's memory must at least match its vGPUs' framebuffer. A floor we choose, not one
-    vCenter enforces: the frameworks load a model and its checkpoints through host memory before
-    it reaches the GPU, and NCCL and CUDA's pinned staging buffers take host memory besides, so a
-    VM with less memory than GPU memory cannot fill its GPU; all of it is reserved anyway."""
-    workers = env.gpu_workers
-    if len(set(workers.vgpu_profiles)) > 1:  # mixed profiles are refused already (vgpu_profiles_fit_training)
-        return
-    try:
-        framebuffer_gb = sum(parse_profile(p).framebuffer_gb for p in workers.vgpu_profiles)
-    except ValueError:  # a malformed profile is reported by the model's own check
-        return
-    if framebuffer_gb and workers.memory_mb < framebuffer_gb * 1024:
-        profiles = ", ".join(workers.vgpu_profiles)
-        yield Problem(
-            ("gpuWorkers", "memoryMb"),
-            f"{workers.memory_mb} MB is less than the {framebuffer_gb} GB of vGPU framebuffer "
-            f"(gpuWorkers.vgpuProfiles: {profiles}); give each worker at least {framebuffer_gb * 1024} MB",
-        )

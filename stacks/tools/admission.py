@@ -168,6 +168,11 @@ def _is_nvidia_device_plugin(workload: Workload) -> bool:
     return any(image.endswith("/k8s-device-plugin") for image in _images(workload))
 
 
+def _is_gpu_exporter(workload: Workload) -> bool:
+    """NVIDIA's dcgm-exporter: like the device plugin it needs NVML and belongs on every GPU node."""
+    return any(image.endswith("/dcgm-exporter") for image in _images(workload))
+
+
 def _advertised(workload: Workload, objs: list[Any], node: PlannedNode) -> dict[str, Fraction]:
     """Extended resources a device-plugin DaemonSet advertises on `node` (recognised by upstream's
     image names; the GPU Operator's operands by their stand-in)."""
@@ -224,13 +229,16 @@ class _Check:
         if not placed:
             self.add("FAIL", workload, f"runs on no node: {_why_nowhere(reasons)}")
             return
-        if _is_nvidia_device_plugin(workload) and self._handler(pod) != NVIDIA_RUNTIME_HANDLER:
-            # The plugin finds GPUs through NVML, which only the NVIDIA runtime mounts into it.
+        needs_nvml = _is_nvidia_device_plugin(workload) or _is_gpu_exporter(workload)
+        if needs_nvml and self._handler(pod) != NVIDIA_RUNTIME_HANDLER:
+            # The plugin and the exporter find GPUs through NVML, which only the NVIDIA runtime
+            # mounts into a container.
+            loses = f"advertises no {GPU_RESOURCE}" if _is_nvidia_device_plugin(workload) else "sees no GPU"
             self.add(
                 "FAIL",
                 workload,
                 f"runs under containerd's default runtime (runc), not the NVIDIA one: it cannot load NVML "
-                f"and advertises no {GPU_RESOURCE} (name RuntimeClass {NVIDIA_RUNTIME_CLASS})",
+                f"and {loses} (name RuntimeClass {NVIDIA_RUNTIME_CLASS})",
             )
             return
         advertised: dict[str, Fraction] = {}
@@ -248,6 +256,15 @@ class _Check:
             )
             self.add("FAIL", workload, f"{where}; not on {_names(missed)}, whose devices it should advertise: {why}")
             return
+        if _is_gpu_exporter(workload):
+            unwatched = [p.node.name for p in self.cluster.nodes if p.gpus and p not in placed]
+            if unwatched:
+                why = _why_nowhere(
+                    {r: [n for n in ns if n in unwatched] for r, ns in reasons.items() if set(ns) & set(unwatched)}
+                )
+                self.add("FAIL", workload, f"{where}; not on {_names(unwatched)}, whose GPUs it should watch: {why}")
+                return
+            where += f"; watches {sum(1 for p in placed if p.gpus)} GPU worker(s)"
         offers = ", ".join(f"{r} x{float(a):g}" for r, a in sorted(advertised.items()))
         self.add("OK", workload, where + (f"; advertises {offers}" if offers else ""))
 

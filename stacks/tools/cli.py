@@ -15,6 +15,7 @@ import yaml
 
 from stacks import PROJECT_DIR
 from stacks.environment.copy_hints import name_hints
+from stacks.environment.day_two_check import ACCEPT_FLAG, DayTwoReport, day_two_report
 from stacks.environment.loader import ENVIRONMENT_KEY, InvalidEnvironment, load_environment, read_stack_file
 from stacks.environment.model import Environment
 from stacks.environment.stack_file import check_stack_file
@@ -44,7 +45,14 @@ def cmd_validate(args: argparse.Namespace) -> int:
 def cmd_plan(args: argparse.Namespace) -> int:
     from stacks.tools import deploy_time, plan_diff
     from stacks.tools.admission import admission_report
-    from stacks.tools.plan import plan_stack, run_plan, summary_tree  # imports the Pulumi SDK: only when planning
+    from stacks.tools.change_notes import config_notes
+    from stacks.tools.change_time import change_time
+    from stacks.tools.plan import (  # imports the Pulumi SDK: only when planning
+        plan_stack,
+        resource_counts,
+        run_plan,
+        summary_tree,
+    )
 
     path = stack_file(args.stack, args.file)
     out_dir = Path(args.out)
@@ -53,46 +61,71 @@ def cmd_plan(args: argparse.Namespace) -> int:
         durations = deploy_time.load_durations(Path(args.durations) if args.durations else None)
     except (ValueError, yaml.YAMLError) as error:
         raise PlanOptionRefused(f"--durations: {error}") from None
-    view, new_env = check_stack_file(
-        path, args.stack
-    )  # every problem, cross-stack collisions included, before planning
+    if args.accept_rebuild and not args.against:
+        raise PlanOptionRefused(f"{ACCEPT_FLAG}: only with --against OLD_STACK_FILE, whose change it accepts")
+    # Every problem, cross-stack collisions included, before planning.
+    view, new_env = check_stack_file(path, args.stack)
     before = None
+    day_two: DayTwoReport | None = None
     if args.against:
         # The old file is validated first: its problems would otherwise surface as a confusing diff.
         old_view = read_stack_file(Path(args.against))
         old_env = load_environment(old_view)
-        before = (run_plan(old_view, stack=args.stack), old_env.kubernetes.version, new_env.kubernetes.version)
-    result = plan_stack(view, stack=args.stack, out_dir=out_dir, graph_file=graph)
-    timing = deploy_time.estimate(result.run.resources, durations)
+        # Per key, what the live environment does with the change (issue 28); a mistyped
+        # --accept-rebuild is refused before anything runs.
+        day_two = day_two_report(old_env, new_env, args.accept_rebuild or ())
+        if day_two.unused_accepts:
+            raise PlanOptionRefused(day_two.unused_accept_message())
+        before = (run_plan(old_view, stack=args.stack), old_env)
+    result = plan_stack(
+        view, stack=args.stack, out_dir=out_dir, graph_file=graph, graph_detail=args.graph_detail, durations=durations
+    )
+    timing = result.timing
     admission = admission_report(new_env, result.run)  # the scheduler's rules over the plan
-    changes = None
+    changes = rolling = None
     if before is not None:
-        old_run, old_version, new_version = before
+        old_run, old_env = before
+        notes = plan_diff.version_notes(old_env.kubernetes.version, new_env.kubernetes.version)
         changes = plan_diff.diff_plans(
-            old_run.resources, result.run.resources, plan_diff.version_notes(old_version, new_version)
+            old_run.resources, result.run.resources, [*notes, *config_notes(old_env, new_env)]
         )
+        rolling = change_time(changes, result.run.resources, durations)
     written = [str(out_dir / "resources.json"), *map(str, result.manifest_files), *([str(graph)] if graph else [])]
     if args.json:
         document: dict[str, object] = {
             "stack": args.stack,
-            "resources": len(result.run.resources),
+            "resources": len(result.run.resources),  # the total the text's `total:` line prints
+            "resourceCounts": resource_counts(result.run),
             "deployment": timing.as_dict(),
             "admission": admission.as_dict(),
         }
-        if changes is not None:
+        if changes is not None and rolling is not None:
             document["against"] = {
                 "file": args.against,
                 "nodes": {c.node: {"verdict": c.verdict, "reasons": c.reasons} for c in changes.nodes},
                 "notes": changes.notes,
                 "downAtOnce": changes.down_at_once,
+                "keys": day_two.as_dict() if day_two is not None else [],
+                "rollingChange": {
+                    "seconds": rolling.seconds,
+                    "chains": rolling.chains,
+                    "inWords": rolling.lines()[0],
+                },
             }
         print(json.dumps({**document, "wrote": written}, indent=2))
+        if day_two is not None and day_two.refused:
+            print(f"error: {day_two.refusal_message()}", file=sys.stderr)
+            return EXIT_INVALID
         return EXIT_INVALID if admission.failures else 0
     print(summary_tree(result.run))
     print("\n".join(deploy_time.summary_lines(timing)))
-    if changes is not None:
+    if changes is not None and rolling is not None:
         print(f"against {args.against}:")
+        print("\n".join(f"  {line}" for line in rolling.lines()))
         print("\n".join(f"  {line}" for line in changes.lines()))
+    if day_two is not None and day_two.changes:
+        print("day two (what the running environment does with each changed key):")
+        print("\n".join(f"  {line}" for line in day_two.lines()))
     print(
         f"wrote {out_dir / 'resources.json'} and {len(result.manifest_files)} manifest file(s) under {out_dir / 'manifests'}"
     )
@@ -104,8 +137,10 @@ def cmd_plan(args: argparse.Namespace) -> int:
     if admission.failures:
         names = ", ".join(v.workload for v in admission.failures)
         print(f"error: {len(admission.failures)} workload(s) cannot run: {names}", file=sys.stderr)
+    if day_two is not None and day_two.refused:
+        print(f"error: {day_two.refusal_message()}", file=sys.stderr)
         return EXIT_INVALID
-    return 0
+    return EXIT_INVALID if admission.failures else 0
 
 
 def cmd_schema(args: argparse.Namespace) -> int:
@@ -138,10 +173,24 @@ def build_parser() -> argparse.ArgumentParser:
     plan.add_argument("--file")
     plan.add_argument("--out", required=True, help="folder for resources.json and manifests/")
     plan.add_argument(
-        "--graph", help="also draw the components and what each waits for: FILE.dot, FILE.svg or FILE.png (Graphviz)"
+        "--graph",
+        help="also draw the components in deployment order, the critical path in red: FILE.dot, FILE.svg or FILE.png",
+    )
+    plan.add_argument(
+        "--graph-detail",
+        action="store_true",
+        help="draw each node's plumbing (rollout gates, settles, drains, etcd members) as boxes of their own",
     )
     plan.add_argument(
         "--against", metavar="OLD_STACK_FILE", help="also say, per node, what changing from this stack file does"
+    )
+    plan.add_argument(
+        ACCEPT_FLAG,
+        dest="accept_rebuild",
+        action="append",
+        metavar="KEY",
+        help="with --against: go ahead with a change a live cluster cannot take safely (plan names the KEY, e.g. "
+        "kubernetes.podCidr), having done or planned its procedure (docs/environments.md, day two); repeatable",
     )
     plan.add_argument("--json", action="store_true", help="print a JSON summary (with the deployment estimate) instead")
     plan.add_argument(

@@ -20,6 +20,7 @@ from typing import Any
 import yaml
 
 from stacks.tools.deploy_model import Operation, Schedule, critical_path_bound, simulate
+from stacks.tools.deploy_words import estimate_in_words, ratio_in_words
 
 TEMPLATE_HOST = "host:template"
 """The ESXi host the template is registered on: every clone is a provisioning operation there too."""
@@ -34,6 +35,9 @@ class Durations:
     full_clone: float = 480
     """A full clone copies the template's disk: 50 GB at ~100 MB/s of datastore throughput (a
     mid-range array under other load), plus the reconfigure."""
+    snapshot: float = 5
+    """A snapshot of a powered-off VM without memory (a template copy's, before it is marked a
+    template): a delta disk and a descriptor, nothing copied."""
     power_on: float = 10
     """Power-on task of a VM with reserved memory (memory is locked to max: vGPU VMs)."""
     guest_boot: float = 60
@@ -42,6 +46,16 @@ class Durations:
     """Image pulls for the control plane (~1 GB from a registry mirror), `kubeadm init`, Calico."""
     kubeadm_join: float = 60
     """A worker's image pulls and `kubeadm join` once the API server answers."""
+    drain: float = 60
+    """A node's drain before its VM goes (day two): evictions, then the pods' termination grace period
+    (Kubernetes' default `terminationGracePeriodSeconds` is 30 s) and the API round trips."""
+    vm_destroy: float = 15
+    """Power-off and delete of a replaced or removed VM."""
+    guest_shutdown: float = 30
+    """A guest shutdown through VMware Tools before a reboot or a vGPU profile change."""
+    node_settle: float = 60
+    """After a replaced node joined: until it is Ready and, on a GPU worker, its device plugin
+    advertises the GPU again (the rolling-update settle waits for that before the next node goes)."""
     host_reconfigure: float = 10
     """One host advanced-option or firewall call (`Net.PVRDMAVmknic`, ruleset `pvrdma`)."""
     host_graphics: float = 90
@@ -99,6 +113,7 @@ def load_durations(path: Path | None) -> Durations:
 
 
 _VM = "vsphere:index/virtualMachine:VirtualMachine"
+_REPLICA = "pulumi-python:dynamic/vsphere:TemplateReplica"
 _TIMES_BY_TYPE = {
     "vsphere:index/distributedVirtualSwitch:DistributedVirtualSwitch": "switch",
     "vsphere:index/distributedPortGroup:DistributedPortGroup": "port_group",
@@ -154,19 +169,37 @@ def resources_from_plan(entries: Iterable[Any]) -> list[Resource]:
     return found
 
 
-def _kind_seconds_holds(resource: Resource, d: Durations) -> tuple[str, float, dict[str, int]]:
-    """The kind of work a resource is, how long it takes, and the vCenter capacity it holds."""
+def _clone_holds(source: str, destination: object, datastore: object, units: int) -> dict[str, int]:
+    """A clone's units on its source's host and its destination host (both, when they are one host:
+    the blog counts each side), and one on the destination datastore."""
+    holds = {source: units}
+    if isinstance(destination, str):
+        holds[f"host:{destination}"] = holds.get(f"host:{destination}", 0) + units
+    if isinstance(datastore, str):
+        holds[f"datastore:{datastore}"] = 1
+    return holds
+
+
+def _kind_seconds_holds(
+    resource: Resource, d: Durations, source_host: str = TEMPLATE_HOST
+) -> tuple[str, float, dict[str, int]]:
+    """The kind of work a resource is, how long it takes, and the vCenter capacity it holds.
+    `source_host`: the capacity of the host a VM is cloned from (a template copy's host, or the
+    template's)."""
     if resource.type == _VM:
         clone = resource.inputs.get("clone") or {}
         linked = bool(clone.get("linkedClone")) if isinstance(clone, Mapping) else False
         units = d.linked_clone_units if linked else d.full_clone_units
-        holds = {TEMPLATE_HOST: units}
-        if isinstance(host := resource.inputs.get("hostSystemId"), str):
-            holds[f"host:{host}"] = units
-        if isinstance(datastore := resource.inputs.get("datastoreId"), str):
-            holds[f"datastore:{datastore}"] = 1
+        holds = _clone_holds(source_host, resource.inputs.get("hostSystemId"), resource.inputs.get("datastoreId"), units)
         kind = "linked clone + power-on" if linked else "full clone + power-on"
         return kind, (d.linked_clone if linked else d.full_clone) + d.power_on, holds
+    if resource.type == _REPLICA:
+        # A copy of the template: a clone from the template's host onto the copy's, then its snapshot.
+        linked = bool(resource.inputs.get("linked"))
+        units = d.linked_clone_units if linked else d.full_clone_units
+        holds = _clone_holds(TEMPLATE_HOST, resource.inputs.get("host_id"), resource.inputs.get("datastore_id"), units)
+        kind = "template copy (linked)" if linked else "template copy (full)"
+        return kind, (d.linked_clone if linked else d.full_clone) + d.snapshot, holds
     if resource.type == "pulumi-python:dynamic/kubernetes:ApiServerReady":
         return "guest boot + kubeadm init", d.guest_boot + d.kubeadm_init, {}
     if resource.type == "kubernetes:yaml/v2:ConfigGroup":
@@ -190,8 +223,16 @@ def operations(resources: Iterable[Resource], d: Durations) -> list[Operation]:
     attachments = {
         dep: r.urn for r in custom if r.type == "pulumi-python:dynamic/vsphere:VgpuAttachment" for dep in r.dependencies
     }
+    # A VM cloned from a template copy depends on it (its clone source is the copy's uuid): the
+    # clone's source side is the copy's host.
+    copy_hosts = {
+        r.urn: f"host:{r.inputs['host_id']}"
+        for r in custom
+        if r.type == _REPLICA and isinstance(r.inputs.get("host_id"), str)
+    }
     for r in custom:
-        kind, seconds, holds = _kind_seconds_holds(r, d)
+        source = next((copy_hosts[dep] for dep in r.dependencies if dep in copy_hosts), TEMPLATE_HOST)
+        kind, seconds, holds = _kind_seconds_holds(r, d, source)
         depends_on = tuple(dict.fromkeys(dep for dep in r.dependencies if dep in keys))
         ops.append(Operation(r.urn, f"{kind}: {r.name}", seconds, depends_on, holds, kind=kind))
         if r.type == _VM and r.urn in attachments and ready:
@@ -237,7 +278,9 @@ class Estimate:
         return sorted(((k, v) for k, v in totals.items() if v > 0), key=lambda kv: (-kv[1], kv[0]))
 
     def as_dict(self) -> dict[str, Any]:
+        steps = [(self.kinds[key], self.seconds[key]) for key in self.pulumi_up.critical_path]
         return {
+            "inWords": estimate_in_words(self.pulumi_up.seconds, self.ready.seconds, steps, self.ratio),
             "pulumiUpSeconds": round(self.pulumi_up.seconds, 1),
             "boundSeconds": round(self.bound.seconds, 1),
             "ratio": round(self.ratio, 2),
@@ -275,15 +318,15 @@ def format_seconds(seconds: float) -> str:
 
 
 def summary_lines(result: Estimate, path_items: int = 6) -> list[str]:
-    """The two lines `plan` prints."""
+    """The lines `plan` prints: the estimate in words first, then the model's figures and its path."""
     path = result.path_labels(result.pulumi_up)
     shown = path if len(path) <= path_items else [*path[:2], "...", *path[-(path_items - 3) :]]
     return [
-        f"deployment estimate: pulumi up {format_seconds(result.pulumi_up.seconds)} (bound "
-        f"{format_seconds(result.bound.seconds)}, {result.ratio:.2f}x), ready for training "
-        f"{format_seconds(result.ready.seconds)}; most time in: "
+        result.as_dict()["inWords"],
+        f"  pulumi up {format_seconds(result.pulumi_up.seconds)}, bound {format_seconds(result.bound.seconds)} "
+        f"({ratio_in_words(result.ratio)}), ready for training {format_seconds(result.ready.seconds)}; most time in: "
         + ", ".join(f"{kind} {format_seconds(s)}" for kind, s in result.dominant(result.pulumi_up)[:3]),
-        "critical path: " + " -> ".join(shown),
+        "  critical path: " + " -> ".join(shown),
     ]
 
 

@@ -20,6 +20,7 @@ import yaml
 
 from stacks import PROJECT_DIR
 from stacks.environment.loader import PROJECT, ConfigView, config_for_runtime, load_environment
+from stacks.tools.deploy_time import Durations, Estimate, estimate
 from stacks.tools.mock_runtime import (
     ProgramRun,
     RecordedResource,
@@ -43,6 +44,8 @@ _CONFIG_GROUP = "kubernetes:yaml/v2:ConfigGroup"
 class PlanResult:
     run: ProgramRun
     manifest_files: list[Path]
+    timing: Estimate
+    """The deployment-time model over this plan (its critical path is the picture's too)."""
 
 
 def plan_stack(
@@ -51,23 +54,29 @@ def plan_stack(
     stack: str,
     out_dir: Path,
     graph_file: Path | None = None,
+    graph_detail: bool = False,
+    durations: Durations | None = None,
     secret_placeholder: str = SECRET_PLACEHOLDER,
 ) -> PlanResult:
     """Validate, run under mocks and write the plan. Raises `InvalidEnvironment` on bad input, and
-    `GraphRefused`/`ManifestFolderRefused` for an output it cannot write, all before the program runs."""
+    `GraphRefused`/`ManifestFolderRefused` for an output it cannot write, all before the program runs.
+    `graph_detail`: draw per-node plumbing as boxes of its own (`plan_graph`)."""
     load_environment(view)  # every problem reported before anything runs
     refuse_unwritable_outputs(out_dir, graph_file)
     run = run_plan(view, stack=stack, secret_placeholder=secret_placeholder)
     manifests = write_plan(run, out_dir)
+    timing = estimate(run.resources, durations)
     if graph_file is not None:
-        write_graph(run.resources, graph_file)
-    return PlanResult(run=run, manifest_files=manifests)
+        write_graph(run.resources, graph_file, timing.pulumi_up.critical_path, detail=graph_detail)
+    return PlanResult(run=run, manifest_files=manifests, timing=timing)
 
 
 def run_plan(view: ConfigView, *, stack: str, secret_placeholder: str = SECRET_PLACEHOLDER) -> ProgramRun:
     """The program under the mock runtime for an already validated stack file; writes nothing."""
     config, secret_keys = config_for_runtime(view, secret_placeholder)
-    return run_program(run_project_main(PROJECT_DIR), project=PROJECT, stack=stack, config=config, secret_keys=secret_keys)
+    return run_program(
+        run_project_main(PROJECT_DIR), project=PROJECT, stack=stack, config=config, secret_keys=secret_keys
+    )
 
 
 def refuse_unwritable_outputs(out_dir: Path, graph_file: Path | None) -> None:
@@ -207,6 +216,16 @@ def summary_tree(run: ProgramRun) -> str:
             walk(root, 0)
     for type_token, count in sorted(loose.items()):
         lines.append(f"{count} x {type_token}")
-    totals = Counter(r.type for r in run.resources if r.custom)
-    lines.append(f"total: {sum(totals.values())} resources in {len(run.resources) - sum(totals.values())} components")
+    counts = resource_counts(run)
+    lines.append(
+        f"total: {counts['total']} resources ({counts['custom']} custom resources + {counts['components']} components), "
+        "what `--json` counts as `resources`; not counted: the stack itself and the Kubernetes objects inside "
+        "ConfigGroups/ConfigFiles (the provider registers those at deploy time, and `pulumi preview` counts them)"
+    )
     return "\n".join(lines)
+
+
+def resource_counts(run: ProgramRun) -> dict[str, int]:
+    """The one resource count `plan` prints and `--json` gives: every resource the program registers."""
+    custom = sum(1 for r in run.resources if r.custom)
+    return {"total": len(run.resources), "custom": custom, "components": len(run.resources) - custom}

@@ -63,6 +63,8 @@ class PlanDiff:
     nodes: list[NodeChange]
     notes: list[str]
     down_at_once: int
+    rolled_after: dict[str, str] = field(default_factory=dict)
+    """Rolled node (VM name) -> the rolled node it goes after ("" for the first of a chain)."""
 
     def lines(self) -> list[str]:
         width = max((len(change.node) for change in self.nodes), default=0)
@@ -178,10 +180,12 @@ def diff_plans(before: Iterable[Any], after: Iterable[Any], notes: Sequence[str]
             + (f", once {previous} is back" if previous else "")
         )
     notes = [*notes, *_init_node_notes(changes, new)]
+    rolled_after = {name: vm for name, (_, vm) in rolled.items()}
     return PlanDiff(
         nodes=sorted(changes.values(), key=lambda c: c.node),
         notes=notes,
-        down_at_once=_down_at_once(changes, old, new, {name: vm for name, (_, vm) in rolled.items()}),
+        down_at_once=_down_at_once(changes, old, new, rolled_after),
+        rolled_after=rolled_after,
     )
 
 

@@ -1,28 +1,26 @@
-"""`plan --graph FILE`: the components a user recognises and which waits on which, as DOT, SVG or PNG.
+"""`plan --graph FILE`: the picture of `graph_model`'s boxes and arrows, as DOT, SVG or PNG.
 
-Every resource is folded into the nearest of our own components (`gpucluster:*`: RdmaFabric,
-NodePool, ClusterBootstrap, ...), so a ConfigGroup's dependency on the MPI Operator shows as
-"TrainingJobs waits for MpiOperator", not as an edge between two anonymous groups. Resources outside
-any of our components (the VM folder) stay nodes of their own. The output is deterministic: nodes
-and edges are sorted by URN, so two plans of one stack draw the same file.
+Left to right in deployment order (an arrow from what is created first to what waits for it), the
+critical path in bold red. The output is deterministic: boxes and arrows are sorted by URN, so two
+plans of one stack draw the same file.
 """
 
 from __future__ import annotations
 
 import shutil
 import subprocess
+from collections.abc import Sequence
 from pathlib import Path
 
+from stacks.tools.graph_model import build
 from stacks.tools.mock_runtime import RecordedResource
 from stacks.tools.plan_errors import GraphRefused
-
-OUR_COMPONENTS = "gpucluster:"
-"""Type-token prefix of the components this project defines (STYLE.md: `gpucluster:<module>:<Type>`)."""
 
 FORMATS = {".dot": None, ".svg": "svg", ".png": "png"}
 """File suffix -> Graphviz output format (`None`: the DOT text itself)."""
 
-_STACK = "pulumi:pulumi:Stack"
+_CRITICAL = 'color="#c0392b", fontcolor="#c0392b", penwidth=3'
+"""The critical path's boxes and arrows: bold and red."""
 
 
 def graph_problem(path: Path) -> str | None:
@@ -39,62 +37,48 @@ def graph_problem(path: Path) -> str | None:
     return None
 
 
-def component_graph(resources: list[RecordedResource]) -> str:
-    """The DOT text: one box per component, an arrow from each component to what it waits for."""
-    by_urn = {r.urn: r for r in resources}
-
-    def owner_of(resource: RecordedResource) -> RecordedResource:
-        """The nearest of our components holding `resource`, else its top-most ancestor below the stack."""
-        current = resource
-        while not current.type.startswith(OUR_COMPONENTS):
-            parent = by_urn.get(current.parent or "")
-            if parent is None or parent.type == _STACK:
-                break
-            current = parent
-        return current
-
-    nodes: dict[str, RecordedResource] = {}
-    edges: set[tuple[str, str]] = set()
-    for resource in resources:
-        if resource.type == _STACK:
-            continue
-        owner = owner_of(resource)
-        nodes[owner.urn] = owner
-        for dependency in resource.dependencies:
-            if dependency in by_urn and by_urn[dependency].type != _STACK:
-                target = owner_of(by_urn[dependency])
-                if target.urn != owner.urn:
-                    edges.add((owner.urn, target.urn))
-    ordered = sorted(nodes)
-    ids = {urn: f"n{i}" for i, urn in enumerate(ordered)}
+def component_graph(
+    resources: Sequence[RecordedResource], critical_path: Sequence[str] = (), *, detail: bool = False
+) -> str:
+    """The DOT text: one box per component (per-node plumbing folded unless `detail`), arrows in
+    deployment order, the critical path (the deployment model's URNs) in bold red."""
+    graph = build(resources, critical_path, detail=detail)
+    ids = {box.urn: f"n{i}" for i, box in enumerate(graph.boxes)}
     lines = [
         "digraph plan {",
         "  rankdir=LR;",
         '  node [shape=box, style=rounded, fontname="Helvetica"];',
-        '  edge [fontname="Helvetica"];',
+        '  edge [fontname="Helvetica", color="#555555"];',
         "  subgraph cluster_legend {",
         '    label="Legend"; fontname="Helvetica"; style=dashed;',
         '    legend_a [label="A", shape=box, style=rounded];',
         '    legend_b [label="B", shape=box, style=rounded];',
-        '    legend_a -> legend_b [label="A waits for B"];',
+        '    legend_c [label="C", shape=box, style=rounded];',
+        '    legend_a -> legend_b [label="B waits for A"];',
+        f'    legend_b -> legend_c [label="critical path", {_CRITICAL}];',
         "  }",
     ]
-    for urn in ordered:
-        node = nodes[urn]
-        label = f"{node.name}\\n{node.type.split(':')[-1]}"
-        lines.append(f'  {ids[urn]} [label="{label}"];')
-    for source_urn, target_urn in sorted(edges):
-        lines.append(f"  {ids[source_urn]} -> {ids[target_urn]};")
+    for box in graph.boxes:
+        lines.append(f'  {ids[box.urn]} [label="{box.label()}"' + (f", {_CRITICAL}" if box.critical else "") + "];")
+    for arrow in graph.arrows:
+        style = []
+        if arrow.critical:
+            style.append(_CRITICAL)
+        if arrow.queued:
+            style.append('style=dashed, label="queued for capacity"')
+        lines.append(f"  {ids[arrow.before]} -> {ids[arrow.after]}" + (f" [{', '.join(style)}]" if style else "") + ";")
     lines.append("}")
     return "\n".join(lines) + "\n"
 
 
-def write_graph(resources: list[RecordedResource], path: Path) -> None:
+def write_graph(
+    resources: Sequence[RecordedResource], path: Path, critical_path: Sequence[str] = (), *, detail: bool = False
+) -> None:
     """Write the picture in the format the file name asks for (see `graph_problem`)."""
     problem = graph_problem(path)
     if problem is not None:
         raise GraphRefused(problem)
-    dot = component_graph(resources)
+    dot = component_graph(resources, critical_path, detail=detail)
     path.parent.mkdir(parents=True, exist_ok=True)
     output_format = FORMATS[path.suffix]
     if output_format is None:

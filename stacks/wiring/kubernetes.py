@@ -4,12 +4,16 @@ from __future__ import annotations
 
 import dataclasses
 from collections.abc import Sequence
+from typing import Any
 
 import pulumi
 
+from components.k8s.addons.dcgm_exporter import DcgmExporterSettings, operator_exporter_values
 from components.k8s.addons.device_plugin import DevicePluginSettings, GpuDevicePluginArgs
 from components.k8s.addons.gpu_operator import GpuOperatorArgs
+from components.k8s.addons.monitoring import GpuMonitoringArgs
 from components.k8s.addons.mpi_operator import MpiOperator, MpiOperatorArgs, MpiOperatorSettings
+from components.k8s.addons.prometheus import PrometheusSettings
 from components.k8s.addons.rdma_plugin import RdmaDevicePluginArgs, RdmaPluginSettings, RdmaResource
 from components.k8s.api_ready import ApiServerReadyArgs
 from components.k8s.bootstrap import ClusterBootstrap, ClusterBootstrapArgs
@@ -124,6 +128,7 @@ def gpu_support_args(env: Environment, cluster: ClusterAccess) -> GpuDevicePlugi
             licensing_token=_secret_config(LICENSE_TOKEN_KEY),
             gridd_conf=settings.gridd_conf,
             chart_version=settings.chart_version,
+            extra_values=operator_monitoring_values(env),
         )
     return GpuDevicePluginArgs(
         provider=cluster.provider,
@@ -133,6 +138,36 @@ def gpu_support_args(env: Environment, cluster: ClusterAccess) -> GpuDevicePlugi
         else DevicePluginSettings(),
         gpu_operator=operator,
     )
+
+
+def operator_monitoring_values(env: Environment) -> dict[str, Any]:
+    """The GPU Operator runs the dcgm-exporter itself: export our counters and publish them the way
+    `monitoring.scrape` says, or switch it off with `monitoring.enabled: false` (the chart enables it
+    by default)."""
+    monitoring = env.monitoring
+    if not monitoring.enabled:
+        return {"dcgmExporter": {"enabled": False}}
+    return operator_exporter_values(monitoring.scrape)
+
+
+def monitoring_args(env: Environment, cluster: ClusterAccess) -> GpuMonitoringArgs | None:
+    """Our dcgm-exporter (device-plugin mode) and the optional minimal Prometheus; None when
+    neither is wanted."""
+    monitoring = env.monitoring
+    exporter = None
+    if monitoring.enabled and env.gpu.mode == "device-plugin":
+        exporter = DcgmExporterSettings(image=monitoring.exporter_image, scrape=monitoring.scrape)
+    prometheus = None
+    if monitoring.prometheus.enabled:
+        settings = monitoring.prometheus
+        prometheus = PrometheusSettings(
+            image=settings.image,
+            retention_hours=settings.retention_hours,
+            storage_limit_gi=settings.storage_limit_gi,
+        )
+    if exporter is None and prometheus is None:
+        return None
+    return GpuMonitoringArgs(provider=cluster.provider, exporter=exporter, prometheus=prometheus)
 
 
 def rdma_support_args(env: Environment, cluster: ClusterAccess) -> RdmaDevicePluginArgs:

@@ -13,7 +13,10 @@ A node's generation hashes what the node is made of, so that a change to it repl
   and pulumi-vsphere replaces a VM on any `clone` change), and `vm.linkedClone`;
 - its pool's vCPUs and memory, and `vm.hardwareVersion` (pulumi-vsphere would otherwise shut every
   VM down at once to change them: CPU and memory hot-add are never enabled here);
-- on GPU workers, the vGPU profiles: a new VM gets its vGPU from the template at its first power-on.
+- on GPU workers, the vGPU profiles: a new VM gets its vGPU from the template at its first power-on;
+  and the copy of the template it clones (`vcenter.templateReplicas`), by site: a template change
+  replaces the copies first (each VM's clone source depends on its copy), then the rollout
+  re-creates each worker from its new copy.
 Not in it: `kubernetes.version` (existing nodes keep theirs: first-boot data is read once, and a
 node replaced for a newer version would join with the cluster's stored, older configuration; `plan
 --against` says so) and the disk size (grown online).
@@ -29,7 +32,9 @@ import pulumi_vsphere as vsphere
 
 from components.k8s.bootstrap import ClusterBootstrap
 from components.k8s.rollout import RolloutArgs, RolloutStep
+from components.vsphere.replica_plan import ReplicaSite
 from stacks.environment.model import Environment
+from stacks.wiring.replicas import worker_sites
 from stacks.wiring.vsphere import Inventory
 
 
@@ -48,11 +53,15 @@ def control_plane_generation(env: Environment, inventory: Inventory) -> pulumi.O
     return _template_id(env.vcenter.template, inventory).apply(lambda template_id: generation(*parts, template_id))
 
 
-def gpu_worker_generation(env: Environment, inventory: Inventory) -> pulumi.Output[str]:
+def gpu_worker_generation(env: Environment, inventory: Inventory, site: ReplicaSite | None = None) -> pulumi.Output[str]:
+    """`site`: the copy of the template the worker clones (None: the template itself). A worker
+    moved to another copy rolls, before its old copy is removed (TemplateReplica's module doc)."""
     pool, vm, template = env.gpu_workers, env.vm, env.vcenter.gpu_template or env.vcenter.template
     parts = ("gpu-worker", template, vm.linked_clone, vm.hardware_version, pool.vcpus, pool.memory_mb,
              list(pool.vgpu_profiles))  # fmt: skip
-    return _template_id(template, inventory).apply(lambda template_id: generation(*parts, template_id))
+    # Without a copy the parts stay as they were: a stack that keeps no copies rolls nothing.
+    source = () if site is None else ([site.host, site.datastore],)
+    return _template_id(template, inventory).apply(lambda template_id: generation(*parts, template_id, *source))
 
 
 def rollout_steps(env: Environment, inventory: Inventory) -> list[RolloutStep]:
@@ -60,7 +69,10 @@ def rollout_steps(env: Environment, inventory: Inventory) -> list[RolloutStep]:
     control plane one by one, then `gpuWorkers.maxUnavailable` chains of workers side by side
     (worker i waits for worker i - maxUnavailable, the first ones for the last control-plane node)."""
     control_plane_nodes = [node.name for node in env.control_plane.nodes]
-    control_plane, workers_generation = control_plane_generation(env, inventory), gpu_worker_generation(env, inventory)
+    control_plane = control_plane_generation(env, inventory)
+    # One Output per copy of the GPU template, not per worker (plan time at 512 workers).
+    sites = worker_sites(env)
+    by_site = {site: gpu_worker_generation(env, inventory, site) for site in dict.fromkeys(sites.values())}
     steps: list[RolloutStep] = []
     previous = ""
     for name in control_plane_nodes:
@@ -70,7 +82,7 @@ def rollout_steps(env: Environment, inventory: Inventory) -> list[RolloutStep]:
     lanes, gpus = env.gpu_workers.max_unavailable, len(env.gpu_workers.vgpu_profiles)
     for i, name in enumerate(workers):
         after = workers[i - lanes] if i >= lanes else previous
-        steps.append(RolloutStep(node_name=name, generation=workers_generation, previous_node=after, gpus=gpus))
+        steps.append(RolloutStep(node_name=name, generation=by_site[sites[name]], previous_node=after, gpus=gpus))
     return steps
 
 

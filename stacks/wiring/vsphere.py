@@ -103,6 +103,7 @@ def _pool_args(
     host_ids: Mapping[str, pulumi.Input[str]] | None = None,
     host_dependencies: Mapping[str, Sequence[pulumi.Resource]] | None = None,
     gates: Mapping[str, pulumi.CustomResource] | None = None,
+    template_uuids: Mapping[str, pulumi.Input[str]] | None = None,
 ) -> NodePoolArgs:
     """NodePoolArgs built with keywords (mypy checks every name), shared by both pools."""
     mgmt = env.management_network
@@ -115,6 +116,7 @@ def _pool_args(
         host_ids=host_ids or {},
         host_dependencies=dict(host_dependencies or {}),
         replacement_keys={node.name: gates[node.name] for node in pool.nodes if gates},
+        template_uuids=dict(template_uuids or {}),
         name_prefix=env.vm.name_prefix,
         nodes=[
             PoolNode(
@@ -175,7 +177,9 @@ def gpu_worker_args(
     user_data: dict[str, pulumi.Output[str]],
     host_dependencies: Mapping[str, Sequence[pulumi.Resource]] | None = None,
     gates: Mapping[str, pulumi.CustomResource] | None = None,
+    template_uuids: Mapping[str, pulumi.Input[str]] | None = None,
 ) -> NodePoolArgs:
+    """`template_uuids`: per worker, the copy of the GPU template it clones (`stacks.wiring.replicas`)."""
     workers = env.gpu_workers
     return _pool_args(
         env,
@@ -192,6 +196,7 @@ def gpu_worker_args(
         host_ids=inventory.host_ids,
         host_dependencies=host_dependencies,
         gates=gates,
+        template_uuids=template_uuids,
     )
 
 

@@ -86,18 +86,33 @@ def test_a_gpu_worker_adds_the_nvidia_handler_that_the_real_containerd_then_repo
     assert cri["containerd"]["default_runtime_name"] == "runc"
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="containerd 1.x replaces a whole plugin section with an imported one (services/server/config/"
-    "config.go mergeConfig: 'Replace entire sections instead of merging map's values'), so a drop-in "
-    "holding only the nvidia runtime table drops runc; whether real nvidia-ctk writes the whole CRI "
-    "section into its drop-in for config version 2 is not verified here (issue 24, open)",
-)
 def test_the_drop_in_keeps_the_runc_runtime_of_the_main_config(tmp_path: Path) -> None:
     containerd = _containerd()
     node = make_node(tmp_path, "gpu-1", without=("containerd",))
     (Path(node.path) / "containerd").symlink_to(containerd)
     config = node.file("/etc/containerd/config.toml")
     config.write_text(subprocess.run([containerd, "config", "default"], capture_output=True, text=True).stdout)
-    assert node.boot().returncode == 0
-    assert "runc" in runtimes(dump(containerd, config))
+    run = node.boot()
+    assert run.returncode == 0, run.output
+    # containerd 1.x replaces the whole CRI section with the drop-in's (services/server/config/
+    # config.go mergeConfig); nvidia-ctk's `--config-source=command` drop-in carries all of it.
+    assert "--config-source=command" in node.calls_of("nvidia-ctk runtime configure")[-1]
+    merged = tomllib.loads(dump(containerd, config))["plugins"]["io.containerd.grpc.v1.cri"]
+    assert {"runc", NVIDIA_RUNTIME_HANDLER} <= set(merged["containerd"]["runtimes"])
+    assert merged["containerd"]["default_runtime_name"] == "runc"
+
+
+def test_a_toolkit_whose_drop_in_drops_runc_stops_the_bootstrap_with_the_fix(tmp_path: Path) -> None:
+    """A toolkit without `--config-source` writing a drop-in of the nvidia runtime alone: the real
+    containerd then has no runc, so its CRI plugin would not load ("no corresponding runtime
+    configured in containerd.runtimes for default_runtime_name", NVIDIA/k8s-device-plugin PR 1145)."""
+    containerd = _containerd()
+    node = make_node(tmp_path, "gpu-1", without=("containerd",))
+    (Path(node.path) / "containerd").symlink_to(containerd)
+    node.set("nvidia-ctk-without-config-source")
+    config = node.file("/etc/containerd/config.toml")
+    config.write_text(subprocess.run([containerd, "config", "default"], capture_output=True, text=True).stdout)
+    run = node.start()
+    assert run.returncode != 0
+    assert "containerd lost its default runtime after nvidia-ctk runtime configure" in run.output
+    assert "runc" not in runtimes(dump(containerd, config))

@@ -101,7 +101,7 @@ def test_gpu_worker_loads_rdma_modules_configures_the_nvidia_handler_then_joins(
         assert f"modprobe {module}" in calls
     for device in ("rdma_cm", "umad0", "uverbs0"):
         assert node.file(f"/dev/infiniband/{device}").exists()
-    configure = node.calls_of("nvidia-ctk runtime configure")
+    configure = node.calls_of("nvidia-ctk runtime configure --runtime")
     assert len(configure) == 1
     assert "--runtime=containerd" in configure[0] and "--nvidia-runtime-name=nvidia" in configure[0]
     assert not node.has("nvidia-set-as-default"), "the NVIDIA runtime must not become containerd's default"
@@ -120,7 +120,7 @@ def test_the_nvidia_handler_is_configured_only_when_containerd_lacks_it(tmp_path
     node = make_node(tmp_path, "gpu-1")
     node.with_containerd(version)
     assert node.boot().returncode == 0
-    assert len(node.calls_of("nvidia-ctk")) == 1
+    assert len(node.calls_of("nvidia-ctk runtime configure --runtime")) == 1
     # Another template that already had it configured: nothing to do, containerd not restarted.
     again = make_node(tmp_path / "again", "gpu-1")
     config = again.file("/etc/containerd/config.toml")

@@ -321,3 +321,79 @@ def test_the_checks_load_neither_pyvmomi_nor_pulumi() -> None:
     )
     result = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, check=True)
     assert result.stdout.strip() == "[]"
+
+
+TEMPLATE_BUILD = "templates/README.md"
+"""The one checklist and reproducible build of both templates (issue 25, item 3)."""
+
+
+@pytest.mark.parametrize(
+    ("edit", "key"),
+    [
+        (lambda inv: inv.vms.pop("rocky9-k8s-gpu-template"), "vcenter.template"),
+        (lambda inv: inv.vms.pop("rocky9-k8s-vgpu-t4-16c"), "vcenter.gpuTemplate"),
+        (
+            lambda inv: inv.vms.__setitem__("rocky9-k8s-vgpu-t4-16c", [replace(_gpu_template(), snapshots=())]),
+            "vcenter.gpuTemplate",
+        ),
+        (
+            lambda inv: inv.vms.__setitem__("rocky9-k8s-gpu-template", [replace(_template(), snapshots=())]),
+            "vcenter.templateSnapshot",
+        ),
+        (
+            lambda inv: inv.vms.__setitem__("rocky9-k8s-vgpu-t4-16c", [replace(_gpu_template(), vgpu_profiles=())]),
+            "vcenter.gpuTemplate",
+        ),
+    ],
+    ids=["template-missing", "gpu-template-missing", "gpu-snapshot-missing", "snapshot-missing", "no-vgpu"],
+)
+def test_template_blockers_name_the_checklist_and_build(dev_env, edit, key) -> None:
+    inv = _inventory()
+    edit(inv)
+    blockers = [f for f in check(dev_env, inv) if f.level == "BLOCKER"]
+    assert [f.key for f in blockers] == [f"{ENV}.{key}"]
+    assert TEMPLATE_BUILD in blockers[0].message, blockers[0].message
+
+
+def test_an_unset_gpu_template_names_the_checklist_and_build() -> None:
+    from components.vsphere.gpu_template import missing_gpu_template_finding
+
+    [finding] = missing_gpu_template_finding(None)
+    assert TEMPLATE_BUILD in finding.message
+
+
+def _with_copies(env, copies: list[dict[str, str]], *, linked: bool = True):
+    data = env.model_dump(by_alias=True)
+    data["vcenter"]["templateReplicas"] = copies
+    data["vm"]["linkedClone"] = linked
+    return type(env).model_validate(data)
+
+
+def test_template_copies_count_on_their_datastores(dev_env) -> None:
+    inv = _inventory()
+    inv.datastores["datastore2"] = DatastoreInfo("datastore2", 60 * 2**30, True)
+    # Full clones: a copy takes the GPU template's 50 GB; two on datastore2 do not fit 60 GB.
+    env = _with_copies(
+        dev_env,
+        [
+            {"host": "esxi-01.lab.example.com", "datastore": "datastore2"},
+            {"host": "esxi-02.lab.example.com", "datastore": "datastore2"},
+            {"host": "esxi-03.lab.example.com"},
+        ],
+        linked=False,
+    )
+    findings = {f.key: f for f in check(env, inv) if f.key.endswith(("templateReplicas", "vcenter.datastore"))}
+    copies = findings["vsphere-gpu-cluster:environment.vcenter.templateReplicas"]
+    assert (
+        copies.level == "BLOCKER"
+        and "100 GB needed for the template copies, 60 GB free on 'datastore2'" in copies.message
+    )
+    assert "and 50 GB of template copies" in findings["vsphere-gpu-cluster:environment.vcenter.datastore"].message
+
+
+def test_a_linked_copy_counts_small_and_an_existing_one_nothing(dev_env) -> None:
+    env = _with_copies(dev_env, [{"host": "esxi-01.lab.example.com"}, {"host": "esxi-02.lab.example.com"}])
+    inv = _inventory()
+    inv.vms["rocky9-k8s-vgpu-t4-16c-esxi-02-0123abcd"] = [replace(_gpu_template(), name="copy", moid="vm-9")]
+    datastore = next(f for f in check(env, inv) if f.key.endswith("vcenter.datastore"))
+    assert "and 1 GB of template copies" in datastore.message

@@ -155,7 +155,8 @@ def _rename_host(name: str) -> Callable[[dict[str, Any]], None]:
         pytest.param(
             _set(["vcenter", "template"], BARE_TEMPLATE),
             f"BLOCKER {ENV}.vcenter.templateSnapshot: template '{BARE_TEMPLATE}' has no snapshot; linked clones "
-            "need exactly one, named 'base' (take one, or set vm.linkedClone: false)",
+            "need exactly one, named 'base' (take one, or set vm.linkedClone: false; templates/README.md: the checklist "
+            "and a Packer build of both templates)",
             id="template-without-snapshot",
         ),
         pytest.param(
@@ -171,7 +172,8 @@ def _rename_host(name: str) -> Callable[[dict[str, Any]], None]:
         ),
         pytest.param(
             _set(["vcenter", "template"], "no-such-template"),
-            f"BLOCKER {ENV}.vcenter.template: template 'no-such-template' not found",
+            f"BLOCKER {ENV}.vcenter.template: template 'no-such-template' not found; build it (templates/README.md: "
+            "the checklist and a Packer build of both templates)",
             id="missing-template",
         ),
         pytest.param(

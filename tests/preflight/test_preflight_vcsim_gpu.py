@@ -48,12 +48,16 @@ def _with(**vcenter: Any) -> dict[str, Any]:
 def test_gpu_template_must_exist_and_carry_the_snapshot(preflight: Run) -> None:
     code, lines = preflight(_with(gpuTemplate="no-such-gpu-template"))
     assert code == 1
-    assert f"BLOCKER {ENV}.vcenter.gpuTemplate: GPU template 'no-such-gpu-template' not found" in lines
+    assert (
+        f"BLOCKER {ENV}.vcenter.gpuTemplate: GPU template 'no-such-gpu-template' not found; build it (templates/README.md: "
+        "the checklist and a Packer build of both templates)"
+    ) in lines
 
     _, lines = preflight(_with(gpuTemplate=BARE_TEMPLATE))
     assert (
         f"BLOCKER {ENV}.vcenter.gpuTemplate: GPU template '{BARE_TEMPLATE}' has no snapshot; linked clones need "
-        "exactly one, named 'base' (take one, or set vm.linkedClone: false)"
+        "exactly one, named 'base' (take one, or set vm.linkedClone: false; templates/README.md: the checklist and "
+        "a Packer build of both templates)"
     ) in lines
     # ... and the vGPU it lacks, judged by components.vsphere.gpu_template.
     assert any(

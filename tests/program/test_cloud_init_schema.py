@@ -27,7 +27,7 @@ import yaml
 from stacks.tools.mock_runtime import ProgramRun
 from tests.program.conftest import run_view, stack_view
 
-STACKS = ["dev", "staging", "prod"]
+STACKS = ["dev", "staging", "prod", "sim"]
 VM = "vsphere:index/virtualMachine:VirtualMachine"
 
 

@@ -289,6 +289,30 @@ def test_plan_against_prints_the_verdicts(tmp_path: Path) -> None:
     assert "worst case: 1 node(s) down at once" in result.stdout
 
 
+def test_plan_against_refuses_a_pod_cidr_change_and_names_the_flag(tmp_path: Path) -> None:
+    document = yaml.safe_load((ROOT / "Pulumi.dev.yaml").read_text())
+    document["config"]["vsphere-gpu-cluster:environment"]["kubernetes"]["podCidr"] = "10.32.0.0/16"
+    (tmp_path / "deployed").mkdir()  # apart from the edited file: side by side they would collide
+    old = tmp_path / "deployed" / "Pulumi.dev.yaml"
+    old.write_text((ROOT / "Pulumi.dev.yaml").read_text())
+    new = tmp_path / "Pulumi.dev.after.yaml"
+    new.write_text(yaml.safe_dump(document, sort_keys=False))
+
+    def plan(*more: str) -> subprocess.CompletedProcess[str]:
+        args = ["plan", "dev", "--file", str(new), "--out", str(tmp_path / "out"), "--against", str(old), *more]
+        return subprocess.run(
+            [sys.executable, "-m", "stacks", *args], cwd=ROOT, capture_output=True, text=True, timeout=240
+        )
+
+    refused = plan()
+    assert refused.returncode == 2, refused.stdout + refused.stderr
+    assert "kubernetes.podCidr 10.244.0.0/16 -> 10.32.0.0/16" in refused.stdout
+    assert "--accept-rebuild kubernetes.podCidr" in refused.stderr
+    typo = plan("--accept-rebuild", "kubernetes.podCIDR")
+    assert typo.returncode == 2 and "--accept-rebuild kubernetes.podCIDR" in typo.stderr
+    assert "kubernetes.podCidr" in typo.stderr  # names the key that is refused, to fix the typo
+
+
 def test_readiness_waits_for_the_init_nodes_vm_alone() -> None:
     """Staging's three control-plane nodes: the wait starts once cp-1 (which runs `kubeadm init`)
     exists, not after cp-2, cp-3 and the pool's DRS rule (issue 19: nothing avoidable on the path)."""

@@ -21,7 +21,7 @@ from tests.k8s_addons.k8s_checks import check_policy
 from tests.k8s_jobs.crd_schema import MPIJOB_CRD, load_crd_schema, validate
 
 REPO = Path(__file__).resolve().parents[2]
-STACKS = ["dev", "staging", "prod"]
+STACKS = ["dev", "staging", "prod", "sim"]
 
 
 @pytest.fixture(scope="module", params=STACKS)

@@ -18,7 +18,8 @@ import pytest
 from stacks.environment.loader import ENVIRONMENT_KEY, ConfigView, read_stack_file
 
 ROOT = Path(__file__).resolve().parents[2]
-GOOD_STACKS = ("dev", "staging", "prod")
+GOOD_STACKS = ("dev", "staging", "prod", "sim")
+"""Every stack file the repository ships; `sim` is the one tried against the bundled simulator."""
 
 EnvEdit = Callable[[dict[str, Any]], None]
 

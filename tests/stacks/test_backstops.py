@@ -49,7 +49,7 @@ def test_a_backstop_speaks_where_no_rule_does(dev_raw: dict[str, Any], monkeypat
     assert "kube-apiserver refuses it" in problems[0].message
 
 
-@pytest.mark.parametrize("stack", ["dev", "staging", "prod"])
+@pytest.mark.parametrize("stack", ["dev", "staging", "prod", "sim"])
 def test_the_shipped_stacks_pass_every_backstop(stack: str, root: Any) -> None:
     from stacks.environment.loader import load_environment, read_stack_file
 

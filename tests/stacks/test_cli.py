@@ -121,7 +121,7 @@ def test_committed_schema_is_current(root: Path, schema_text: str) -> None:
 def test_schema_accepts_the_good_stacks_and_rejects_unknown_keys(root: Path, schema_text: str) -> None:
     jsonschema = pytest.importorskip("jsonschema")
     validator = jsonschema.Draft202012Validator(json.loads(schema_text))
-    for stack in ("dev", "staging", "prod"):
+    for stack in ("dev", "staging", "prod", "sim"):
         environment = read_stack_file(root / f"Pulumi.{stack}.yaml").values[ENVIRONMENT_KEY]
         assert list(validator.iter_errors(environment)) == [], stack
     environment = read_stack_file(root / "Pulumi.dev.yaml").values[ENVIRONMENT_KEY]
@@ -181,7 +181,7 @@ def test_plan_tree_names_the_components_with_counts(dev_plan: tuple[subprocess.C
     assert "4 x pulumi-python:dynamic/vsphere:VgpuAttachment" in workers
     assert "4 x vsphere:index/computeClusterVmHostRule:ComputeClusterVmHostRule" in workers
     assert "1 x vsphere:index/virtualMachine:VirtualMachine" in tree_block(tree, CONTROL_PLANE)
-    assert re.search(r"^total: \d+ resources in \d+ components$", tree, re.MULTILINE)
+    assert re.search(r"^total: \d+ resources \(\d+ custom resources \+ \d+ components\), ", tree, re.MULTILINE)
 
 
 def test_plan_graph_is_a_dot_digraph_of_components(dev_plan: tuple[subprocess.CompletedProcess[str], Path]) -> None:
@@ -189,10 +189,10 @@ def test_plan_graph_is_a_dot_digraph_of_components(dev_plan: tuple[subprocess.Co
     dot = (out / "g.dot").read_text()
     assert dot.startswith("digraph ")
     assert dot.rstrip().endswith("}")
-    ids = dict(re.findall(r'^\s+(n\d+) \[label="([^"]+)"\];$', dot, re.MULTILINE))
+    ids = dict(re.findall(r'^\s+(n\d+) \[label="([^"]+?)(?:\\n\+[^"]*)?"[^\]]*\];$', dot, re.MULTILINE))
     by_label = {label: node for node, label in ids.items()}
-    workers, fabric = by_label["gpu-workers\\nNodePool"], by_label["rdma\\nRdmaFabric"]
-    assert f"  {workers} -> {fabric};" in dot.splitlines()  # the workers' PVRDMA NICs wait on the port group
+    workers, fabric = by_label["gpu-workers\\nNodePool: 4 VMs"], by_label["rdma\\nRdmaFabric"]
+    assert f"  {fabric} -> {workers};" in dot.splitlines()  # the workers' PVRDMA NICs wait on the port group
     assert f"wrote {out / 'g.dot'}" in result.stdout
 
 

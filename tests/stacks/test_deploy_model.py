@@ -96,6 +96,41 @@ def test_clones_share_the_template_hosts_units() -> None:
     assert estimate(full, d).pulumi_up.seconds == 200  # 2 units each: two at a time
 
 
+def _copy(host: str, *, linked: bool = True) -> dict[str, object]:
+    return {
+        "urn": f"urn:copy:{host}",
+        "type": "pulumi-python:dynamic/vsphere:TemplateReplica",
+        "name": f"copy-{host}",
+        "custom": True,
+        "dependencies": [],
+        "inputs": {"linked": linked, "host_id": host, "datastore_id": "ds-1"},
+    }
+
+
+def _from_copy(vm: dict[str, object], host: str) -> dict[str, object]:
+    return {**vm, "dependencies": [f"urn:copy:{host}"]}
+
+
+def test_clones_from_template_copies_use_the_copies_hosts_units() -> None:
+    d = Durations(linked_clone=20, full_clone=100, power_on=0, snapshot=5, host_units=4)
+    # Two copies, each serving three workers on other hosts: 3 units on each copy's host, one wave.
+    copies = [_copy("c1"), _copy("c2")]
+    workers = [_from_copy(_vm(f"w{i}", linked=True, host=f"h{i}"), "c1" if i < 3 else "c2") for i in range(6)]
+    result = estimate([*copies, *workers], d)
+    assert result.pulumi_up.seconds == 25 + 20  # the copies (clone + snapshot) then one wave of clones
+    assert result.bound.seconds == 45
+    assert result.kinds["urn:copy:c1"] == "template copy (linked)"
+    # The same six workers from the template: 4 units, two waves.
+    assert estimate([_vm(f"w{i}", linked=True, host=f"h{i}") for i in range(6)], d).pulumi_up.seconds == 40
+
+
+def test_a_clone_onto_its_copys_own_host_takes_units_on_both_sides() -> None:
+    d = Durations(linked_clone=20, power_on=0, snapshot=0, host_units=4)
+    # Copy c1 runs on h0; three clones from it plus the one landing on h0: 3 + 2 = 5 units > 4.
+    vms = [_from_copy(_vm(f"w{i}", linked=True, host="c1" if i == 0 else f"h{i}"), "c1") for i in range(4)]
+    assert estimate([_copy("c1"), *vms], d).pulumi_up.seconds == 20 + 20 + 20
+
+
 def test_durations_file_overrides_and_refuses_typos(tmp_path: Path) -> None:
     good = tmp_path / "d.yaml"
     good.write_text("linked_clone: 5\nparallel: 10\n")
@@ -116,6 +151,7 @@ def test_plan_json_carries_the_estimate(tmp_path: Path) -> None:
     )
     assert result.returncode == 0, result.stderr
     deployment = json.loads(result.stdout)["deployment"]
+    assert deployment["inWords"].startswith("deployment: about 5 minutes until `pulumi up` returns")
     assert deployment["boundSeconds"] <= deployment["pulumiUpSeconds"] <= deployment["readyForTrainingSeconds"]
     path = deployment["criticalPath"]
     # What a fresh dev deployment waits for: the control plane's clone, its boot and init, the add-ons.
@@ -138,3 +174,46 @@ def test_plan_refuses_a_bad_durations_file_before_planning(tmp_path: Path) -> No
     assert result.stderr.startswith("error: --durations: ")
     assert "must be numbers" in result.stderr
     assert not (tmp_path / "out").exists()
+
+
+# --- the estimate in words (issue 25, item 5) ------------------------------------------------------
+
+
+def test_plan_says_the_estimate_in_words_before_the_bound_ratio(tmp_path: Path) -> None:
+    """Dev: a person reads the time and what it waits for first; the model's figures come after."""
+    result = subprocess.run(
+        [sys.executable, "-m", "stacks", "plan", "dev", "--out", str(tmp_path)],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=180,
+    )
+    assert result.returncode == 0, result.stderr
+    lines = result.stdout.splitlines()
+    [words] = [i for i, line in enumerate(lines) if line.startswith("deployment: ")]
+    assert lines[words] == (
+        "deployment: about 5 minutes until `pulumi up` returns, about 6 until the GPU workers can train; "
+        "longest path: linked clone -> boot -> kubeadm init -> add-on rollout"
+    )
+    [ratio] = [i for i, line in enumerate(lines) if "bound" in line and "x" in line]
+    assert ratio == words + 1
+    assert "pulumi up 5m09s, bound 5m09s (1.00x: nothing queues" in lines[ratio]
+
+
+@pytest.mark.parametrize(
+    ("seconds", "words"),
+    [(20, "under a minute"), (75, "about 1 minute"), (309, "about 5 minutes"), (1482, "about 25 minutes"),
+     (5400, "about 1.5 hours"), (7300, "about 2 hours")],
+)  # fmt: skip
+def test_about(seconds: float, words: str) -> None:
+    from stacks.tools.deploy_words import about
+
+    assert about(seconds) == words
+
+
+def test_a_queued_path_is_said_in_waves() -> None:
+    """Prod-shaped: three full clones one after another on the template's host, then small steps."""
+    from stacks.tools.deploy_words import path_in_words
+
+    kinds = [("folder", 2), *[("full clone + power-on", 490)] * 3, ("drs rule", 5), ("drs rule", 5)]
+    assert path_in_words(kinds) == "3 x full clone"

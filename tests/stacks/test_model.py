@@ -364,8 +364,7 @@ FIELD_BOUNDARIES_ACCEPTED = [
     ("newest kubernetes", _put("kubernetes", "version", f"1.{NEWEST}.9")),
     ("63-character node name", _node("controlPlane", 0, "name", "m" * 63)),
     ("MIG vgpu profile", _put("gpuWorkers", "vgpuProfiles", ["grid_a100-3-20c"])),
-    # A 48 GB vGPU needs 48 GB of memory (rules_vm_size).
-    ("nvidia_ board profile", lambda env: env["gpuWorkers"].update(vgpuProfiles=["nvidia_l40s-48c"], memoryMb=49152)),
+    ("nvidia_ board profile", _put("gpuWorkers", "vgpuProfiles", ["nvidia_l40s-48c"])),
     ("nvidia_ MIG profile", _put("gpuWorkers", "vgpuProfiles", ["nvidia_h100-1-10c"])),
     ("hardware version 22", _put("vm", "hardwareVersion", 22)),
     ("clone timeout 10", _put("vm", "cloneTimeoutMinutes", 10)),

@@ -6,6 +6,7 @@ program runs (the output folder is not even created).
 
 from __future__ import annotations
 
+import json
 import os
 import re
 import shutil
@@ -26,12 +27,12 @@ needs_graphviz = pytest.mark.skipif(
 )
 
 
-def plan(*args: str | Path, path: str | None = None) -> subprocess.CompletedProcess[str]:
+def plan(*args: str | Path, path: str | None = None, stack: str = "dev") -> subprocess.CompletedProcess[str]:
     env = dict(os.environ)
     if path is not None:
         env["PATH"] = path
     return subprocess.run(
-        [sys.executable, "-m", "stacks", "plan", "dev", *map(str, args)],
+        [sys.executable, "-m", "stacks", "plan", stack, *map(str, args)],
         cwd=ROOT,
         capture_output=True,
         text=True,
@@ -107,23 +108,99 @@ def dot_text(tmp_path_factory: pytest.TempPathFactory) -> str:
     return _dot(tmp_path_factory.mktemp("dot"))
 
 
-def _edges(dot: str) -> set[tuple[str, str]]:
-    labels = dict(re.findall(r'^  (n\d+) \[label="([^"]+)"\];$', dot, re.MULTILINE))
-    return {(labels[a], labels[b]) for a, b in re.findall(r"^  (n\d+) -> (n\d+);$", dot, re.MULTILINE)}
+BOX = re.compile(r'^  (n\d+) \[label="([^"]+)"(, [^\]]*)?\];$', re.MULTILINE)
+ARROW = re.compile(r"^  (n\d+) -> (n\d+)( \[[^\]]*\])?;$", re.MULTILINE)
 
 
-def test_dependencies_sit_on_the_components_a_user_recognises(dot_text: str) -> None:
+def _boxes(dot: str) -> dict[str, str]:
+    """Box id -> its name and type (the label's first two lines; a node pool's says how many VMs)."""
+    return {box: "\\n".join(label.split("\\n")[:2]).split(":")[0] for box, label, _ in BOX.findall(dot)}
+
+
+def _edges(dot: str, *, critical: bool = False) -> set[tuple[str, str]]:
+    """(created first, waits for it) by name and type; `critical`: only the critical path's arrows."""
+    boxes = _boxes(dot)
+    return {(boxes[a], boxes[b]) for a, b, style in ARROW.findall(dot) if not critical or "penwidth=3" in style}
+
+
+def test_arrows_go_in_deployment_order_between_components_a_user_recognises(dot_text: str) -> None:
     edges = _edges(dot_text)
-    # The MPIJobs' ConfigGroups wait on the operator: drawn as TrainingJobs -> MpiOperator.
-    assert ("training\\nTrainingJobs", "mpi-operator\\nMpiOperator") in edges
-    assert ("gpu-workers\\nNodePool", "rdma\\nRdmaFabric") in edges
+    # The MPIJobs' ConfigGroups wait on the operator: drawn as MpiOperator -> TrainingJobs.
+    assert ("mpi-operator\\nMpiOperator", "training\\nTrainingJobs") in edges
+    assert ("rdma\\nRdmaFabric", "gpu-workers\\nNodePool") in edges
+    assert ("vm-folder\\nFolder", "control-plane\\nNodePool") in edges
     # No anonymous ConfigGroup boxes: every box is one of ours or a top-level resource.
-    labels = re.findall(r'^  n\d+ \[label="[^"]+\\n([A-Za-z]+)"\];$', dot_text, re.MULTILINE)
-    assert "ConfigGroup" not in labels and "ConfigFile" not in labels
+    kinds = {name.split("\\n")[1] for name in _boxes(dot_text).values()}
+    assert "ConfigGroup" not in kinds and "ConfigFile" not in kinds
 
 
 def test_the_legend_says_which_way_an_arrow_points(dot_text: str) -> None:
-    assert 'legend_a -> legend_b [label="A waits for B"];' in dot_text
+    assert 'legend_a -> legend_b [label="B waits for A"];' in dot_text
+    assert 'legend_b -> legend_c [label="critical path", ' in dot_text
+
+
+def test_the_critical_path_is_drawn_bold_and_red_from_clone_to_init_to_add_ons(dot_text: str) -> None:
+    """Dev's longest path: the folder, the control plane's clone, kubeadm init, the add-ons."""
+    assert _edges(dot_text, critical=True) == {
+        ("vm-folder\\nFolder", "control-plane\\nNodePool"),
+        ("control-plane\\nNodePool", "api-server-ready\\nApiServerReady"),
+        ("api-server-ready\\nApiServerReady", "cluster\\nClusterAccess"),
+        ("cluster\\nClusterAccess", "mpi-operator\\nMpiOperator"),
+        ("mpi-operator\\nMpiOperator", "training\\nTrainingJobs"),
+    }
+
+
+@pytest.fixture(scope="module")
+def prod_dot(tmp_path_factory: pytest.TempPathFactory) -> str:
+    out = tmp_path_factory.mktemp("prod")
+    result = plan("--out", out, "--graph", out / "prod.dot", stack="prod")
+    assert result.returncode == 0, result.stderr
+    return (out / "prod.dot").read_text()
+
+
+def test_prods_picture_folds_each_nodes_plumbing_into_its_pool(prod_dot: str) -> None:
+    """19 nodes, each with a gate, generation, settle and a drain or etcd guard: folded, prod is a
+    dozen boxes, not ~90, and a few dozen arrows, not ~200."""
+    boxes, arrows = _boxes(prod_dot), ARROW.findall(prod_dot)
+    assert len(boxes) < 20 and len(arrows) < 30, (len(boxes), len(arrows))
+    assert not [name for name in boxes.values() if name.startswith(("rollout-", "drain-", "member-"))]
+    labels = dict((box, label) for box, label, _ in BOX.findall(prod_dot))
+    [workers] = [label for label in labels.values() if label.startswith("gpu-workers\\n")]
+    assert workers == "gpu-workers\\nNodePool: 16 VMs\\n+ per node: drain, generation, rollout gate, settle"
+    [control_plane] = [label for label in labels.values() if label.startswith("control-plane\\n")]
+    assert "NodePool: 3 VMs" in control_plane and "etcd member" in control_plane
+
+
+def test_prods_arrows_run_one_way_and_its_critical_path_is_marked(prod_dot: str) -> None:
+    edges = _edges(prod_dot)
+    # Deployment order has no cycle: boxes peel off from those nothing waits before.
+    remaining = set(_boxes(prod_dot).values())
+    while remaining:
+        first = {box for box in remaining if not any(a in remaining and b == box for a, b in edges)}
+        assert first, f"a cycle among {sorted(remaining)}"
+        remaining -= first
+    # Prod's full clones queue on the template host: the control plane's, then the workers'.
+    critical = _edges(prod_dot, critical=True)
+    assert ("vm-folder\\nFolder", "control-plane\\nNodePool") in critical
+    assert ("control-plane\\nNodePool", "gpu-workers\\nNodePool") in critical
+    assert 'style=dashed, label="queued for capacity"' in prod_dot
+
+
+def test_graph_detail_draws_every_nodes_plumbing(tmp_path: Path) -> None:
+    result = plan("--out", tmp_path, "--graph", tmp_path / "detail.dot", "--graph-detail", stack="prod")
+    assert result.returncode == 0, result.stderr
+    names = set(_boxes((tmp_path / "detail.dot").read_text()).values())
+    assert "rollout-gate-worker-16\\nRolloutGate" in names and "member-cp-2\\nControlPlaneMember" in names
+
+
+@needs_graphviz
+def test_prods_png_fits_one_screen(tmp_path: Path) -> None:
+    """Drawn at Graphviz's 96 dpi: no taller than a laptop screen, no wider than two."""
+    result = plan("--out", tmp_path, "--graph", tmp_path / "prod.png", stack="prod")
+    assert result.returncode == 0, result.stderr
+    data = (tmp_path / "prod.png").read_bytes()
+    width, height = struct.unpack(">II", data[16:24])
+    assert height <= 1080 and width <= 2 * 1920, (width, height)
 
 
 def test_the_picture_is_the_same_every_run(dot_text: str, tmp_path: Path) -> None:
@@ -159,3 +236,21 @@ def test_a_plan_folder_from_before_the_index_is_still_a_plan(tmp_path: Path) -> 
     (tmp_path / "manifests" / MANIFEST_INDEX).unlink()  # as an older plan left it
     again = plan("--out", tmp_path)
     assert again.returncode == 0, again.stderr
+
+
+# --- one resource count (issue 25, item 5) -------------------------------------------------------------
+
+
+def test_text_and_json_give_one_resource_count(tmp_path: Path) -> None:
+    """A reviewer comparing the printed tree with `--json` must not find two different totals."""
+    text = plan("--out", tmp_path / "text")
+    as_json = plan("--out", tmp_path / "json", "--json")
+    assert text.returncode == 0 and as_json.returncode == 0, text.stderr + as_json.stderr
+    document = json.loads(as_json.stdout)
+    match = re.search(r"^total: (\d+) resources \((\d+) custom resources \+ (\d+) components\)", text.stdout, re.M)
+    assert match, text.stdout[-2000:]
+    total, custom, components = map(int, match.groups())
+    assert document["resources"] == total == custom + components
+    assert document["resourceCounts"] == {"total": total, "custom": custom, "components": components}
+    # and the line says what it leaves out, so nobody expects `pulumi preview` to print the same number
+    assert "not counted" in match.string[match.start() : match.string.index("\n", match.start())]

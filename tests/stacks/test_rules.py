@@ -356,7 +356,7 @@ def test_valid_variation_has_no_problem(dev_raw: dict[str, Any], edit: Edit) -> 
     assert _problems(Environment.model_validate(dev_raw)) == []
 
 
-@pytest.mark.parametrize("stack", ["dev", "staging", "prod"])
+@pytest.mark.parametrize("stack", ["dev", "staging", "prod", "sim"])
 def test_good_stacks_break_no_rule(stack: str, root: Any) -> None:
     from stacks.environment.loader import read_stack_file
 

@@ -12,6 +12,7 @@ from typing import Any
 
 import pytest
 
+from components.vsphere.vgpu_profiles import vgpu_extra_config
 from stacks.environment.model import Environment
 from tests.stacks.test_rules import Edit, _both, _problems, _set
 
@@ -31,19 +32,6 @@ BROKEN: list[tuple[str, Edit, list[tuple[str, str]]]] = [
         "memory above what the hardware version allows",
         _set("controlPlane", "memoryMb", value=25 * 1024 * 1024 * 1024 // 1024),
         [("controlPlane.memoryMb", "24560 GB")],
-    ),
-    (
-        "memory below the vGPU framebuffer",
-        _set("gpuWorkers", "memoryMb", value=8192),
-        [("gpuWorkers.memoryMb", "16 GB of vGPU framebuffer (gpuWorkers.vgpuProfiles: grid_t4-16c)")],
-    ),
-    (
-        "memory below two vGPUs' framebuffer",
-        _both(
-            _set("gpuWorkers", "vgpuProfiles", value=["grid_t4-16c", "grid_t4-16c"]),
-            _set("gpuWorkers", "memoryMb", value=24576),
-        ),
-        [("gpuWorkers.memoryMb", "32 GB of vGPU framebuffer")],
     ),
     # Addresses used twice across roles.
     (
@@ -140,9 +128,7 @@ def test_what_vcenter_accepts_passes(dev_raw: dict[str, Any], edit: Edit) -> Non
     assert _problems(Environment.model_validate(dev_raw)) == []
 
 
-def test_a_newer_boards_profile_is_sized_like_the_others(dev_raw: dict[str, Any]) -> None:
+def test_a_newer_boards_profile_gets_the_large_bar_settings() -> None:
     """`nvidia_`-prefixed profiles (vGPU 17+ boards) passed validation but crashed the plan, whose
-    profile parser knew only `grid_`; found by the mutation test once the memory rule changed its sample."""
-    _set("gpuWorkers", "vgpuProfiles", value=["nvidia_l40s-48c"])(dev_raw)
-    problems = _problems(Environment.model_validate(dev_raw))
-    assert ("gpuWorkers.memoryMb", "24576 MB is less than the 48 GB of vGPU framebuffer (gpuWorkers.vgpuProfiles: nvidia_l40s-48c); give each worker at least 49152 MB") in problems
+    profile parser knew only `grid_` (found by the mutation test); an L40S is a large-BAR board."""
+    assert vgpu_extra_config(["nvidia_l40s-48c"]) == {"pciPassthru.use64bitMMIO": "TRUE", "pciPassthru.64bitMMIOSizeGB": "128"}

@@ -53,9 +53,9 @@ def test_a_copied_stack_file_collides_with_its_source(cli: Cli, root: Path, tmp_
 
 
 def test_the_shipped_stacks_do_not_collide_with_each_other(cli: Cli, root: Path, tmp_path: Path) -> None:
-    for stack in ("dev", "staging", "prod"):
+    for stack in ("dev", "staging", "prod", "sim"):
         shutil.copy(root / f"Pulumi.{stack}.yaml", tmp_path / f"Pulumi.{stack}.yaml")
-    for stack in ("dev", "staging", "prod"):
+    for stack in ("dev", "staging", "prod", "sim"):
         result = cli("validate", stack, "--file", tmp_path / f"Pulumi.{stack}.yaml")
         assert result.returncode == 0, result.stderr
 

@@ -33,7 +33,7 @@ from stacks.tools.clone_plan import (
 )
 
 PROJECT = Path(__file__).resolve().parents[2]
-SHIPPED_STACKS = ("dev", "staging", "prod")
+SHIPPED_STACKS = ("dev", "staging", "prod", "sim")
 """The stack files the repository ships. Tests compare against these alone, never against whatever
 `Pulumi.*.yaml` a user has added (the documented `clone dev qa` writes one into the project)."""
 SHIPPED_FILES = {stack: PROJECT / f"Pulumi.{stack}.yaml" for stack in SHIPPED_STACKS}

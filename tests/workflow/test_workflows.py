@@ -159,7 +159,7 @@ def repo(tmp_path: Path) -> Path:
     if shutil.which("git") is None:
         pytest.skip("git is not installed")
     _git(tmp_path, "init", "-q", "-b", "main")
-    for name in ("Pulumi.yaml", "Pulumi.dev.yaml", "Pulumi.staging.yaml", "Pulumi.prod.yaml", "README.md"):
+    for name in ("Pulumi.yaml", "Pulumi.dev.yaml", "Pulumi.staging.yaml", "Pulumi.prod.yaml", "Pulumi.sim.yaml", "README.md"):
         (tmp_path / name).write_text(f"{name}\n")
     for folder in ("stacks", "components/vsphere", "docs", "policy"):
         (tmp_path / folder).mkdir(parents=True)
@@ -208,6 +208,8 @@ def _stacks_for(repo: Path, change: dict[str, str | None]) -> list[str]:
         ({"Pulumi.yaml": "name: x\n"}, ["dev", "prod", "staging"]),
         ({"policy/x.py": "x = 2\n"}, ["dev", "prod", "staging"]),
         ({"Pulumi.qa.yaml": "new stack\n"}, ["qa"]),
+        # The simulator's stack has no vCenter in CI (scripts/simulator.sh serves it on 127.0.0.1).
+        ({"Pulumi.sim.yaml": "changed\n"}, []),
         ({"Pulumi.dev.yaml": None}, []),  # a deleted stack has nothing to preview
         ({"Pulumi.$(touch pwned).yaml": "x\n"}, []),  # names that are not plain never reach a shell
     ],

@@ -1,17 +1,21 @@
-"""Kubernetes add-ons for distributed GPU training: GPUs and RDMA for pods, and the MPI Operator.
+"""Kubernetes add-ons for distributed GPU training: GPUs and RDMA for pods, the MPI Operator, and
+GPU health monitoring.
 
 Each add-on is a component taking the cluster's explicit provider and nothing else, so none waits
 on another; their objects are rendered by pure functions (tested without Pulumi) and registered
 through ConfigGroups.
 """
 
+from components.k8s.addons.dcgm_exporter import DcgmExporterSettings
 from components.k8s.addons.device_plugin import (
     DevicePluginSettings,
     GpuDevicePlugin,
     GpuDevicePluginArgs,
 )
 from components.k8s.addons.gpu_operator import GpuOperator, GpuOperatorArgs
+from components.k8s.addons.monitoring import GpuMonitoring, GpuMonitoringArgs
 from components.k8s.addons.mpi_operator import MpiOperator, MpiOperatorArgs, MpiOperatorSettings
+from components.k8s.addons.prometheus import PrometheusSettings
 from components.k8s.addons.rdma_plugin import (
     RdmaDevicePlugin,
     RdmaDevicePluginArgs,
@@ -20,14 +24,18 @@ from components.k8s.addons.rdma_plugin import (
 )
 
 __all__ = [
+    "DcgmExporterSettings",
     "DevicePluginSettings",
     "GpuDevicePlugin",
     "GpuDevicePluginArgs",
+    "GpuMonitoring",
+    "GpuMonitoringArgs",
     "GpuOperator",
     "GpuOperatorArgs",
     "MpiOperator",
     "MpiOperatorArgs",
     "MpiOperatorSettings",
+    "PrometheusSettings",
     "RdmaDevicePlugin",
     "RdmaDevicePluginArgs",
     "RdmaPluginSettings",

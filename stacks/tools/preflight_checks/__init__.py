@@ -23,6 +23,7 @@ from stacks.tools.preflight_checks.hosts import check_hosts, check_memory
 from stacks.tools.preflight_checks.network import check_names_and_addresses, check_networks
 from stacks.tools.preflight_checks.placement import check_datastore, check_placement
 from stacks.tools.preflight_checks.rdma import check_rdma_devices
+from stacks.tools.preflight_checks.replicas import check_replica_space
 from stacks.tools.preflight_checks.report import Finding, Report, our_vm_names
 from stacks.tools.preflight_checks.templates import check_templates
 
@@ -37,6 +38,7 @@ def check(env: Environment, inv: Inventory) -> list[Finding]:
     check_templates(env, inv, report)
     check_hardware_version(env, inv, report)
     check_datastore(env, inv, report, our_vms)
+    check_replica_space(env, inv, report)
     check_hosts(env, inv, report)
     check_graphics(env, inv, report)
     check_rdma_devices(env, inv, report)

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from components.vcenter.inventory_model import Inventory
 from stacks.environment.model import Environment
+from stacks.tools.preflight_checks.replicas import replica_need_gb
 from stacks.tools.preflight_checks.report import EXISTS_NOTE, OurVms, Report, listing, worker_reservation_mb
 
 LINKED_CLONE_GB = 1.0
@@ -78,8 +79,11 @@ def check_datastore(env: Environment, inv: Inventory, report: Report, our_vms: O
         reserved = reservation if pool_key == "gpuWorkers" else 0
         swap = max(pool.memory_mb - reserved, 0) / 1024  # the .vswp file covers unreserved memory
         need_gb += disk + swap
+    copies_gb = replica_need_gb(env, inv).get(name, 0.0)
+    need_gb += copies_gb
     free_gb = store.free_bytes / 2**30
-    detail = f"{need_gb:.0f} GB needed for the new VMs' disks and swap, {free_gb:.0f} GB free on {name!r}"
+    what = "the new VMs' disks and swap" + (f" and {copies_gb:.0f} GB of template copies" if copies_gb else "")
+    detail = f"{need_gb:.0f} GB needed for {what}, {free_gb:.0f} GB free on {name!r}"
     if env.vm.linked_clone:
         detail += f" (linked clones counted at {LINKED_CLONE_GB:.0f} GB each)"
     if need_gb > free_gb:

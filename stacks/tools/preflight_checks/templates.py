@@ -13,6 +13,9 @@ from __future__ import annotations
 
 from components.vcenter.inventory_model import Inventory, VmInfo
 from components.vsphere.gpu_template import (
+    TEMPLATE_BUILD as BUILD_HINT,
+)
+from components.vsphere.gpu_template import (
     Finding as TemplateFinding,
 )
 from components.vsphere.gpu_template import (
@@ -50,7 +53,7 @@ def _one_template(env: Environment, inv: Inventory, report: Report, field: str, 
     what = "template" if field == "template" else "GPU template"
     matches = inv.vms.get(name, [])
     if not matches:
-        report.blocker(key, f"{what} {name!r} not found")
+        report.blocker(key, f"{what} {name!r} not found; build it ({BUILD_HINT})")
         return None
     if len(matches) > 1:
         report.blocker(key, f"{len(matches)} VMs are named {name!r}; the name must be unique")
@@ -76,7 +79,7 @@ def _one_template(env: Environment, inv: Inventory, report: Report, field: str, 
         report.blocker(
             snap_key,
             f"{what} {name!r} has no snapshot; linked clones need exactly one, named "
-            f"{vc.template_snapshot!r} (take one, or set vm.linkedClone: false)",
+            f"{vc.template_snapshot!r} (take one, or set vm.linkedClone: false; {BUILD_HINT})",
         )
     elif len(snapshots) > 1:
         report.blocker(

@@ -367,12 +367,28 @@ run_containerd() {
   return 0
 }
 
+cri_section() {  # cri_section CONFIG: the CRI plugin's tables of `containerd config dump`
+  local line keep=false
+  while IFS= read -r line; do
+    if [[ $line =~ ^[[:space:]]*\[ ]]; then
+      keep=false
+      [[ $line =~ ^[[:space:]]*\[plugins\.[\"\'](io\.containerd\.grpc\.v1\.cri|io\.containerd\.cri\.v1\.runtime)[\"\'] ]] && keep=true
+    fi
+    [ "$keep" = true ] && printf '%s\n' "$line"
+  done < <(containerd --config "$1" config dump)
+}
+
 run_nvidia_ctk() {
-  local config="" runtime_name="" arg table drop_in
+  local config="" runtime_name="" source=file arg table drop_in base=""
   [ "$1 $2" = "runtime configure" ] || fail "unexpected: nvidia-ctk $*" || return 1
+  if has_arg --help "$@"; then
+    [ -f "$SIM/nvidia-ctk-without-config-source" ] || echo "   --config-source value  the source to retrieve the container runtime configuration; one of [command, file]"
+    return 0
+  fi
   for arg in "$@"; do
     case $arg in
       --config=*) config=${arg#--config=} ;;
+      --config-source=*) source=${arg#--config-source=} ;;
       --nvidia-runtime-name=*) runtime_name=${arg#--nvidia-runtime-name=} ;;
       --set-as-default | --nvidia-set-as-default) touch "$SIM/nvidia-set-as-default" ;;
     esac
@@ -385,9 +401,15 @@ run_nvidia_ctk() {
   else
     table="plugins.\"io.containerd.grpc.v1.cri\".containerd.runtimes.$runtime_name"
   fi
+  # With `--config-source=command` it starts from `containerd config dump` and its drop-in carries
+  # the whole CRI section; from the file it carries only what it changed (config_drop_in.go).
+  if [ "$source" = command ]; then
+    base=$(cri_section "$config")
+  fi
   # What nvidia-ctk >= 1.18 does: a drop-in with the runtime, imported from the main config.
   drop_in=$R/etc/containerd/conf.d/99-nvidia.toml
-  write "$drop_in" "[$table]
+  write "$drop_in" "$base
+[$table]
   runtime_type = \"io.containerd.runc.v2\"
 [$table.options]
   BinaryName = \"/usr/bin/nvidia-container-runtime\"

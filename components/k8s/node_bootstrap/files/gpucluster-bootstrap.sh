@@ -130,6 +130,15 @@ containerd_has_handler() {
   grep -Eq "\\.runtimes\\.[\"']?${nvidia_handler}[\"']?\\]" <<<"$dump"
 }
 
+containerd_keeps_its_default_runtime() {
+  local dump default
+  dump=$(containerd --config "$containerd_config" config dump) || return 1
+  default=$(sed -n '/^ *default_runtime_name = /{s/^ *default_runtime_name = "\([^"]*\)".*/\1/p;q;}' <<<"$dump")
+  default=${default:-runc}
+  # Its table, or only a subtable (`...runtimes.runc.options]` defines it too).
+  grep -Eq "\\.runtimes\\.[\"']?${default}[\"']?[].]" <<<"$dump"
+}
+
 stage_gpu() {
   [ "$gpu" = true ] || return 0
   # A vGPU attached after the clone comes with a power cycle of the VM, which interrupts this
@@ -150,17 +159,30 @@ stage_gpu() {
   command -v nvidia-ctk >/dev/null ||
     die "nvidia-ctk not found: the template lacks the NVIDIA Container Toolkit (docs/bootstrap.md)"
   if containerd_has_handler; then
+    containerd_keeps_its_default_runtime ||
+      die "containerd has the runtime handler '$nvidia_handler' but lost its default runtime: a drop-in replaced the CRI section; remove it or rerun nvidia-ctk with --config-source=command (NVIDIA Container Toolkit 1.17+)"
     log "containerd already has the runtime handler '$nvidia_handler'"
     return 0
   fi
   log "adding the runtime handler '$nvidia_handler' to containerd (nvidia-ctk)"
   # Not the default runtime (no --nvidia-set-as-default): only pods of the RuntimeClass
   # '$nvidia_handler' get the NVIDIA runtime.
+  # containerd 1.x replaces a whole plugin section with an imported one (services/server/config/
+  # config.go, mergeConfig), so a drop-in holding only the nvidia runtime would drop runc and the
+  # CRI plugin would not load. `--config-source=command` makes nvidia-ctk start from `containerd
+  # config dump`, so its drop-in carries the whole CRI section (NVIDIA/k8s-device-plugin PR 1145,
+  # nvidia-container-toolkit PR 686); toolkits without the flag edit config.toml in place.
+  local source_flag=()
+  if nvidia-ctk runtime configure --help 2>&1 | grep -q -- '--config-source'; then
+    source_flag=(--config-source=command)
+  fi
   nvidia-ctk runtime configure --runtime=containerd --config="$containerd_config" \
-    --nvidia-runtime-name="$nvidia_handler"
+    --nvidia-runtime-name="$nvidia_handler" "${source_flag[@]}"
   systemctl restart containerd
   containerd_has_handler ||
     die "containerd still has no runtime handler '$nvidia_handler' after nvidia-ctk runtime configure"
+  containerd_keeps_its_default_runtime ||
+    die "containerd lost its default runtime after nvidia-ctk runtime configure: its drop-in replaced the CRI section; upgrade the NVIDIA Container Toolkit in the template (1.17+ has --config-source)"
 }
 
 # --- control plane: the shared PKI, then kubeadm init or join -------------------------------------

@@ -1,0 +1,230 @@
+"""A copy of a template registered on another host: a clone source that spreads vCenter's load.
+
+Why a dynamic provider: pulumi-vsphere's `VirtualMachine` cannot make a template; converting a VM
+to an inventory template is out of scope for it (vmware/terraform-provider-vsphere#1180, closed
+2026: "Converting a managed vsphere_virtual_machine in-place to a classic inventory template
+(MarkAsTemplate) is out of scope"). So this provider does what an operator would: `CloneVM_Task`
+of the template onto the host and datastore (powered off; with `linked`, a child of the template's
+current snapshot, `createNewChildDiskBacking`, which is what pulumi-vsphere's `linked_clone`
+does), one snapshot (linked clones of the copy hang off it, as they do off the template), then
+`MarkAsTemplate`. The copy lives in the template's folder, beside it.
+
+Keeping it in step: every input that shapes the copy (the source's id, host, datastore, linked)
+replaces it, create-before-delete: the new copy's name carries a hash of those inputs, so old and
+new coexist while the workers cloned from the old one roll to the new one (their generation
+includes the copy's site and the template id: `stacks.wiring.rollout`), and Pulumi deletes the old
+copy at the end of the update, when nothing hangs off it any more.
+
+`create` is idempotent: a copy of that name already there (an interrupted create) is finished
+(snapshot, mark as template) rather than cloned again. `read` reports the live copy, or that it is
+gone. `delete` destroys the copy.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from dataclasses import replace
+from typing import Any
+
+import pulumi
+import pulumi.dynamic
+from pyVmomi import vim, vmodl
+
+from components.dynamic_resource import DynamicResource
+from components.vcenter.errors import VsphereError
+from components.vcenter.lookups import find_vm, find_vm_by_uuid
+from components.vcenter.tasks import wait_for_task
+from components.vsphere.provider_base import RetryPolicy, VsphereProvider, is_unknown, public_props
+
+REPLACING_INPUTS = ("source_uuid", "host_id", "datastore_id", "resource_pool_id", "linked", "snapshot_name", "name")
+"""Every input but `source_name` and `host_name` (messages only): a copy is never edited in place."""
+MAX_NAME = 80
+"""vCenter's longest inventory name."""
+
+
+def copy_name(base: str, props: dict[str, Any]) -> str:
+    """`<base>-<8 hex>`: the hash of what shapes the copy, so a replacement's new copy never has the
+    old one's name (vCenter refuses a duplicate in a folder: DuplicateName)."""
+    shape = "|".join(str(props.get(key)) for key in ("source_uuid", "host_id", "datastore_id", "linked"))
+    suffix = hashlib.sha256(shape.encode()).hexdigest()[:8]
+    return f"{base[: MAX_NAME - 9]}-{suffix}"
+
+
+def _moref(kind: type, moid: str, si: Any) -> Any:
+    return kind(moid, si._stub)
+
+
+def _read(si: Any, vm: Any) -> dict[str, Any]:
+    """`snapshot`, `config.template`, `config.uuid`, `name` of one VM in one collector call: an unset
+    property (`snapshot` of a VM without one) is absent here, where pyVmomi's accessor makes
+    govmomi's simulator drop the connection (components/vcenter/lookups.py, collect_properties)."""
+    collector = si.RetrieveContent().propertyCollector
+    spec = vmodl.query.PropertyCollector.FilterSpec(
+        objectSet=[vmodl.query.PropertyCollector.ObjectSpec(obj=vm, skip=False)],
+        propSet=[
+            vmodl.query.PropertyCollector.PropertySpec(
+                type=vim.VirtualMachine, pathSet=["snapshot", "config.template", "config.uuid", "name"]
+            )
+        ],
+    )
+    found = collector.RetrieveContents([spec])
+    return {prop.name: prop.val for obj in found for prop in obj.propSet}
+
+
+def _clone(si: Any, props: dict[str, Any], name: str, timeout: float) -> Any:
+    source = find_vm_by_uuid(si, props["source_uuid"])
+    if source is None:
+        raise VsphereError(
+            f"template {props['source_name']!r} (uuid {props['source_uuid']}) not found: it was removed or "
+            "rebuilt after the plan; run `pulumi up` again",
+            object_name=props["source_name"],
+        )
+    relocate = vim.vm.RelocateSpec(
+        host=_moref(vim.HostSystem, props["host_id"], si),
+        datastore=_moref(vim.Datastore, props["datastore_id"], si),
+        pool=_moref(vim.ResourcePool, props["resource_pool_id"], si),
+    )
+    spec = vim.vm.CloneSpec(location=relocate, powerOn=False, template=False)
+    if props["linked"]:
+        snapshot = _read(si, source).get("snapshot")
+        current = snapshot.currentSnapshot if snapshot is not None else None
+        if current is None:
+            raise VsphereError(
+                f"template {props['source_name']!r} has no snapshot: a linked copy hangs off it "
+                "(vcenter.templateSnapshot; take one, or set vm.linkedClone: false)",
+                object_name=props["source_name"],
+            )
+        relocate.diskMoveType = "createNewChildDiskBacking"
+        spec.snapshot = current
+    task = source.CloneVM_Task(folder=source.parent, name=name, spec=spec)
+    return wait_for_task(task, timeout=timeout, object_name=name, what="clone of the template copy")
+
+
+def _finish(si: Any, vm: Any, props: dict[str, Any]) -> None:
+    """Snapshot, then mark as template: each step skipped when an earlier attempt did it."""
+    now = _read(si, vm)
+    if not now.get("config.template"):
+        if now.get("snapshot") is None:
+            task = vm.CreateSnapshot_Task(
+                name=props["snapshot_name"],
+                description="clone source of the stack's workers (gpucluster TemplateReplica)",
+                memory=False,
+                quiesce=False,
+            )
+            wait_for_task(task, object_name=vm.name, what="snapshot of the template copy")
+        vm.MarkAsTemplate()
+
+
+def _outputs(si: Any, vm: Any, props: dict[str, Any]) -> dict[str, Any]:
+    now = _read(si, vm)
+    info = now.get("snapshot")
+    current = info.currentSnapshot if info is not None else None
+    names = [tree.name for tree in (info.rootSnapshotList if info is not None else []) if tree.snapshot == current]
+    outs = {**public_props(props), "uuid": now["config.uuid"], "vm_name": now["name"]}
+    return {**outs, "snapshot": names[0] if names else ""}
+
+
+class TemplateReplicaProvider(VsphereProvider):
+    def __init__(self, *, clone_timeout_minutes: float = 30, retry: RetryPolicy | None = None) -> None:
+        super().__init__(retry=retry)
+        self.clone_timeout_minutes = clone_timeout_minutes
+
+    def diff(self, _id: str, olds: dict[str, Any], news: dict[str, Any]) -> pulumi.dynamic.DiffResult:
+        replaces = [key for key in REPLACING_INPUTS if is_unknown(news.get(key)) or news.get(key) != olds.get(key)]
+        changes = replaces or [key for key in ("source_name", "host_name") if news.get(key) != olds.get(key)]
+        # Create-before-delete: workers still hang off the old copy until they rolled (module doc).
+        return pulumi.dynamic.DiffResult(changes=bool(changes), replaces=replaces, delete_before_replace=False)
+
+    def create(self, props: dict[str, Any]) -> pulumi.dynamic.CreateResult:
+        name = copy_name(props["name"], props)
+        timeout = self.clone_timeout_minutes * 60
+
+        def make(si: Any) -> dict[str, Any]:
+            vm = find_vm(si, name)
+            if vm is None:
+                vm = _clone(si, props, name, timeout)
+            _finish(si, vm, props)
+            return _outputs(si, vm, props)
+
+        # The clone's own wait bounds each attempt; the deadline covers a retry after a lost session.
+        policy = replace(self.retry, max_total=max(self.retry.max_total, 2 * timeout))
+        outs = self.run(make, what=f"copy {name} of template {props['source_name']}", retry=policy)
+        return pulumi.dynamic.CreateResult(id_=outs["uuid"], outs=outs)
+
+    def update(self, _id: str, _olds: dict[str, Any], news: dict[str, Any]) -> pulumi.dynamic.UpdateResult:
+        return pulumi.dynamic.UpdateResult(outs={**_olds, **public_props(news)})  # messages-only inputs
+
+    def read(self, id_: str, props: dict[str, Any]) -> pulumi.dynamic.ReadResult:
+        def look(si: Any) -> dict[str, Any] | None:
+            vm = find_vm_by_uuid(si, id_)
+            return None if vm is None else _outputs(si, vm, props)
+
+        outs = self.run(look, what=f"read template copy {id_}")
+        return pulumi.dynamic.ReadResult(id_=id_ if outs else "", outs=outs or {})
+
+    def delete(self, id_: str, props: dict[str, Any]) -> None:
+        def destroy(si: Any) -> None:
+            vm = find_vm_by_uuid(si, id_)
+            if vm is not None:
+                name = vm.name  # read first: the object is gone once the task ran
+                wait_for_task(vm.Destroy_Task(), object_name=name, what="removal of the template copy")
+
+        self.run(destroy, what=f"remove template copy {props.get('vm_name', id_)}")
+
+
+class TemplateReplica(DynamicResource, module="vsphere", name="TemplateReplica"):
+    """A copy of a template on a host and datastore, itself a template with one snapshot.
+
+    Type token: `pulumi-python:dynamic/vsphere:TemplateReplica`. Its id and `uuid` are the copy's
+    BIOS UUID: what pulumi-vsphere's `clone.template_uuid` takes."""
+
+    uuid: pulumi.Output[str]
+    """BIOS UUID of the copy (`config.uuid`)."""
+    vm_name: pulumi.Output[str]
+    """The copy's name in vCenter: `<name>-<hash of what shapes it>`."""
+    snapshot: pulumi.Output[str]
+    """Name of the copy's current snapshot (linked clones hang off it)."""
+
+    def __init__(
+        self,
+        resource_name: str,
+        *,
+        name: str,
+        source_uuid: pulumi.Input[str],
+        source_name: str,
+        host_id: pulumi.Input[str],
+        host_name: str,
+        datastore_id: pulumi.Input[str],
+        resource_pool_id: pulumi.Input[str],
+        linked: bool,
+        snapshot_name: str,
+        clone_timeout_minutes: int = 30,
+        opts: pulumi.ResourceOptions | None = None,
+    ) -> None:
+        """
+        :param name: the copy's name in vCenter before its hash suffix, e.g. `<template>-esxi-01`.
+        :param source_uuid: the template's BIOS UUID (`get_virtual_machine(...).id`).
+        :param host_id, datastore_id, resource_pool_id: managed object ids where the copy goes.
+        :param linked: a linked clone of the template's current snapshot (seconds, little space) or a
+            full copy of its disk (minutes; the only kind that may sit on another datastore).
+        :param snapshot_name: the copy's one snapshot (`vcenter.templateSnapshot`, or any name).
+        """
+        super().__init__(
+            TemplateReplicaProvider(clone_timeout_minutes=clone_timeout_minutes),
+            resource_name,
+            {
+                "name": name,
+                "source_uuid": source_uuid,
+                "source_name": source_name,
+                "host_id": host_id,
+                "host_name": host_name,
+                "datastore_id": datastore_id,
+                "resource_pool_id": resource_pool_id,
+                "linked": linked,
+                "snapshot_name": snapshot_name,
+                "uuid": None,
+                "vm_name": None,
+                "snapshot": None,
+            },
+            opts,
+        )

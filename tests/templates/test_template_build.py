@@ -1,0 +1,205 @@
+"""The template build (templates/) checked offline: Packer cannot run here, so a syntax test.
+
+- the Packer HCL parses (python-hcl2) and builds what templates/README.md says: vsphere-iso for
+  vcenter.template, vsphere-clone of it for vcenter.gpuTemplate with the vGPU device and all memory
+  reserved, each with the snapshot, converted to a template; defaults equal to Pulumi.dev.yaml;
+- the kickstart passes `ksvalidator` (pykickstart) for RHEL 9;
+- the kickstart installs and enables what the node bootstrap relies on (the commands its script
+  runs, mapped to the packages that provide them on Rocky 9), at the stack's Kubernetes version.
+
+Without python-hcl2 or pykickstart (requirements-dev.txt) the tests skip, except under CI=true.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from stacks.environment.loader import load_environment, read_stack_file
+
+ROOT = Path(__file__).resolve().parents[2]
+TEMPLATES = ROOT / "templates"
+KICKSTART = TEMPLATES / "rocky9" / "ks.cfg"
+BASE_HCL = TEMPLATES / "packer" / "base" / "rocky9.pkr.hcl"
+GPU_HCL = TEMPLATES / "packer" / "gpu" / "rocky9-vgpu.pkr.hcl"
+BOOTSTRAP = ROOT / "components" / "k8s" / "node_bootstrap" / "files" / "gpucluster-bootstrap.sh"
+
+COMMAND_PACKAGES = {
+    # command the bootstrap script runs -> the Rocky 9 package that provides it
+    "kubeadm": "kubeadm",
+    "kubectl": "kubectl",
+    "systemctl": "systemd",
+    "curl": "curl",
+    "modprobe": "kmod",
+    "swapoff": "util-linux",
+    "sysctl": "procps-ng",
+    "containerd": "containerd.io",
+}
+"""Everything else the bootstrap needs on the guest, which no command name shows."""
+GUEST_PACKAGES = {
+    "cloud-init",  # reads guestinfo: the node's user-data, which installs and starts the bootstrap
+    "open-vm-tools",  # cloud-init's VMware datasource reads guestinfo through it
+    "kubelet",
+    "cri-tools",
+    "conntrack-tools",  # kubeadm preflight
+    "socat",  # kubeadm preflight
+    "iproute-tc",  # kubeadm preflight
+    "rdma-core",  # ib_umad, ib_uverbs, rdma_ucm and /dev/infiniband for the RDMA device plugin
+    "libibverbs-utils",
+}
+SERVICES = {"vmtoolsd", "containerd", "kubelet", "sshd"}
+"""Enabled in the template: cloud-init needs vmtoolsd; the bootstrap's unit runs After=containerd."""
+
+
+def _need(module: str) -> Any:
+    try:
+        return __import__(module)
+    except ImportError:
+        message = f"{module} is not installed (pip install -r requirements-dev.txt)"
+        if os.environ.get("CI") == "true":
+            pytest.fail(message, pytrace=False)
+        pytest.skip(message)
+
+
+def _hcl(path: Path) -> dict[str, Any]:
+    hcl2 = _need("hcl2")
+    with path.open() as handle:
+        return dict(hcl2.load(handle))
+
+
+def _unquote(value: Any) -> Any:
+    return value.strip('"') if isinstance(value, str) else value
+
+
+def _blocks(document: dict[str, Any], kind: str) -> dict[str, Any]:
+    """`source "TYPE" "NAME" {...}` -> {"TYPE.NAME": body}; `variable "N" {...}` -> {"N": body}."""
+    found: dict[str, Any] = {}
+    for block in document.get(kind, []):
+        for label, body in block.items():
+            if kind == "source":
+                for name, inner in body.items():
+                    found[f"{_unquote(label)}.{_unquote(name)}"] = inner
+            else:
+                found[_unquote(label)] = body
+    return found
+
+
+def _defaults(document: dict[str, Any]) -> dict[str, Any]:
+    return {name: _unquote(body.get("default")) for name, body in _blocks(document, "variable").items()}
+
+
+def _kickstart() -> Any:
+    _need("pykickstart")
+    from pykickstart.parser import KickstartParser
+    from pykickstart.version import RHEL9, makeVersion
+
+    parser = KickstartParser(makeVersion(RHEL9))
+    parser.readKickstart(str(KICKSTART))
+    return parser.handler
+
+
+@pytest.fixture(scope="module")
+def dev() -> Any:
+    return load_environment(read_stack_file(ROOT / "Pulumi.dev.yaml"))
+
+
+def test_ksvalidator_accepts_the_kickstart() -> None:
+    _need("pykickstart")
+    result = subprocess.run(
+        [sys.executable, "-m", "pykickstart.commands.ksvalidator", "-v", "RHEL9", str(KICKSTART)],
+        capture_output=True,
+        text=True,
+    )
+    if result.returncode != 0 and "No module named" in result.stderr:
+        ksvalidator = Path(sys.executable).parent / "ksvalidator"
+        result = subprocess.run([str(ksvalidator), "-v", "RHEL9", str(KICKSTART)], capture_output=True, text=True)
+    assert result.returncode == 0, result.stdout + result.stderr
+
+
+def test_the_kickstart_installs_what_the_bootstrap_runs(dev: Any) -> None:
+    handler = _kickstart()
+    packages = set(handler.packages.packageList)
+    names = {re.sub(r"-\d[\w.]*$", "", p) for p in packages}
+    script = BOOTSTRAP.read_text()
+    for command, package in COMMAND_PACKAGES.items():
+        # The map stays honest: each command really appears in the bootstrap.
+        assert re.search(rf"(^|[\s(\"'`|;]){re.escape(command)}\b", script, re.M), command
+        assert package in names or package == "systemd", f"{command}: {package} is not in ks.cfg"
+    assert names >= GUEST_PACKAGES, GUEST_PACKAGES - names
+    # Kubernetes at exactly the stack's version; the repository of its minor.
+    version = dev.kubernetes.version
+    for package in ("kubeadm", "kubelet", "kubectl"):
+        assert f"{package}-{version}" in packages, f"ks.cfg must pin {package}-{version}"
+    minor = ".".join(version.split(".")[:2])
+    assert all(f"/v{minor}/rpm/" in r.baseurl for r in handler.repo.repoList if r.name == "kubernetes")
+    assert f"/v{minor}/rpm/" in KICKSTART.read_text().split("%post", 1)[1]
+
+
+def test_the_kickstart_seals_a_guest_the_bootstrap_can_run_on() -> None:
+    handler = _kickstart()
+    assert set(handler.services.enabled) >= SERVICES
+    assert not [p for p in handler.partition.partitions if p.mountpoint == "swap"], "the kubelet refuses swap"
+    from pykickstart.constants import KS_SCRIPT_POST, SELINUX_PERMISSIVE
+
+    assert handler.selinux.selinux == SELINUX_PERMISSIVE
+    assert handler.rootpw.lock
+    post = "\n".join(script.script for script in handler.scripts if script.type == KS_SCRIPT_POST)
+    assert "datasource_list: [ VMware, None ]" in post
+    assert "SystemdCgroup = true" in post
+    assert "firewalld" in handler.packages.excludedList
+
+
+def test_the_base_template_is_a_vsphere_iso_build_of_the_kickstart(dev: Any) -> None:
+    document = _hcl(BASE_HCL)
+    [(name, source)] = _blocks(document, "source").items()
+    assert name == "vsphere-iso.rocky9"
+    defaults = _defaults(document)
+    assert defaults["template_name"] == dev.vcenter.template
+    assert defaults["snapshot_name"] == dev.vcenter.template_snapshot
+    assert defaults["hardware_version"] == dev.vm.hardware_version
+    assert defaults["disk_gb"] >= max(dev.control_plane.disk_gb, dev.gpu_workers.disk_gb)
+    assert source["create_snapshot"] is True and source["snapshot_name"] == "${var.snapshot_name}"
+    assert source["convert_to_template"] is True
+    assert _unquote(source["firmware"]) == "efi"
+    [cd_file] = source["cd_files"]
+    assert (BASE_HCL.parent / _unquote(cd_file).removeprefix("${path.root}/")).resolve() == KICKSTART
+    assert "cloud-init clean" in source["shutdown_command"]
+    [build] = document["build"]
+    assert [_unquote(s) for s in build["sources"]] == ["source.vsphere-iso.rocky9"]
+
+
+def test_the_gpu_template_is_a_clone_of_the_base_with_its_vgpu(dev: Any) -> None:
+    document = _hcl(GPU_HCL)
+    [(name, source)] = _blocks(document, "source").items()
+    assert name == "vsphere-clone.rocky9_vgpu"
+    defaults = _defaults(document)
+    assert defaults["base_template"] == dev.vcenter.template == _defaults(_hcl(BASE_HCL))["template_name"]
+    assert defaults["template_name"] == dev.vcenter.gpu_template
+    assert defaults["snapshot_name"] == dev.vcenter.template_snapshot
+    assert [defaults["vgpu_profile"]] == list(dev.gpu_workers.vgpu_profiles)
+    assert defaults["memory_mb"] == dev.gpu_workers.memory_mb
+    assert defaults["mmio_size_gb"] == 0  # grid_t4: a small-BAR board
+    assert source["template"] == "${var.base_template}"
+    assert source["linked_clone"] is False
+    assert source["vgpu_profile"] == "${var.vgpu_profile}"
+    assert source["RAM_reserve_all"] is True
+    assert "pciPassthru.64bitMMIOSizeGB" in source["configuration_parameters"]
+    assert source["create_snapshot"] is True and source["snapshot_name"] == "${var.snapshot_name}"
+    assert source["convert_to_template"] is True
+    inline = " ".join(step for p in document["build"][0]["provisioner"] for step in p['"shell"']["inline"])
+    assert "nvidia-smi" in inline and "nvidia-container-toolkit" in inline and "nvidia-ctk" in inline
+
+
+def test_the_checklist_is_the_one_the_docs_point_to() -> None:
+    bootstrap_doc = (ROOT / "docs" / "bootstrap.md").read_text()
+    assert "One template for all nodes" not in bootstrap_doc
+    assert "templates/README.md" in bootstrap_doc
+    checklist = (TEMPLATES / "README.md").read_text()
+    for item in (*GUEST_PACKAGES - {"cri-tools"}, "containerd", "vGPU", "templateSnapshot", "gpuTemplate"):
+        assert item in checklist, item

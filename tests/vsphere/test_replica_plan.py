@@ -1,0 +1,63 @@
+"""Where template copies go and which copy each VM clones (components/vsphere/replica_plan.py)."""
+
+from __future__ import annotations
+
+from collections import Counter
+
+import pytest
+
+from components.vsphere.replica_plan import ReplicaSite, assign, clones_per_source, derived_sites
+
+HOSTS = [f"esxi-{i:03d}" for i in range(1, 513)]
+
+
+@pytest.mark.parametrize(("linked", "expected"), [(True, 15), (False, 7)])
+def test_one_source_serves_its_host_units_less_its_own_vm(linked: bool, expected: int) -> None:
+    assert clones_per_source(linked=linked) == expected
+
+
+@pytest.mark.parametrize("workers", [1, 4, 15])
+def test_no_copies_while_the_template_serves_every_worker_in_one_wave(workers: int) -> None:
+    assert derived_sites(HOSTS[:workers], datastore="ds", linked=True) == []
+
+
+def test_512_linked_workers_get_a_copy_every_15_hosts_each_serving_15() -> None:
+    sites = derived_sites(HOSTS, datastore="ds", linked=True)
+    assert len(sites) == 35  # ceil(512 / 15)
+    assert sites[:2] == [ReplicaSite("esxi-001", "ds"), ReplicaSite("esxi-016", "ds")]
+    chosen = assign(dict(zip(HOSTS, HOSTS, strict=True)), datastore="ds", linked=True, sites=sites, host_order=HOSTS)
+    load = Counter(chosen.values())
+    assert max(load.values()) == 15
+    # each worker clones the copy on its own host, else the last one before it
+    assert chosen["esxi-001"] == sites[0]
+    assert chosen["esxi-015"] == sites[0]
+    assert chosen["esxi-016"] == sites[1]
+
+
+def test_several_workers_on_one_host_stay_in_one_group() -> None:
+    hosts = ["a"] * 10 + ["b"] * 10
+    assert derived_sites(hosts, datastore="ds", linked=True) == [ReplicaSite("a", "ds"), ReplicaSite("b", "ds")]
+
+
+def test_a_linked_clone_never_takes_a_copy_on_another_datastore() -> None:
+    sites = [ReplicaSite("esxi-002", "other")]
+    chosen = assign({"w1": "esxi-002"}, datastore="ds", linked=True, sites=sites, host_order=HOSTS)
+    assert chosen == {"w1": None}
+    full = assign({"w1": "esxi-002"}, datastore="ds", linked=False, sites=sites, host_order=HOSTS)
+    assert full == {"w1": sites[0]}
+
+
+def test_hosts_before_the_first_copy_wrap_round_to_the_last() -> None:
+    sites = [ReplicaSite("esxi-003", "ds"), ReplicaSite("esxi-005", "ds")]
+    chosen = assign({"w1": "esxi-001", "w4": "esxi-004"}, datastore="ds", linked=True, sites=sites, host_order=HOSTS)
+    assert chosen == {"w1": sites[1], "w4": sites[0]}
+
+
+def test_a_vm_without_host_keeps_its_copy_when_another_is_added() -> None:
+    sites = [ReplicaSite(f"esxi-{i:03d}", "ds") for i in range(1, 5)]
+    names = {f"cp-{i}": None for i in range(40)}
+    before = assign(names, datastore="ds", linked=True, sites=sites, host_order=HOSTS)
+    after = assign(names, datastore="ds", linked=True, sites=[*sites, ReplicaSite("esxi-009", "ds")], host_order=HOSTS)
+    moved = [n for n in names if before[n] != after[n]]
+    assert all(after[n] == ReplicaSite("esxi-009", "ds") for n in moved)
+    assert len(moved) < len(names) // 2

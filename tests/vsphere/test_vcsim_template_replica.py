@@ -1,0 +1,135 @@
+"""TemplateReplica against the vCenter simulator: the copy exists on its host, is a template with one
+snapshot, serves a linked clone, is finished (not cloned twice) after an interrupted create, and goes."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator
+from typing import Any
+
+import pytest
+from pyVmomi import vim
+
+from components.vcenter.errors import VsphereError
+from components.vcenter.tasks import wait_for_task
+from components.vsphere.provider_base import RetryPolicy
+from components.vsphere.template_replica import TemplateReplicaProvider, copy_name
+from tests.vsphere.conftest import CLUSTER_HOSTS, TEMPLATE_VM, _find
+from tests.vsphere.vm_helpers import clone, destroy, unique
+
+pytestmark = pytest.mark.vcsim
+
+FAST_RETRY = RetryPolicy(attempts=3, base_delay=0.1, max_delay=0.5, max_total=10)
+
+
+@pytest.fixture
+def source(si: Any) -> Iterator[Any]:
+    """A template with one snapshot `base`, what vcenter.gpuTemplate names with linked clones."""
+    template = clone(_find(si, vim.VirtualMachine, TEMPLATE_VM), unique("gold"))
+    wait_for_task(template.CreateSnapshot_Task(name="base", memory=False, quiesce=False))
+    template.MarkAsTemplate()
+    yield template
+    destroy(template)
+
+
+@pytest.fixture
+def provider(configured: Callable[..., Any], vcsim: Any) -> TemplateReplicaProvider:
+    return configured(TemplateReplicaProvider(clone_timeout_minutes=1, retry=FAST_RETRY))
+
+
+def _props(si: Any, source: Any, host_name: str, *, linked: bool = True) -> dict[str, Any]:
+    host = _find(si, vim.HostSystem, host_name)
+    pool = _find(si, vim.ClusterComputeResource, "DC0_C0").resourcePool
+    return {
+        "name": f"{source.name}-{host_name}",
+        "source_uuid": source.config.uuid,
+        "source_name": source.name,
+        "host_id": host._moId,
+        "host_name": host_name,
+        "datastore_id": source.datastore[0]._moId,
+        "resource_pool_id": pool._moId,
+        "linked": linked,
+        "snapshot_name": "base",
+    }
+
+
+def _vm(si: Any, uuid: str) -> Any:
+    return si.RetrieveContent().searchIndex.FindByUuid(datacenter=None, uuid=uuid, vmSearch=True, instanceUuid=False)
+
+
+@pytest.mark.parametrize("linked", [True, False])
+def test_the_copy_is_a_template_on_its_host_with_one_snapshot(
+    si: Any, source: Any, provider: TemplateReplicaProvider, linked: bool
+) -> None:
+    props = _props(si, source, CLUSTER_HOSTS[2], linked=linked)
+    created = provider.create(props)
+    try:
+        copy = _vm(si, created.id)
+        assert copy is not None and copy.config.uuid != source.config.uuid
+        assert copy.config.template is True
+        assert copy.runtime.host.name == CLUSTER_HOSTS[2]
+        assert copy.name == copy_name(props["name"], props) == created.outs["vm_name"]
+        assert [tree.name for tree in copy.snapshot.rootSnapshotList] == ["base"]
+        assert created.outs["uuid"] == created.id and created.outs["snapshot"] == "base"
+        # A worker's linked clone from the copy, as pulumi-vsphere makes it (clone.linked_clone).
+        spec = vim.vm.CloneSpec(
+            location=vim.vm.RelocateSpec(
+                diskMoveType="createNewChildDiskBacking", pool=_find(si, vim.ClusterComputeResource, "DC0_C0").resourcePool
+            ),
+            powerOn=False,
+            snapshot=copy.snapshot.currentSnapshot,
+        )
+        worker = wait_for_task(copy.CloneVM_Task(folder=copy.parent, name=unique("worker"), spec=spec))
+        destroy(worker)
+        assert provider.read(created.id, props).id == created.id
+    finally:
+        provider.delete(created.id, created.outs)
+    assert _vm(si, created.id) is None
+    assert provider.read(created.id, props).id == ""  # gone: refresh drops it from state
+
+
+def test_an_interrupted_create_is_finished_not_cloned_again(
+    si: Any, source: Any, provider: TemplateReplicaProvider
+) -> None:
+    props = _props(si, source, CLUSTER_HOSTS[1])
+    name = copy_name(props["name"], props)
+    # What a create that lost vCenter after its clone leaves: a plain VM of the copy's name.
+    half = wait_for_task(
+        source.CloneVM_Task(
+            folder=source.parent,
+            name=name,
+            spec=vim.vm.CloneSpec(
+                location=vim.vm.RelocateSpec(pool=_find(si, vim.ClusterComputeResource, "DC0_C0").resourcePool),
+                powerOn=False,
+            ),
+        )
+    )
+    created = provider.create(props)
+    try:
+        assert created.id == half.config.uuid
+        assert half.config.template is True and half.snapshot is not None
+    finally:
+        provider.delete(created.id, created.outs)
+
+
+def test_a_linked_copy_of_a_template_without_snapshot_names_the_setting(
+    si: Any, provider: TemplateReplicaProvider
+) -> None:
+    bare = clone(_find(si, vim.VirtualMachine, TEMPLATE_VM), unique("bare"))
+    try:
+        with pytest.raises(VsphereError, match=r"vcenter\.templateSnapshot"):
+            provider.create(_props(si, bare, CLUSTER_HOSTS[0]))
+    finally:
+        destroy(bare)
+
+
+def test_what_shapes_the_copy_replaces_it_first_and_messages_do_not() -> None:
+    provider = TemplateReplicaProvider()
+    olds = {"name": "t-h1", "source_uuid": "u1", "host_id": "host-1", "datastore_id": "ds-1",
+            "resource_pool_id": "rp", "linked": True, "snapshot_name": "base", "source_name": "t", "host_name": "h1"}  # fmt: skip
+    for key, value in (("source_uuid", "u2"), ("host_id", "host-2"), ("linked", False)):
+        result = provider.diff("id", olds, {**olds, key: value})
+        assert result.replaces == [key] and result.delete_before_replace is False
+        assert copy_name("t-h1", olds) != copy_name("t-h1", {**olds, key: value})
+    renamed = provider.diff("id", olds, {**olds, "host_name": "h1.example"})
+    assert renamed.changes and not renamed.replaces
+    assert not provider.diff("id", olds, dict(olds)).changes
