@@ -293,6 +293,7 @@ from stacks.environment import (  # noqa: E402, F401
     rules_components,
     rules_kubernetes,
     rules_software,
+    rules_tuning,
     rules_vm_size,
     rules_vsphere,
 )

@@ -2,8 +2,9 @@
 
 From the environment it models the nodes (`stacks.tools.admission_nodes`); from the plan it takes every
 pod template: Deployments, DaemonSets, Jobs, Pods, MPIJob Launcher/Worker replicas from the
-ConfigGroups, and the Helm-rendered GPU Operator's workloads as far as the chart values decide
-their placement. Then, as the cluster would:
+ConfigGroups, TrainJobs and Katib Experiments (their trials and suggestion service, through
+`stacks.tools.admission_trainer`), and the Helm-rendered GPU Operator's workloads as far as the
+chart values decide their placement. Then, as the cluster would:
 
 1. DaemonSets: on each node, its pod is placed when the node passes nodeSelector/affinity, taints
    and RuntimeClass handler and has room. A DaemonSet placed nowhere fails. A device plugin
@@ -12,7 +13,7 @@ their placement. Then, as the cluster would:
    RDMA shared device plugin's `config.json` on nodes with a PVRDMA NIC. A GPU worker left without
    its device plugin fails the plugin's verdict.
 2. Deployments (all replicas, long-running) are placed next and keep their room.
-3. Jobs and MPIJobs are each placed whole (an MPIJob's workers and launcher must run at once)
+3. Jobs, MPIJobs, TrainJobs and an Experiment's parallel trials are each placed whole (an MPIJob's workers and launcher must run at once)
    on what is left. That they fit one after another, not together, is reported, not refused.
 
 Each verdict is one line: `OK`, `WARN` (runs, but not as meant) or `FAIL` (cannot run).
@@ -37,6 +38,7 @@ from stacks.tools.admission_rules import (
     shortfall,
     with_runtime_class,
 )
+from stacks.tools.admission_trainer import suggestion_pod, trainer_pods, with_metrics_collector
 from stacks.tools.mock_runtime import ProgramRun
 from stacks.tools.plan import kubernetes_objects
 
@@ -59,6 +61,8 @@ class Workload:
     name: str
     groups: tuple[PodGroup, ...]
     obj: Mapping[str, Any]
+    problem: str | None = None
+    """Why its pods would never be created (e.g. a TrainJob whose runtime is missing)."""
 
     @property
     def title(self) -> str:
@@ -104,13 +108,45 @@ class AdmissionReport:
         )
 
 
+def _trainer_workloads(obj: Mapping[str, Any], objs: list[Any]) -> list[Workload]:
+    """A TrainJob's trainer pods; an Experiment's trials at once (TrainJobs) and its suggestion
+    service (stacks/tools/admission_trainer.py)."""
+    meta = obj.get("metadata") or {}
+    namespace, name, spec = meta.get("namespace", "default"), meta["name"], obj.get("spec") or {}
+    if obj["kind"] == "TrainJob":
+        pods = trainer_pods(spec, namespace, objs)
+        if isinstance(pods, str):
+            return [Workload("TrainJob", namespace, name, (), obj, problem=pods)]
+        return [Workload("TrainJob", namespace, name, (PodGroup("node", pods[0], pods[1]),), obj)]
+    trial = ((spec.get("trialTemplate") or {}).get("trialSpec")) or {}
+    algorithm = (spec.get("algorithm") or {}).get("algorithmName", "random")
+    suggestion = Workload(
+        "Deployment", namespace, f"{name}-{algorithm}", (PodGroup("pod", 1, suggestion_pod(algorithm)),), obj
+    )
+    if trial.get("kind") != "TrainJob":
+        return [suggestion]  # other trial kinds are not modelled
+    pods = trainer_pods(trial.get("spec") or {}, namespace, objs)
+    if isinstance(pods, str):
+        return [suggestion, Workload("Experiment", namespace, name, (), obj, problem=f"trials: {pods}")]
+    count, pod = pods
+    parallel = int(spec.get("parallelTrialCount") or 3)  # Katib's default (experiment_defaults.go)
+    groups = [PodGroup("trial node 0", parallel, with_metrics_collector(pod))]
+    if count > 1:
+        groups.append(PodGroup("trial node", parallel * (count - 1), pod))
+    return [suggestion, Workload("Experiment", namespace, name, tuple(groups), obj)]
+
+
 def workloads_of(objs: Iterable[Any]) -> list[Workload]:
     """Every pod-creating object with the pod groups it creates."""
     found = []
+    objs = list(objs)
     for obj in objs:
         if not isinstance(obj, Mapping) or "kind" not in obj:
             continue  # a redacted (secret) entry
         kind, spec = obj["kind"], obj.get("spec") or {}
+        if kind in ("TrainJob", "Experiment"):
+            found.extend(_trainer_workloads(obj, objs))
+            continue
         groups: list[PodGroup] = []
         if kind in ("Deployment", "StatefulSet", "ReplicaSet"):
             groups = [PodGroup("pod", int(spec.get("replicas", 1)), spec["template"]["spec"])]
@@ -343,6 +379,9 @@ def check(cluster: ClusterModel, objs: list[Any], runtime_classes: list[RuntimeC
     # Sorted: a plan's registration order varies from run to run, its verdicts must not.
     workloads = sorted(workloads_of(objs), key=lambda w: w.title)
     for workload in workloads:
+        if workload.problem is not None:
+            state.add("FAIL", workload, workload.problem)
+            continue
         try:
             with_runtime_class(workload.groups[0].spec, state.runtime_classes)
             for group in workload.groups:
@@ -356,7 +395,7 @@ def check(cluster: ClusterModel, objs: list[Any], runtime_classes: list[RuntimeC
     for workload in workloads:
         if workload.kind in ("Deployment", "StatefulSet", "ReplicaSet") and workload.title not in failed:
             state.place(workload, keep=True)
-    jobs = [w for w in workloads if w.kind in ("Job", "Pod", "MPIJob")]
+    jobs = [w for w in workloads if w.kind in ("Job", "Pod", "MPIJob", "TrainJob", "Experiment")]
     for workload in jobs:
         if workload.title not in failed:
             state.place(workload, keep=False)
