@@ -30,6 +30,7 @@ from typing import Any
 from components.k8s.addons.gpu_operator import driver_image_tag, visible_pod_templates
 from components.k8s.gpu_runtime import NVIDIA_RUNTIME_CLASS, NVIDIA_RUNTIME_HANDLER
 from stacks.environment.model import Environment
+from stacks.tools.admission_model import PodGroup, Workload
 from stacks.tools.admission_nodes import ClusterModel, PlannedNode, cluster_model
 from stacks.tools.admission_rules import (
     RuntimeClassModel,
@@ -38,35 +39,13 @@ from stacks.tools.admission_rules import (
     shortfall,
     with_runtime_class,
 )
-from stacks.tools.admission_trainer import suggestion_pod, trainer_pods, with_metrics_collector
+from stacks.tools.admission_trainer import trainer_workloads
 from stacks.tools.mock_runtime import ProgramRun
 from stacks.tools.plan import kubernetes_objects
 
 GPU_RESOURCE = "nvidia.com/gpu"
 _HELM_CHART = "kubernetes:helm.sh/v4:Chart"
 _OPERANDS = "gpu-operator-operands"
-
-
-@dataclass(frozen=True)
-class PodGroup:
-    role: str
-    replicas: int
-    spec: Mapping[str, Any]
-
-
-@dataclass(frozen=True)
-class Workload:
-    kind: str
-    namespace: str
-    name: str
-    groups: tuple[PodGroup, ...]
-    obj: Mapping[str, Any]
-    problem: str | None = None
-    """Why its pods would never be created (e.g. a TrainJob whose runtime is missing)."""
-
-    @property
-    def title(self) -> str:
-        return f"{self.kind} {self.namespace}/{self.name}"
 
 
 @dataclass(frozen=True)
@@ -108,34 +87,6 @@ class AdmissionReport:
         )
 
 
-def _trainer_workloads(obj: Mapping[str, Any], objs: list[Any]) -> list[Workload]:
-    """A TrainJob's trainer pods; an Experiment's trials at once (TrainJobs) and its suggestion
-    service (stacks/tools/admission_trainer.py)."""
-    meta = obj.get("metadata") or {}
-    namespace, name, spec = meta.get("namespace", "default"), meta["name"], obj.get("spec") or {}
-    if obj["kind"] == "TrainJob":
-        pods = trainer_pods(spec, namespace, objs)
-        if isinstance(pods, str):
-            return [Workload("TrainJob", namespace, name, (), obj, problem=pods)]
-        return [Workload("TrainJob", namespace, name, (PodGroup("node", pods[0], pods[1]),), obj)]
-    trial = ((spec.get("trialTemplate") or {}).get("trialSpec")) or {}
-    algorithm = (spec.get("algorithm") or {}).get("algorithmName", "random")
-    suggestion = Workload(
-        "Deployment", namespace, f"{name}-{algorithm}", (PodGroup("pod", 1, suggestion_pod(algorithm)),), obj
-    )
-    if trial.get("kind") != "TrainJob":
-        return [suggestion]  # other trial kinds are not modelled
-    pods = trainer_pods(trial.get("spec") or {}, namespace, objs)
-    if isinstance(pods, str):
-        return [suggestion, Workload("Experiment", namespace, name, (), obj, problem=f"trials: {pods}")]
-    count, pod = pods
-    parallel = int(spec.get("parallelTrialCount") or 3)  # Katib's default (experiment_defaults.go)
-    groups = [PodGroup("trial node 0", parallel, with_metrics_collector(pod))]
-    if count > 1:
-        groups.append(PodGroup("trial node", parallel * (count - 1), pod))
-    return [suggestion, Workload("Experiment", namespace, name, tuple(groups), obj)]
-
-
 def workloads_of(objs: Iterable[Any]) -> list[Workload]:
     """Every pod-creating object with the pod groups it creates."""
     found = []
@@ -145,7 +96,7 @@ def workloads_of(objs: Iterable[Any]) -> list[Workload]:
             continue  # a redacted (secret) entry
         kind, spec = obj["kind"], obj.get("spec") or {}
         if kind in ("TrainJob", "Experiment"):
-            found.extend(_trainer_workloads(obj, objs))
+            found.extend(trainer_workloads(obj, objs))
             continue
         groups: list[PodGroup] = []
         if kind in ("Deployment", "StatefulSet", "ReplicaSet"):

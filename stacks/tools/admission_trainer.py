@@ -30,6 +30,8 @@ import copy
 from collections.abc import Mapping, Sequence
 from typing import Any
 
+from stacks.tools.admission_model import PodGroup, Workload
+
 ANCESTOR_LABEL = "trainer.kubeflow.org/trainjob-ancestor-step"
 NODE = "node"
 KATIB_SIDECAR_REQUESTS = {"cpu": "50m", "memory": "10Mi"}
@@ -109,3 +111,31 @@ def with_metrics_collector(pod: Mapping[str, Any]) -> dict[str, Any]:
 def suggestion_pod(algorithm: str) -> dict[str, Any]:
     """The pod of an Experiment's suggestion Deployment, as Katib creates it."""
     return {"containers": [{"name": algorithm, "resources": {"requests": dict(KATIB_SIDECAR_REQUESTS)}}]}
+
+
+def trainer_workloads(obj: Mapping[str, Any], objs: list[Any]) -> list[Workload]:
+    """A TrainJob's trainer pods; an Experiment's trials at once (TrainJobs) and its suggestion
+    service (stacks/tools/admission_trainer.py)."""
+    meta = obj.get("metadata") or {}
+    namespace, name, spec = meta.get("namespace", "default"), meta["name"], obj.get("spec") or {}
+    if obj["kind"] == "TrainJob":
+        pods = trainer_pods(spec, namespace, objs)
+        if isinstance(pods, str):
+            return [Workload("TrainJob", namespace, name, (), obj, problem=pods)]
+        return [Workload("TrainJob", namespace, name, (PodGroup("node", pods[0], pods[1]),), obj)]
+    trial = ((spec.get("trialTemplate") or {}).get("trialSpec")) or {}
+    algorithm = (spec.get("algorithm") or {}).get("algorithmName", "random")
+    suggestion = Workload(
+        "Deployment", namespace, f"{name}-{algorithm}", (PodGroup("pod", 1, suggestion_pod(algorithm)),), obj
+    )
+    if trial.get("kind") != "TrainJob":
+        return [suggestion]  # other trial kinds are not modelled
+    pods = trainer_pods(trial.get("spec") or {}, namespace, objs)
+    if isinstance(pods, str):
+        return [suggestion, Workload("Experiment", namespace, name, (), obj, problem=f"trials: {pods}")]
+    count, pod = pods
+    parallel = int(spec.get("parallelTrialCount") or 3)  # Katib's default (experiment_defaults.go)
+    groups = [PodGroup("trial node 0", parallel, with_metrics_collector(pod))]
+    if count > 1:
+        groups.append(PodGroup("trial node", parallel * (count - 1), pod))
+    return [suggestion, Workload("Experiment", namespace, name, tuple(groups), obj)]
