@@ -9,6 +9,7 @@ import pulumi
 import pulumi_vsphere as vsphere
 
 from components.k8s.addons.device_plugin import GpuDevicePlugin
+from components.k8s.addons.kubeflow_tuning import KubeflowTuning
 from components.k8s.addons.monitoring import GpuMonitoring
 from components.k8s.addons.mpi_operator import MpiOperator
 from components.k8s.addons.rdma_plugin import RdmaDevicePlugin
@@ -17,6 +18,7 @@ from components.k8s.bootstrap import ClusterBootstrap
 from components.k8s.cluster_access import ClusterAccess
 from components.k8s.etcd_member import ControlPlaneMember
 from components.k8s.jobs.training_jobs import TrainingJobs
+from components.k8s.jobs.tuning_sample import TuningSample
 from components.k8s.join_token import JoinToken
 from components.k8s.node_drain import NodeDrain
 from components.k8s.rollout import NodeRollout
@@ -124,6 +126,13 @@ mpi_operator = MpiOperator("mpi-operator", k8s_wiring.mpi_operator_args(env, clu
 training_args = k8s_wiring.training_jobs_args(env, cluster, mpi_operator)
 if training_args is not None:
     TrainingJobs("training", training_args)
+# Optional: Kubeflow Trainer v2 and Katib, and a sample Experiment whose trials are TrainJobs.
+tuning_args = k8s_wiring.kubeflow_tuning_args(env, cluster)
+if tuning_args is not None:
+    tuning = KubeflowTuning("kubeflow-tuning", tuning_args)
+    sample_args = k8s_wiring.tuning_sample_args(env, cluster, tuning)
+    if sample_args is not None:
+        TuningSample("tuning", sample_args)
 
 pulumi.export("kubeconfig", cluster.kubeconfig)
 pulumi.export("rdmaSwitchId", fabric.switch_id)

@@ -61,6 +61,17 @@ _MONITORING_KEYS = (
 """The DCGM exporter and the minimal Prometheus are add-ons the stack applies: in place. The
 Prometheus keeps its data in an emptyDir, so a change that restarts it starts its history anew."""
 
+_TUNING_KEYS = (
+    *(f"tuning.{k}" for k in ("enabled", "namespace")),
+    *(f"tuning.trainer.{k}" for k in ("version", "manifestUrl")),
+    *(f"tuning.katib.{k}" for k in ("enabled", "version", "dbStorageClass", "manifestUrl")),
+    *(f"tuning.sample.{k}" for k in ("enabled", "image", "nodes", "batchSizes", "steps", "maxTrials")),
+    "tuning.sample.parallelTrials",
+)
+"""Trainer, Katib and the sample are Kubernetes objects the stack applies: in place. Katib's DB
+claim keeps its StorageClass once bound (a claim's class cannot change); a new class replaces the
+claim and the experiments' history with it."""
+
 
 def _no_old_member_left(before: Any, after: Any) -> bool:
     return not set(before) & set(after)
@@ -339,6 +350,7 @@ DAY_TWO: Mapping[str, DayTwo] = {
     "mpiOperator.crdUrl": KUBERNETES_OBJECTS,
     **dict.fromkeys(_JOB_KEYS, KUBERNETES_OBJECTS),
     **dict.fromkeys(_MONITORING_KEYS, KUBERNETES_OBJECTS),
+    **dict.fromkeys(_TUNING_KEYS, KUBERNETES_OBJECTS),
 }
 
 

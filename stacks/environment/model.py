@@ -44,6 +44,7 @@ from stacks.environment.fields import (
 )
 from stacks.environment.monitoring import Monitoring
 from stacks.environment.replicas import TemplateReplica
+from stacks.environment.tuning import Tuning
 
 # Names defined elsewhere but long importable from here; others' code may still import them.
 __all__ = [
@@ -409,6 +410,8 @@ class Environment(Model):
     """The sample training job and the fabric check."""
     monitoring: Monitoring = Monitoring()
     """GPU health metrics (dcgm-exporter) and the optional minimal Prometheus."""
+    tuning: Tuning = Tuning()
+    """Kubeflow Trainer v2 and Katib with a sample Experiment; off by default."""
 
     def vm_name(self, node: NodeSpec) -> str:
         return f"{self.vm.name_prefix}-{node.name}"

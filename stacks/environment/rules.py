@@ -294,6 +294,7 @@ from stacks.environment import (  # noqa: E402, F401
     rules_kubernetes,
     rules_replicas,
     rules_software,
+    rules_tuning,
     rules_vm_size,
     rules_vsphere,
 )

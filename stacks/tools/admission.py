@@ -2,8 +2,9 @@
 
 From the environment it models the nodes (`stacks.tools.admission_nodes`); from the plan it takes every
 pod template: Deployments, DaemonSets, Jobs, Pods, MPIJob Launcher/Worker replicas from the
-ConfigGroups, and the Helm-rendered GPU Operator's workloads as far as the chart values decide
-their placement. Then, as the cluster would:
+ConfigGroups, TrainJobs and Katib Experiments (their trials and suggestion service, through
+`stacks.tools.admission_trainer`), and the Helm-rendered GPU Operator's workloads as far as the
+chart values decide their placement. Then, as the cluster would:
 
 1. DaemonSets: on each node, its pod is placed when the node passes nodeSelector/affinity, taints
    and RuntimeClass handler and has room. A DaemonSet placed nowhere fails. A device plugin
@@ -12,7 +13,7 @@ their placement. Then, as the cluster would:
    RDMA shared device plugin's `config.json` on nodes with a PVRDMA NIC. A GPU worker left without
    its device plugin fails the plugin's verdict.
 2. Deployments (all replicas, long-running) are placed next and keep their room.
-3. Jobs and MPIJobs are each placed whole (an MPIJob's workers and launcher must run at once)
+3. Jobs, MPIJobs, TrainJobs and an Experiment's parallel trials are each placed whole (an MPIJob's workers and launcher must run at once)
    on what is left. That they fit one after another, not together, is reported, not refused.
 
 Each verdict is one line: `OK`, `WARN` (runs, but not as meant) or `FAIL` (cannot run).
@@ -29,6 +30,7 @@ from typing import Any
 from components.k8s.addons.gpu_operator import driver_image_tag, visible_pod_templates
 from components.k8s.gpu_runtime import NVIDIA_RUNTIME_CLASS, NVIDIA_RUNTIME_HANDLER
 from stacks.environment.model import Environment
+from stacks.tools.admission_model import PodGroup, Workload
 from stacks.tools.admission_nodes import ClusterModel, PlannedNode, cluster_model
 from stacks.tools.admission_rules import (
     RuntimeClassModel,
@@ -37,32 +39,13 @@ from stacks.tools.admission_rules import (
     shortfall,
     with_runtime_class,
 )
+from stacks.tools.admission_trainer import trainer_workloads
 from stacks.tools.mock_runtime import ProgramRun
 from stacks.tools.plan import kubernetes_objects
 
 GPU_RESOURCE = "nvidia.com/gpu"
 _HELM_CHART = "kubernetes:helm.sh/v4:Chart"
 _OPERANDS = "gpu-operator-operands"
-
-
-@dataclass(frozen=True)
-class PodGroup:
-    role: str
-    replicas: int
-    spec: Mapping[str, Any]
-
-
-@dataclass(frozen=True)
-class Workload:
-    kind: str
-    namespace: str
-    name: str
-    groups: tuple[PodGroup, ...]
-    obj: Mapping[str, Any]
-
-    @property
-    def title(self) -> str:
-        return f"{self.kind} {self.namespace}/{self.name}"
 
 
 @dataclass(frozen=True)
@@ -107,10 +90,14 @@ class AdmissionReport:
 def workloads_of(objs: Iterable[Any]) -> list[Workload]:
     """Every pod-creating object with the pod groups it creates."""
     found = []
+    objs = list(objs)
     for obj in objs:
         if not isinstance(obj, Mapping) or "kind" not in obj:
             continue  # a redacted (secret) entry
         kind, spec = obj["kind"], obj.get("spec") or {}
+        if kind in ("TrainJob", "Experiment"):
+            found.extend(trainer_workloads(obj, objs))
+            continue
         groups: list[PodGroup] = []
         if kind in ("Deployment", "StatefulSet", "ReplicaSet"):
             groups = [PodGroup("pod", int(spec.get("replicas", 1)), spec["template"]["spec"])]
@@ -343,6 +330,9 @@ def check(cluster: ClusterModel, objs: list[Any], runtime_classes: list[RuntimeC
     # Sorted: a plan's registration order varies from run to run, its verdicts must not.
     workloads = sorted(workloads_of(objs), key=lambda w: w.title)
     for workload in workloads:
+        if workload.problem is not None:
+            state.add("FAIL", workload, workload.problem)
+            continue
         try:
             with_runtime_class(workload.groups[0].spec, state.runtime_classes)
             for group in workload.groups:
@@ -356,7 +346,7 @@ def check(cluster: ClusterModel, objs: list[Any], runtime_classes: list[RuntimeC
     for workload in workloads:
         if workload.kind in ("Deployment", "StatefulSet", "ReplicaSet") and workload.title not in failed:
             state.place(workload, keep=True)
-    jobs = [w for w in workloads if w.kind in ("Job", "Pod", "MPIJob")]
+    jobs = [w for w in workloads if w.kind in ("Job", "Pod", "MPIJob", "TrainJob", "Experiment")]
     for workload in jobs:
         if workload.title not in failed:
             state.place(workload, keep=False)

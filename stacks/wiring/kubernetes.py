@@ -11,6 +11,7 @@ import pulumi
 from components.k8s.addons.dcgm_exporter import DcgmExporterSettings, operator_exporter_values
 from components.k8s.addons.device_plugin import DevicePluginSettings, GpuDevicePluginArgs
 from components.k8s.addons.gpu_operator import GpuOperatorArgs
+from components.k8s.addons.kubeflow_tuning import KatibSettings, KubeflowTuning, KubeflowTuningArgs, TrainerSettings
 from components.k8s.addons.monitoring import GpuMonitoringArgs
 from components.k8s.addons.mpi_operator import MpiOperator, MpiOperatorArgs, MpiOperatorSettings
 from components.k8s.addons.prometheus import PrometheusSettings
@@ -24,6 +25,8 @@ from components.k8s.jobs.fabric_check import FabricCheckJob
 from components.k8s.jobs.pods import WorkerShape
 from components.k8s.jobs.pytorch_ddp import PytorchDdpJob
 from components.k8s.jobs.training_jobs import TrainingJobsArgs
+from components.k8s.jobs.trainjob import TuningSampleJob
+from components.k8s.jobs.tuning_sample import TuningSampleArgs
 from components.k8s.join_token import JoinTokenArgs
 from components.k8s.node_drain import NodeDrainArgs
 from components.vsphere.node_pool import NodePool
@@ -251,3 +254,47 @@ def training_jobs_args(env: Environment, cluster: ClusterAccess, operator: MpiOp
         # MPIJob is a custom resource: it exists only once the operator's CRD is installed.
         depends_on=[operator],
     )
+
+
+def kubeflow_tuning_args(env: Environment, cluster: ClusterAccess) -> KubeflowTuningArgs | None:
+    """Kubeflow Trainer and (by default) Katib; None unless `tuning.enabled`."""
+    tuning = env.tuning
+    if not tuning.enabled:
+        return None
+    trainer = TrainerSettings(version=tuning.trainer.version, manifest_url=tuning.trainer.manifest_url)
+    katib = None
+    if tuning.katib.enabled:
+        # validate refuses Katib without a StorageClass (rules_tuning.py); "" would fail here too.
+        katib = KatibSettings(
+            version=tuning.katib.version,
+            db_storage_class=tuning.katib.db_storage_class or "",
+            manifest_url=tuning.katib.manifest_url,
+        )
+    return KubeflowTuningArgs(provider=cluster.provider, trainer=trainer, katib=katib)
+
+
+def tuning_sample_args(env: Environment, cluster: ClusterAccess, tuning: KubeflowTuning) -> TuningSampleArgs | None:
+    """The sample Experiment (or TrainJob), shaped like the MPIJobs' workers."""
+    settings = env.tuning
+    if not (settings.enabled and settings.sample.enabled):
+        return None
+    sample = settings.sample
+    shape = WorkerShape(
+        gpus=len(env.gpu_workers.vgpu_profiles),
+        transport=env.jobs.transport,
+        rdma_resource=f"{env.rdma.resource_prefix}/{env.rdma.resource_name}",
+    )
+    job = TuningSampleJob(
+        namespace=settings.namespace,
+        shape=shape,
+        image=sample.image,
+        nodes=sample.nodes,
+        batch_sizes=tuple(sample.batch_sizes),
+        steps=sample.steps,
+        katib=settings.katib.enabled,
+        max_trials=sample.max_trials,
+        parallel_trials=sample.parallel_trials,
+        extra_env=dict(env.jobs.extra_env),
+    )
+    # The runtime, TrainJob and Experiment kinds exist once the component's CRDs do.
+    return TuningSampleArgs(provider=cluster.provider, job=job, depends_on=[tuning])

@@ -8,6 +8,7 @@ Rank 0 prints (the verdict, `python -m stacks verify`, reads these lines):
     ddp_resnet50: 4 ranks, GPU NVIDIA A100-SXM4-40GB, batch 64 per GPU, amp on, 10 warm-up + 100 timed steps, NCCL 2.27.3
     total images/sec: 8123.45
     images/sec per GPU: 2030.86
+    images_per_sec=8123.45
 
 Runs in NVIDIA's PyTorch image (nvcr.io/nvidia/pytorch), which has torch and torchvision.
 """
@@ -83,7 +84,9 @@ def main() -> None:
             f"amp {'on' if args.amp else 'off'}, {args.warmup_steps} warm-up + {args.steps} timed steps, NCCL {nccl}"
         )
         print(f"total images/sec: {total:.2f}")
-        print(f"images/sec per GPU: {total / world:.2f}", flush=True)
+        print(f"images/sec per GPU: {total / world:.2f}")
+        # For Katib's StdOut metrics collector, whose default filter reads `name=value`.
+        print(f"images_per_sec={total:.2f}", flush=True)
     dist.destroy_process_group()
 
 

@@ -1,0 +1,172 @@
+"""Kubeflow Trainer v2 (TrainJob, with JobSet) and, optionally, Katib, from their pinned releases.
+
+Both ship kustomize folders, not one manifest file: Trainer's `manifests/overlays/manager` (CRDs,
+controller, webhook, RBAC, and JobSet v0.12.0 through a remote resource) and Katib's
+`manifests/v1beta1/installs/katib-standalone` (CRDs, controller, DB manager, MySQL, UI,
+webhooks). `pulumi_kubernetes.kustomize.v2.Directory` builds a git folder at a tag (its
+`directory` accepts `https://github.com/<org>/<repo>/tree/<ref>/<path>`, pulumi_kubernetes
+kustomize/v2/Directory.py) and applies the result server-side, as the MPI Operator's CRD is. We do
+not vendor the generated CRDs (megabytes of schema); a pinned tag cannot change under us. Cost, as
+for the MPI Operator: `plan` shows the folders only as URLs, and preview needs GitHub (or a mirror,
+`manifest_url`).
+
+Two things upstream leaves to the cluster, done here with resource transforms (which Pulumi
+applies to the children of packaged components too), as pure functions with their own tests:
+
+- **Placement.** Every upstream Deployment (trainer, jobset, katib-controller, katib-db-manager,
+  katib-mysql, katib-ui) has no nodeSelector and no tolerations. Every node this stack bootstraps
+  is tainted (kubeadm's control-plane taint; `nvidia.com/gpu` on GPU workers), so they would stay
+  Pending and the Deployment await would fail. As the MPI Operator's controller, they run on the
+  control plane: its label selected, exactly its taint tolerated.
+- **Katib's DB volume.** `katib-mysql` keeps its data on the 10Gi claim `katib-mysql` with no
+  StorageClass (manifests/v1beta1/components/mysql/pvc.yaml at v0.19.0), which binds only where a
+  default StorageClass exists; this stack creates none. We set the class the stack names rather
+  than swap in an emptyDir: the DB holds every experiment's trials and observation logs, which an
+  emptyDir would lose with the pod.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+import pulumi
+import pulumi_kubernetes as k8s
+from pulumi_kubernetes.kustomize.v2 import Directory  # loaded with this module (see components/k8s/objects.py)
+
+from components.k8s.objects import control_plane_selector, control_plane_toleration
+
+TRAINER_VERSIONS = ("2.3.0",)
+KATIB_VERSIONS = ("0.19.0",)
+
+TRAINER_TESTED_KUBERNETES: Mapping[str, range] = {"2.3.0": range(32, 36)}
+"""Minors upstream's e2e runs on (kubeflow/trainer v2.3.0 .github/workflows/test-e2e.yaml:
+1.32.3, 1.33.1, 1.34.0, 1.35.0; docs/operator-guides/installation.md asks for >= 1.31)."""
+KATIB_TESTED_KUBERNETES: Mapping[str, range] = {"0.19.0": range(31, 35)}
+"""Minors upstream's e2e runs on (kubeflow/katib v0.19.0 .github/workflows/e2e-test-*.yaml:
+v1.31.3, v1.32.2, v1.33.1, v1.34.0). Katib 0.18 predates TrainJob trials (added by #2560, first
+released in 0.19.0: `TrainJob.v1alpha1.trainer.kubeflow.org` in katib-config's trialResources)."""
+
+TRAINER_NAMESPACE = "kubeflow-system"
+"""Where Trainer's overlay puts its controller and JobSet's (`namespace:` of the kustomization)."""
+KATIB_NAMESPACE = "kubeflow"
+"""Where Katib's standalone install puts its components."""
+KATIB_DB_CLAIM = "katib-mysql"
+
+TRAINER_URL_TEMPLATE = "https://github.com/kubeflow/trainer/tree/v{version}/manifests/overlays/manager"
+KATIB_URL_TEMPLATE = "https://github.com/kubeflow/katib/tree/v{version}/manifests/v1beta1/installs/katib-standalone"
+
+_DEPLOYMENT = "kubernetes:apps/v1:Deployment"
+_CLAIM = "kubernetes:core/v1:PersistentVolumeClaim"
+
+
+@dataclass(frozen=True, kw_only=True)
+class TrainerSettings:
+    version: str = TRAINER_VERSIONS[0]
+    """Release; default 2.3.0 (August 2026)."""
+    manifest_url: str | None = None
+    """Kustomize folder to build; default the release's `manifests/overlays/manager` on GitHub."""
+
+    def __post_init__(self) -> None:
+        if self.version not in TRAINER_VERSIONS:
+            raise ValueError(f"Kubeflow Trainer {self.version!r} is not one of {', '.join(TRAINER_VERSIONS)}")
+
+    @property
+    def source(self) -> str:
+        return self.manifest_url or TRAINER_URL_TEMPLATE.format(version=self.version)
+
+
+@dataclass(frozen=True, kw_only=True)
+class KatibSettings:
+    db_storage_class: str
+    """StorageClass of Katib's MySQL claim; required (see the module docstring)."""
+    version: str = KATIB_VERSIONS[0]
+    """Release; default 0.19.0, the first with TrainJob trials."""
+    manifest_url: str | None = None
+    """Kustomize folder to build; default the release's standalone install on GitHub."""
+
+    def __post_init__(self) -> None:
+        if self.version not in KATIB_VERSIONS:
+            raise ValueError(f"Katib {self.version!r} is not one of {', '.join(KATIB_VERSIONS)}")
+        if not self.db_storage_class:
+            raise ValueError("Katib needs a StorageClass for its MySQL claim (db_storage_class)")
+
+    @property
+    def source(self) -> str:
+        return self.manifest_url or KATIB_URL_TEMPLATE.format(version=self.version)
+
+
+def place_on_control_plane(type_: str, props: Mapping[str, Any]) -> dict[str, Any] | None:
+    """A Deployment's properties with the control plane's selector and toleration added to its
+    pod template; None for anything else (left unchanged)."""
+    if type_ != _DEPLOYMENT:
+        return None
+    patched = dict(props)
+    spec = dict(patched.get("spec") or {})
+    template = dict(spec.get("template") or {})
+    pod = dict(template.get("spec") or {})
+    pod["nodeSelector"] = {**(pod.get("nodeSelector") or {}), **control_plane_selector()}
+    tolerations = list(pod.get("tolerations") or [])
+    if control_plane_toleration() not in tolerations:
+        tolerations.append(control_plane_toleration())
+    pod["tolerations"] = tolerations
+    template["spec"] = pod
+    spec["template"] = template
+    patched["spec"] = spec
+    return patched
+
+
+def with_storage_class(type_: str, props: Mapping[str, Any], storage_class: str) -> dict[str, Any] | None:
+    """Katib's MySQL claim with `storageClassName` set; None for anything else."""
+    name = (props.get("metadata") or {}).get("name")
+    if type_ != _CLAIM or name != KATIB_DB_CLAIM:
+        return None
+    return {**props, "spec": {**(props.get("spec") or {}), "storageClassName": storage_class}}
+
+
+def _transform(storage_class: str | None) -> pulumi.ResourceTransform:
+    def transform(args: pulumi.ResourceTransformArgs) -> pulumi.ResourceTransformResult | None:
+        props = place_on_control_plane(args.type_, args.props)
+        if props is None and storage_class is not None:
+            props = with_storage_class(args.type_, args.props, storage_class)
+        return None if props is None else pulumi.ResourceTransformResult(props=props, opts=args.opts)
+
+    return transform
+
+
+@dataclass(frozen=True, kw_only=True)
+class KubeflowTuningArgs:
+    provider: k8s.Provider
+    """The cluster's explicit Kubernetes provider; the only thing this component depends on."""
+    trainer: TrainerSettings = field(default_factory=TrainerSettings)
+    """The Trainer release; default 2.3.0 from GitHub."""
+    katib: KatibSettings | None = None
+    """Katib; default None (Trainer alone)."""
+
+
+class KubeflowTuning(pulumi.ComponentResource):
+    """Kubeflow Trainer (with JobSet) and, optionally, Katib. Objects of their kinds (runtimes,
+    TrainJobs, Experiments) must depend on this component: the kinds exist once its CRDs do."""
+
+    sources: list[str]
+    """The kustomize folders applied."""
+
+    def __init__(self, name: str, args: KubeflowTuningArgs, opts: pulumi.ResourceOptions | None = None) -> None:
+        super().__init__("gpucluster:kubernetes:KubeflowTuning", name, None, opts)
+        self.sources = [args.trainer.source]
+        Directory(
+            f"{name}-trainer",
+            directory=args.trainer.source,
+            opts=pulumi.ResourceOptions(parent=self, provider=args.provider, transforms=[_transform(None)]),
+        )
+        if args.katib is not None:
+            self.sources.append(args.katib.source)
+            Directory(
+                f"{name}-katib",
+                directory=args.katib.source,
+                opts=pulumi.ResourceOptions(
+                    parent=self, provider=args.provider, transforms=[_transform(args.katib.db_storage_class)]
+                ),
+            )
+        self.register_outputs({"sources": self.sources})
