@@ -14,9 +14,11 @@ A node's generation hashes what the node is made of, so that a change to it repl
 - its pool's vCPUs and memory, and `vm.hardwareVersion` (pulumi-vsphere would otherwise shut every
   VM down at once to change them: CPU and memory hot-add are never enabled here);
 - on GPU workers, the vGPU profiles: a new VM gets its vGPU from the template at its first power-on.
-Not in it: `kubernetes.version` (existing nodes keep theirs: first-boot data is read once, and a
-node replaced for a newer version would join with the cluster's stored, older configuration; `plan
---against` says so) and the disk size (grown online).
+Beside it, each step carries `kubernetes.version`: a new version rolls every node the same way
+(control plane first, so no kubelet is newer than its API server), after the cluster's stored
+ClusterConfiguration moved to it and before kube-proxy and CoreDNS do (`components.k8s.cluster_upgrade`).
+It is kept out of the hash so that generations recorded before it keep their value: folding it in
+would have rolled every node of every stack once. Not in it either: the disk size (grown online).
 """
 
 from __future__ import annotations
@@ -61,16 +63,33 @@ def rollout_steps(env: Environment, inventory: Inventory) -> list[RolloutStep]:
     (worker i waits for worker i - maxUnavailable, the first ones for the last control-plane node)."""
     control_plane_nodes = [node.name for node in env.control_plane.nodes]
     control_plane, workers_generation = control_plane_generation(env, inventory), gpu_worker_generation(env, inventory)
+    version = env.kubernetes.version
     steps: list[RolloutStep] = []
     previous = ""
     for name in control_plane_nodes:
-        steps.append(RolloutStep(node_name=name, generation=control_plane, previous_node=previous, control_plane=True))
+        steps.append(
+            RolloutStep(
+                node_name=name,
+                generation=control_plane,
+                previous_node=previous,
+                control_plane=True,
+                kubernetes_version=version,
+            )
+        )
         previous = name
     workers = [node.name for node in env.gpu_workers.nodes]
     lanes, gpus = env.gpu_workers.max_unavailable, len(env.gpu_workers.vgpu_profiles)
     for i, name in enumerate(workers):
         after = workers[i - lanes] if i >= lanes else previous
-        steps.append(RolloutStep(node_name=name, generation=workers_generation, previous_node=after, gpus=gpus))
+        steps.append(
+            RolloutStep(
+                node_name=name,
+                generation=workers_generation,
+                previous_node=after,
+                gpus=gpus,
+                kubernetes_version=version,
+            )
+        )
     return steps
 
 
@@ -81,4 +100,5 @@ def rollout_args(env: Environment, bootstrap: ClusterBootstrap) -> RolloutArgs:
     return RolloutArgs(
         kubeconfig=bootstrap.kubeconfig,
         timeout_seconds=env.kubernetes.rollout_timeout_minutes * 60,
+        kubernetes_version=env.kubernetes.version,
     )
