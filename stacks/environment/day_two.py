@@ -274,9 +274,9 @@ DAY_TWO: Mapping[str, DayTwo] = {
         "move to it, the workers rolling beside them (bootstrap mode; in existing mode nothing changes). A skipped "
         "minor or a downgrade is refused outright. With a single control-plane node its new VM starts a new, empty "
         "cluster: refused unless stated",
-        "one minor at a time, `plan --against` first; each new VM's bootstrap brings kubeadm, kubelet and kubectl "
-        "to the version from pkgs.k8s.io when the template has others (sites without internet access: rebuild the "
-        "template at the version and change vcenter.template in the same change); lift `protect` in production "
+        "one minor at a time, `plan --against` first; build vcenter.template (and gpuTemplate) with kubeadm, "
+        "kubelet and kubectl at the version and name them in the same change (the bootstrap installs no packages; "
+        "a node whose kubelet is not at the version stops the rollout); lift `protect` in production "
         "(docs/environments.md, Kubernetes upgrade)",
         "kubernetes-sigs/cluster-api controlplane/kubeadm/internal/controllers/upgrade.go and controller.go (the "
         "same order); https://kubernetes.io/releases/version-skew-policy/; kubeadm upgrades one minor at a time "

@@ -4,6 +4,11 @@ Bootstrap mode: the order the program builds (`components.k8s.cluster_upgrade`, 
 rollout`): the stored ClusterConfiguration first, the control-plane nodes one at a time, kube-proxy
 and CoreDNS once they are all back, the workers in `gpuWorkers.maxUnavailable` chains. Existing
 mode: the stack does not own the nodes, so it says how to upgrade by hand.
+
+The new VMs get their kubeadm, kubelet and kubectl from the template (the bootstrap installs no
+packages, so air-gapped sites work unchanged), which is how Cluster API upgrades too: a new machine
+template built at the new version (image-builder). The settle is the guard: a node whose kubelet is
+not at the version never counts as back, and the rollout stops there.
 """
 
 from __future__ import annotations
@@ -39,6 +44,15 @@ def upgrade_notes(before: Environment, after: Environment) -> list[str]:
         f"4) GPU workers, {lanes} at a time: {_names(workers)} (beside step 3)",
     ]
     notes = [f"kubernetes.version {old} -> {new}: an upgrade, in this order: " + "; ".join(steps)]
+    templates = (before.vcenter.template, before.vcenter.gpu_template)
+    if templates == (after.vcenter.template, after.vcenter.gpu_template):
+        # The bootstrap installs no packages (docs/bootstrap.md: the template carries kubeadm,
+        # kubelet and kubectl of exactly the stack's version), as Cluster API's machine images do.
+        notes.append(
+            f"vcenter.template and gpuTemplate are unchanged: they must carry kubeadm, kubelet and kubectl {new} "
+            f"(rebuilt under the same names). A new VM whose kubelet is not {new} never counts as back, so the "
+            f"rollout stops at {control_plane[0]}; build templates at {new} and name them in this change"
+        )
     if len(control_plane) == 1:
         notes.append(
             f"a single control-plane node ({control_plane[0]}) cannot be upgraded by replacement: its new VM starts a "

@@ -59,6 +59,8 @@ def test_one_minor_up_rolls_every_node_control_plane_first_between_the_cluster_s
         "4) GPU workers, 1 at a time: worker-1, worker-2",
     ]
     assert all(fact in steps for fact in in_order), steps
+    # The templates carry the version (the bootstrap installs no packages): unchanged ones are named.
+    assert any("vcenter.template and gpuTemplate are unchanged: they must carry kubeadm" in n for n in diff.notes)
     assert [steps.index(fact) for fact in in_order] == sorted(steps.index(fact) for fact in in_order)
 
 
