@@ -49,6 +49,7 @@ import pulumi
 import pulumi.dynamic as dynamic
 
 from components.dynamic_resource import DynamicResource
+from components.k8s.cluster_upgrade import ClusterUpgrade, ClusterUpgradeArgs
 from components.k8s.kube_api import KubeApi, KubeconfigError
 from components.k8s.rollout_steps import DEFAULT_WAIT_SECONDS, RolloutError, Timing, change_pending, settle
 
@@ -66,7 +67,8 @@ class RolloutGenerationProvider(dynamic.ResourceProvider):
         if olds.get("node_name") != news.get("node_name"):
             return dynamic.DiffResult(changes=True, replaces=["node_name"])
         # A pending node is looked at again every run until its change is finished (labelled).
-        return dynamic.DiffResult(changes=olds.get("generation") != news.get("generation") or bool(olds.get("pending")))
+        changed = any(olds.get(key) != news.get(key) for key in ("generation", "kubernetes_version"))
+        return dynamic.DiffResult(changes=changed or bool(olds.get("pending")))
 
     def update(self, _id: str, olds: dict[str, Any], news: dict[str, Any]) -> dynamic.UpdateResult:
         try:
@@ -74,7 +76,9 @@ class RolloutGenerationProvider(dynamic.ResourceProvider):
         except KubeconfigError:
             pending = True  # the safe side: the next node waits for this one
         else:
-            pending = change_pending(api, str(news["node_name"]), str(news["generation"]))
+            pending = change_pending(
+                api, str(news["node_name"]), str(news["generation"]), str(news.get("kubernetes_version") or "")
+            )
         return dynamic.UpdateResult(outs={**news, "pending": pending})
 
     def read(self, id_: str, props: dict[str, Any]) -> dynamic.ReadResult:
@@ -94,8 +98,14 @@ class RolloutGateProvider(dynamic.ResourceProvider):
 
     def diff(self, _id: str, olds: dict[str, Any], news: dict[str, Any]) -> dynamic.DiffResult:
         replaces = [key for key in ("node_name", "generation") if olds.get(key) != news.get(key)]
+        # A new Kubernetes version rolls the node too (a new VM joins at it). A gate recorded before
+        # gates carried the version takes it in place: that first run must not roll every node.
+        if "kubernetes_version" in olds and olds["kubernetes_version"] != news.get("kubernetes_version"):
+            replaces.append("kubernetes_version")
         # `previous_node` is for people and `plan --against`; changing it changes nothing here.
-        changed = bool(replaces) or olds.get("previous_node") != news.get("previous_node")
+        changed = bool(replaces) or any(
+            olds.get(key) != news.get(key) for key in ("previous_node", "kubernetes_version")
+        )
         return dynamic.DiffResult(changes=changed, replaces=replaces, delete_before_replace=True)
 
     def update(self, _id: str, _olds: dict[str, Any], news: dict[str, Any]) -> dynamic.UpdateResult:
@@ -108,7 +118,16 @@ class RolloutGateProvider(dynamic.ResourceProvider):
         """Nothing of its own: the node's guards, deleted before it, drained and removed the node."""
 
 
-_SETTLE_KEYS = ("node_name", "generation", "vm_id", "control_plane", "gpus", "kubeconfig", "timeout_seconds")
+_SETTLE_KEYS = (
+    "node_name",
+    "generation",
+    "kubernetes_version",
+    "vm_id",
+    "control_plane",
+    "gpus",
+    "kubeconfig",
+    "timeout_seconds",
+)
 
 
 class RolloutSettleProvider(dynamic.ResourceProvider):
@@ -135,6 +154,7 @@ class RolloutSettleProvider(dynamic.ResourceProvider):
                 str(news["generation"]),
                 control_plane=bool(news["control_plane"]),
                 gpus=int(news.get("gpus") or 0),
+                kubelet_version=str(news.get("kubernetes_version") or ""),
                 timing=Timing(timeout_seconds=float(news["timeout_seconds"])),
             )
         except OSError as error:  # the final PATCH (the waits ride out an unreachable API)
@@ -164,6 +184,10 @@ class RolloutStep:
     """Whether the node must come back as a control-plane member (kubeadm's role label)."""
     gpus: int = 0
     """How many `nvidia.com/gpu` the node must advertise to count as back (its vGPUs)."""
+    kubernetes_version: str = ""
+    """The version its kubelet must run (`kubernetes.version`, e.g. "1.35.0"): a change rolls the
+    node like a new generation, and the node counts as back only with a kubelet at it. Default ""
+    (not checked)."""
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -174,6 +198,10 @@ class RolloutArgs:
     timeout_seconds: int = DEFAULT_WAIT_SECONDS
     """How long one node may take to come back (default 2,700: 45 minutes, a full clone and first
     boot with package installs). Stack key `kubernetes.rolloutTimeoutMinutes`."""
+    kubernetes_version: str = ""
+    """The cluster's version (`kubernetes.version`). When set, its change is an upgrade: the two
+    `ClusterUpgrade` steps (`components.k8s.cluster_upgrade`) go before every gate and after the last
+    control-plane node. Default "": no upgrade steps (the steps' own versions are still checked)."""
 
     def __post_init__(self) -> None:
         if self.timeout_seconds <= 0:
@@ -191,6 +219,7 @@ class RolloutGeneration(DynamicResource, module="kubernetes", name="RolloutGener
         inputs = {
             "node_name": step.node_name,
             "generation": step.generation,
+            "kubernetes_version": step.kubernetes_version,
             "kubeconfig": pulumi.Output.secret(args.kubeconfig),
             "pending": None,
         }
@@ -201,7 +230,12 @@ class RolloutGate(DynamicResource, module="kubernetes", name="RolloutGate"):
     """Replaced on a new generation, replacing the node's VM with it (see the module docstring)."""
 
     def __init__(self, name: str, step: RolloutStep, opts: pulumi.ResourceOptions | None = None) -> None:
-        inputs = {"node_name": step.node_name, "generation": step.generation, "previous_node": step.previous_node}
+        inputs = {
+            "node_name": step.node_name,
+            "generation": step.generation,
+            "kubernetes_version": step.kubernetes_version,
+            "previous_node": step.previous_node,
+        }
         super().__init__(RolloutGateProvider(), name, inputs, opts)
 
 
@@ -220,6 +254,7 @@ class RolloutSettle(DynamicResource, module="kubernetes", name="RolloutSettle"):
         inputs = {
             "node_name": step.node_name,
             "generation": step.generation,
+            "kubernetes_version": step.kubernetes_version,
             "vm_id": vm_id,
             "control_plane": step.control_plane,
             "gpus": step.gpus,
@@ -258,6 +293,20 @@ class NodeRollout:
         self._generations: dict[str, RolloutGeneration] = {}
         self.gates: dict[str, RolloutGate] = {}
         """Per node name, its gate: the VM's `datastore_path` must depend on its id."""
+        # Before any node is replaced: the stored ClusterConfiguration at the new version, which a
+        # new control-plane node's kubeadm join reads. A static dependency: on day one and on a change
+        # without a new version it does nothing, at once.
+        self.cluster_version = (
+            ClusterUpgrade(
+                "cluster-version",
+                ClusterUpgradeArgs(
+                    step="cluster-configuration", version=args.kubernetes_version, kubeconfig=args.kubeconfig
+                ),
+            )
+            if args.kubernetes_version
+            else None
+        )
+        before_any: list[pulumi.Resource] = [self.cluster_version] if self.cluster_version else []
         for step in steps:
             generation = RolloutGeneration(f"rollout-gen-{step.node_name}", step, args)
             self._generations[step.node_name] = generation
@@ -265,7 +314,9 @@ class NodeRollout:
                 f"rollout-gate-{step.node_name}",
                 step,
                 opts=pulumi.ResourceOptions(
-                    depends_on=while_pending(generation, self._settle_of(step.previous_node)),
+                    depends_on=while_pending(generation, self._settle_of(step.previous_node)).apply(
+                        lambda waits: [*before_any, *waits]
+                    ),
                     # Its provider asks for it too; the option says it where the engine reads it first.
                     delete_before_replace=True,
                 ),
@@ -291,4 +342,14 @@ class NodeRollout:
                 self._args,
                 vm_id=vm_id,
                 opts=pulumi.ResourceOptions(depends_on=pulumi.Output.all(changers, after_previous).apply(_flat)),
+            )
+        last_control_plane = [name for name, step in self._steps.items() if step.control_plane][-1:]
+        if self._args.kubernetes_version and last_control_plane:
+            # Once the last control-plane node is back at the new version: kube-proxy and CoreDNS.
+            ClusterUpgrade(
+                "cluster-addons-version",
+                ClusterUpgradeArgs(
+                    step="addons", version=self._args.kubernetes_version, kubeconfig=self._args.kubeconfig
+                ),
+                opts=pulumi.ResourceOptions(depends_on=[self._settles[last_control_plane[0]]]),
             )

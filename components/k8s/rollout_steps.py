@@ -48,6 +48,8 @@ class NodeState:
     boot_id: str = ""
     labels: dict[str, str] = field(default_factory=dict)
     gpus: int = 0
+    kubelet_version: str = ""
+    """`status.nodeInfo.kubeletVersion`, e.g. `v1.35.0`."""
 
 
 def node_state(api: Api, node: str) -> NodeState:
@@ -73,18 +75,25 @@ def node_state(api: Api, node: str) -> NodeState:
         boot_id=str((status.get("nodeInfo") or {}).get("bootID") or ""),
         labels=dict((answer.body.get("metadata") or {}).get("labels") or {}),
         gpus=gpus,
+        kubelet_version=str((status.get("nodeInfo") or {}).get("kubeletVersion") or ""),
     )
 
 
-def change_pending(api: Api, node: str, generation: str) -> bool:
-    """Whether `node` has yet to finish its change to `generation` (its settle labels it when it has).
-    When the API server does not answer, pending: the next node then waits for this one, which
-    is the safe side."""
+def change_pending(api: Api, node: str, generation: str, kubernetes_version: str = "") -> bool:
+    """Whether `node` has yet to finish its change to `generation` (its settle labels it when it has)
+    or to `kubernetes_version` (its kubelet reports it once its new VM joined). When the API server
+    does not answer, pending: the next node then waits for this one, which is the safe side."""
     try:
         state = node_state(api, node)
     except (NotYet, RolloutError):
         return True
+    if kubernetes_version and not _runs(state, kubernetes_version):
+        return True
     return state.labels.get(GENERATION_LABEL) != generation
+
+
+def _runs(state: NodeState, version: str) -> bool:
+    return state.kubelet_version == "v" + version.removeprefix("v")
 
 
 @dataclass(frozen=True)
@@ -96,10 +105,19 @@ class Timing:
 
 
 def settle(
-    api: Api, node: str, generation: str, *, control_plane: bool, gpus: int = 0, timing: Timing = Timing()
+    api: Api,
+    node: str,
+    generation: str,
+    *,
+    control_plane: bool,
+    gpus: int = 0,
+    kubelet_version: str = "",
+    timing: Timing = Timing(),
 ) -> None:
     """Until `node` is back: Ready on one boot for `STEADY_SECONDS`, on a control-plane node marked by
-    kubeadm as one, on a GPU worker advertising its `gpus`; then uncordon and label it."""
+    kubeadm as one, on a GPU worker advertising its `gpus`, with a kubelet at `kubelet_version` when
+    given; then uncordon and label it. A node that joined at another version never counts as back:
+    the rollout stops there, before a kubelet newer than its API servers joins anywhere else."""
     deadline = timing.clock() + timing.timeout_seconds
     steady: tuple[str, float] | None = None  # (boot id, since when) of an unbroken streak
     last = "it has not registered"
@@ -109,7 +127,7 @@ def settle(
         except NotYet as error:
             state, last = NodeState(found=False), f"the API server did not answer ({error})"
         else:
-            last = _why_not_back(state, control_plane=control_plane, gpus=gpus)
+            last = _why_not_back(state, control_plane=control_plane, gpus=gpus, kubelet_version=kubelet_version)
         if last:
             steady = None
         elif steady is None or steady[0] != state.boot_id:
@@ -130,10 +148,15 @@ def settle(
         raise RolloutError(f"uncordoning and labelling node {node}: HTTP {answer.status} {answer.message}".rstrip())
 
 
-def _why_not_back(state: NodeState, *, control_plane: bool, gpus: int) -> str:
+def _why_not_back(state: NodeState, *, control_plane: bool, gpus: int, kubelet_version: str = "") -> str:
     """ "" when the node is back, else what it still lacks (for the timeout's message)."""
     if not state.found:
         return "it has not registered"
+    if kubelet_version and not _runs(state, kubelet_version):
+        return (
+            f"its kubelet runs {state.kubelet_version or 'an unknown version'}, not v{kubelet_version.removeprefix('v')}: "
+            "the new VM's kubeadm and kubelet packages are not at kubernetes.version (journalctl -u gpucluster-bootstrap)"
+        )
     if not state.ready:
         return "it is not Ready"
     if control_plane and CONTROL_PLANE_LABEL not in state.labels:

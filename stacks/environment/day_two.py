@@ -284,12 +284,20 @@ DAY_TWO: Mapping[str, DayTwo] = {
         "components/k8s/etcd_member.py: the guard removes its member on delete; " + FIRST_BOOT,
     ),
     "kubernetes.version": DayTwo(
-        "no-effect-on-existing",
-        "existing nodes keep their version; only added or replaced nodes get it (and would be newer than the "
-        "control plane)",
-        "upgrade the cluster with kubeadm, control plane first, then set this to match "
-        "(docs/environments.md, Kubernetes minor upgrade)",
-        "https://kubernetes.io/docs/tasks/administer-cluster/kubeadm/kubeadm-upgrade/; " + FIRST_BOOT,
+        "rolls-nodes",
+        "an upgrade: kube-system/kubeadm-config's kubernetesVersion is set first, then every node is replaced by a "
+        "new VM that joins at the new version, control plane first and one at a time, then kube-proxy and CoreDNS "
+        "move to it, the workers rolling beside them (bootstrap mode; in existing mode nothing changes). A skipped "
+        "minor or a downgrade is refused outright. With a single control-plane node its new VM starts a new, empty "
+        "cluster: refused unless stated",
+        "one minor at a time, `plan --against` first; build vcenter.template (and gpuTemplate) with kubeadm, "
+        "kubelet and kubectl at the version and name them in the same change (the bootstrap installs no packages; "
+        "a node whose kubelet is not at the version stops the rollout); lift `protect` in production "
+        "(docs/environments.md, Kubernetes upgrade)",
+        "kubernetes-sigs/cluster-api controlplane/kubeadm/internal/controllers/upgrade.go and controller.go (the "
+        "same order); https://kubernetes.io/releases/version-skew-policy/; kubeadm upgrades one minor at a time "
+        "(cmd/kubeadm/app/constants/constants.go, MinimumControlPlaneVersion)",
+        refuse_in=lambda env: env.kubernetes.mode == "bootstrap" and len(env.control_plane.nodes) == 1,
     ),
     "kubernetes.podCidr": CLUSTER_STORED["pod"],
     "kubernetes.serviceCidr": CLUSTER_STORED["service"],

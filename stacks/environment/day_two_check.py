@@ -124,7 +124,7 @@ def day_two_report(before: Environment, after: Environment, accepted: Iterable[s
         if _same(was, now) or _item_came_or_went(where, old, new):
             continue
         entry = DAY_TWO[table_key]
-        at_risk = entry.refuses(was, now)
+        at_risk = entry.refuses(was, now, after)
         stated = at_risk and bool({table_key, where} & set(wanted))
         if stated:
             used |= {table_key, where} & set(wanted)

@@ -33,12 +33,17 @@ class DayTwo:
     """Refused unless the user states the rebuild; default: exactly the `rebuild` class."""
     refuse_when: Callable[[Any, Any], bool] | None = None
     """Refused only for some changes: called with the values before and after."""
+    refuse_in: Callable[[Any], bool] | None = None
+    """Refused only in some environments: called with the edited environment (e.g. a version change
+    with a single control-plane node)."""
 
     @property
     def refused_always(self) -> bool:
         return self.refuse if self.refuse is not None else self.cls == "rebuild"
 
-    def refuses(self, before: Any, after: Any) -> bool:
+    def refuses(self, before: Any, after: Any, environment: Any = None) -> bool:
+        if self.refuse_in is not None:
+            return environment is not None and self.refuse_in(environment)
         if self.refuse_when is not None:
             return self.refuse_when(before, after)
         return self.refused_always

@@ -2,7 +2,7 @@
 
 Some keys feed no resource input of an existing node, so the plan shows every node `unchanged` and
 a reader is left to guess whether the change took. These notes say so, and what would make it take.
-(`kubernetes.version` has its own notes in `plan_diff.version_notes`.)
+(`kubernetes.version` has its own notes in `upgrade_notes`.)
 """
 
 from __future__ import annotations

@@ -28,14 +28,32 @@ def stack_file(stack: str, file: str | None) -> Path:
     return Path(file) if file else PROJECT_DIR / f"Pulumi.{stack}.yaml"
 
 
+def _version_change_checked(against: str, new_env: Environment) -> Environment:
+    """The deployed stack file's environment, once the version change to `new_env` is one kubeadm can
+    make (a skipped minor or a downgrade is refused here, before anything is planned)."""
+    from stacks.environment.version_change import version_change_problems
+
+    old_env = load_environment(read_stack_file(Path(against)))
+    problems = version_change_problems(old_env, new_env)
+    if problems:
+        raise InvalidEnvironment(problems)
+    return old_env
+
+
 def cmd_validate(args: argparse.Namespace) -> int:
     path = stack_file(args.stack, args.file)
     _, env = check_stack_file(path, args.stack)
+    upgrade = ""
+    if args.against:
+        old_version = _version_change_checked(args.against, env).kubernetes.version
+        if old_version != env.kubernetes.version:
+            upgrade = f"; upgrade {old_version} -> {env.kubernetes.version} from {args.against}"
     workers, hosts = len(env.gpu_workers.nodes), len(env.hosts)
     print(
         f"{path.name}: valid: environment {env.name!r}, {hosts} GPU hosts, "
         f"{len(env.control_plane.nodes)} control-plane + {workers} GPU worker VMs, "
         f"RDMA {env.rdma_network.subnet} (VLAN {env.rdma_network.vlan_id}), Kubernetes {env.kubernetes.version} ({env.kubernetes.mode})"
+        f"{upgrade}"
     )
     for hint in name_hints(path, args.stack, env):  # valid, but the mark of a hand copy
         print(f"hint: {hint}")
@@ -53,6 +71,7 @@ def cmd_plan(args: argparse.Namespace) -> int:
         run_plan,
         summary_tree,
     )
+    from stacks.tools.upgrade_notes import upgrade_notes
 
     path = stack_file(args.stack, args.file)
     out_dir = Path(args.out)
@@ -70,7 +89,7 @@ def cmd_plan(args: argparse.Namespace) -> int:
     if args.against:
         # The old file is validated first: its problems would otherwise surface as a confusing diff.
         old_view = read_stack_file(Path(args.against))
-        old_env = load_environment(old_view)
+        old_env = _version_change_checked(args.against, new_env)
         # Per key, what the live environment does with the change (issue 28); a mistyped
         # --accept-rebuild is refused before anything runs.
         day_two = day_two_report(old_env, new_env, args.accept_rebuild or ())
@@ -85,7 +104,7 @@ def cmd_plan(args: argparse.Namespace) -> int:
     changes = rolling = None
     if before is not None:
         old_run, old_env = before
-        notes = plan_diff.version_notes(old_env.kubernetes.version, new_env.kubernetes.version)
+        notes = upgrade_notes(old_env, new_env)
         changes = plan_diff.diff_plans(
             old_run.resources, result.run.resources, [*notes, *config_notes(old_env, new_env)]
         )
@@ -166,6 +185,11 @@ def build_parser() -> argparse.ArgumentParser:
     validate = commands.add_parser("validate", help="check a stack file; one line per problem")
     validate.add_argument("stack", help="stack name: reads Pulumi.STACK.yaml")
     validate.add_argument("--file", help="read this file instead (same format)")
+    validate.add_argument(
+        "--against",
+        metavar="OLD_STACK_FILE",
+        help="also check the change from this (deployed) stack file: kubernetes.version one minor at a time, no downgrade",
+    )
     validate.set_defaults(func=cmd_validate)
 
     plan = commands.add_parser("plan", help="run the program under mocks and write what it would register")

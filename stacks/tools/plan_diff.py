@@ -8,14 +8,14 @@ compared. What a change of input does is the provider's rule, written down here 
   has booted and joined;
 - a VM *reboots* for a CPU or memory change (the provider shuts a VM down for changes that need it
   off when hot-add is not enabled, and ours never enable it: vGPU VMs do not support hot-add);
-- first-boot data (`guestinfo.*` in extraConfig) is ignored after creation: a change there, such
-  as a new Kubernetes version in user-data, changes nothing on an existing node;
+- first-boot data (`guestinfo.*` in extraConfig) is ignored after creation: a change there changes
+  nothing on an existing node by itself (a new Kubernetes version rolls the node through its gate);
 - a vGPU profile change shuts the VM down through VMware Tools and powers it on again;
 - other input changes update in place without taking the node down.
 
 "Down at once" is the worst case the plan allows: nodes whose disruptive changes are not ordered
 by a dependency between them can all be down together (Pulumi runs independent steps in parallel).
-A node whose rolling-update gate has a new generation is *rolled*: replaced (the gate's replacement
+A node whose rolling-update gate has a new generation or Kubernetes version is *rolled*: replaced (the gate's replacement
 replaces its VM), and only once the node before it is back (`components.k8s.rollout`), so rolled
 nodes form one chain per `gpuWorkers.maxUnavailable`.
 """
@@ -172,15 +172,15 @@ def diff_plans(before: Iterable[Any], after: Iterable[Any], notes: Sequence[str]
                 f"vGPU profiles {o.inputs.get('profiles')} -> {n.inputs.get('profiles')} (shut down through Tools)"
             )
     rolled = _rolled_nodes(changes, old, new)
-    for name, (previous, _) in rolled.items():
+    for name, (previous, _, what) in rolled.items():
         # Its gate is replaced, and the VM (whose datastore_path carries the gate's id) with it.
         changes[name].verdict = "replaced"
         changes[name].reasons.append(
-            "rolled: its generation changed, so a new VM with fresh first-boot data, drained first"
+            f"rolled: its {what} changed, so a new VM with fresh first-boot data, drained first"
             + (f", once {previous} is back" if previous else "")
         )
     notes = [*notes, *_init_node_notes(changes, new)]
-    rolled_after = {name: vm for name, (_, vm) in rolled.items()}
+    rolled_after = {name: vm for name, (_, vm, _) in rolled.items()}
     return PlanDiff(
         nodes=sorted(changes.values(), key=lambda c: c.node),
         notes=notes,
@@ -191,9 +191,10 @@ def diff_plans(before: Iterable[Any], after: Iterable[Any], notes: Sequence[str]
 
 def _rolled_nodes(
     changes: Mapping[str, NodeChange], old: Mapping[str, PlannedResource], new: Mapping[str, PlannedResource]
-) -> dict[str, tuple[str, str]]:
-    """Nodes (neither added nor removed) whose gate has a new generation, to the node whose settle
-    their gate waits for, as its node name and VM resource name (empty when that one is not changing)."""
+) -> dict[str, tuple[str, str, str]]:
+    """Nodes (neither added nor removed) whose gate has a new generation or Kubernetes version, to the
+    node whose settle their gate waits for, as its node name and VM resource name (empty when that one
+    is not changing), and what changed."""
     gates = {}
     for name in changes:
         vm = next((r for r in new.values() if r.type == VM and r.name == name), None)
@@ -201,17 +202,19 @@ def _rolled_nodes(
         if gate is not None:
             gates[name] = gate
     vm_of_node = {str(gate.inputs.get("node_name")): name for name, gate in gates.items()}
-    rolled: dict[str, str] = {}
+    rolled: dict[str, tuple[str, str]] = {}
     for name, gate in gates.items():
         before = old.get(gate.urn)
         if changes[name].verdict in ("added", "removed") or before is None:
             continue
-        if before.inputs.get("generation") != gate.inputs.get("generation"):
-            rolled[name] = str(gate.inputs.get("previous_node") or "")
+        what = [label for key, label in (("generation", "generation"), ("kubernetes_version", "Kubernetes version"))
+                if before.inputs.get(key) != gate.inputs.get(key)]  # fmt: skip
+        if what:
+            rolled[name] = (str(gate.inputs.get("previous_node") or ""), " and ".join(what))
     # A gate waits for the node before it only when that node changes too (its settle then waits).
     return {
-        name: (previous, vm_of_node[previous]) if vm_of_node.get(previous) in rolled else ("", "")
-        for name, previous in rolled.items()
+        name: (previous, vm_of_node[previous], what) if vm_of_node.get(previous) in rolled else ("", "", what)
+        for name, (previous, what) in rolled.items()
     }
 
 
@@ -246,20 +249,6 @@ def _init_node_notes(changes: Mapping[str, NodeChange], new: Mapping[str, Planne
                 "control-plane nodes the others keep the cluster (docs/environments.md, day two)"
             )
     return notes
-
-
-def version_notes(before: str, after: str) -> list[str]:
-    """What a `kubernetes.version` change does (and does not do) to existing nodes."""
-    if before == after:
-        return []
-    return [
-        f"kubernetes.version {before} -> {after}: existing nodes keep {before} (first-boot data is read once); "
-        f"only added or replaced nodes get {after}. This stack does not upgrade nodes: upgrade the cluster with "
-        "kubeadm, control plane first, and set this version to match (docs/environments.md, day two)",
-        f"a node added or replaced while the control plane still runs {before} joins with a {after} kubelet, "
-        "newer than its API server, which Kubernetes' version skew policy does not allow: do not add or "
-        "replace nodes in the same change",
-    ]
 
 
 def _down_at_once(

@@ -17,9 +17,11 @@ A node's generation hashes what the node is made of, so that a change to it repl
   and the copy of the template it clones (`vcenter.templateReplicas`), by site: a template change
   replaces the copies first (each VM's clone source depends on its copy), then the rollout
   re-creates each worker from its new copy.
-Not in it: `kubernetes.version` (existing nodes keep theirs: first-boot data is read once, and a
-node replaced for a newer version would join with the cluster's stored, older configuration; `plan
---against` says so) and the disk size (grown online).
+Beside it, each step carries `kubernetes.version`: a new version rolls every node the same way
+(control plane first, so no kubelet is newer than its API server), after the cluster's stored
+ClusterConfiguration moved to it and before kube-proxy and CoreDNS do (`components.k8s.cluster_upgrade`).
+It is kept out of the hash so that generations recorded before it keep their value: folding it in
+would have rolled every node of every stack once. Not in it either: the disk size (grown online).
 """
 
 from __future__ import annotations
@@ -73,16 +75,33 @@ def rollout_steps(env: Environment, inventory: Inventory) -> list[RolloutStep]:
     # One Output per copy of the GPU template, not per worker (plan time at 512 workers).
     sites = worker_sites(env)
     by_site = {site: gpu_worker_generation(env, inventory, site) for site in dict.fromkeys(sites.values())}
+    version = env.kubernetes.version
     steps: list[RolloutStep] = []
     previous = ""
     for name in control_plane_nodes:
-        steps.append(RolloutStep(node_name=name, generation=control_plane, previous_node=previous, control_plane=True))
+        steps.append(
+            RolloutStep(
+                node_name=name,
+                generation=control_plane,
+                previous_node=previous,
+                control_plane=True,
+                kubernetes_version=version,
+            )
+        )
         previous = name
     workers = [node.name for node in env.gpu_workers.nodes]
     lanes, gpus = env.gpu_workers.max_unavailable, len(env.gpu_workers.vgpu_profiles)
     for i, name in enumerate(workers):
         after = workers[i - lanes] if i >= lanes else previous
-        steps.append(RolloutStep(node_name=name, generation=by_site[sites[name]], previous_node=after, gpus=gpus))
+        steps.append(
+            RolloutStep(
+                node_name=name,
+                generation=by_site[sites[name]],
+                previous_node=after,
+                gpus=gpus,
+                kubernetes_version=version,
+            )
+        )
     return steps
 
 
@@ -93,4 +112,5 @@ def rollout_args(env: Environment, bootstrap: ClusterBootstrap) -> RolloutArgs:
     return RolloutArgs(
         kubeconfig=bootstrap.kubeconfig,
         timeout_seconds=env.kubernetes.rollout_timeout_minutes * 60,
+        kubernetes_version=env.kubernetes.version,
     )

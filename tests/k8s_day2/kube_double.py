@@ -56,6 +56,8 @@ class KubeDouble:
     nodes: dict[str, dict[str, Any]] = field(default_factory=dict)
     configmaps: dict[str, dict[str, Any]] = field(default_factory=dict)
     """`namespace/name` to ConfigMap."""
+    apps: dict[str, dict[str, Any]] = field(default_factory=dict)
+    """`daemonsets/namespace/name` or `deployments/namespace/name` to the apps/v1 object."""
     pods: dict[str, dict[str, Any]] = field(default_factory=dict)
     pdbs: list[Pdb] = field(default_factory=list)
     grace_ticks: int = 1
@@ -140,6 +142,10 @@ class KubeDouble:
         parts = [unquote(p) for p in url.path.strip("/").split("/")]
         if parts[:3] == ["api", "v1", "nodes"] and len(parts) == 4:
             return self._node(method, parts[3], body, patch)
+        if parts == ["api", "v1", "nodes"] and method == "GET":
+            return Response(200, {"kind": "NodeList", "items": self._nodes_labelled(url.query)})
+        if parts[:3] == ["apis", "apps", "v1"] and len(parts) == 7 and parts[5] in ("daemonsets", "deployments"):
+            return self._object(self.apps, parts[5], f"{parts[5]}/{parts[4]}/{parts[6]}", method, body, patch)
         if parts[:3] == ["api", "v1", "namespaces"] and len(parts) in (5, 6) and parts[4] == "configmaps":
             return self._configmap(method, parts[3], parts[5] if len(parts) == 6 else None, body, patch)
         if parts == ["api", "v1", "pods"] and method == "GET":
@@ -158,6 +164,17 @@ class KubeDouble:
         return Response(
             404, {"kind": "Status", "message": f"the server could not find the requested resource ({path})"}
         )
+
+    def _nodes_labelled(self, query: str) -> list[dict[str, Any]]:
+        """`labelSelector=key` (existence) or `key=value`, as a list call filters nodes."""
+        selector = (parse_qs(query).get("labelSelector") or [""])[0]
+        key, _, value = selector.partition("=")
+        found = []
+        for node in self.nodes.values():
+            labels = node["metadata"].get("labels") or {}
+            if not key or (key in labels and (not value or labels[key] == value)):
+                found.append(copy.deepcopy(node))
+        return found
 
     def _public(self, pod: dict[str, Any]) -> dict[str, Any]:
         public = copy.deepcopy(pod)
@@ -181,7 +198,24 @@ class KubeDouble:
             return Response(200, copy.deepcopy(found))
         if method == "PATCH":
             assert patch and body is not None
+            stored = (found.get("metadata") or {}).get("resourceVersion")
+            wanted = (body.get("metadata") or {}).get("resourceVersion")
+            if wanted is not None and wanted != stored:
+                # A resourceVersion in a patch is a precondition (optimistic concurrency).
+                name = key.rsplit("/", 1)[-1]
+                return Response(
+                    409,
+                    {
+                        "kind": "Status",
+                        "code": 409,
+                        "reason": "Conflict",
+                        "message": f'Operation cannot be fulfilled on {kind} "{name}": the object has been modified; '
+                        "please apply your changes to the latest version and try again",
+                    },
+                )
             _merge_patch(found, body)
+            if stored is not None:  # every write moves it on
+                found["metadata"]["resourceVersion"] = str(int(stored) + 1)
             return Response(200, copy.deepcopy(found))
         if method == "DELETE":
             del store[key]

@@ -200,3 +200,55 @@ def test_the_settle_waits_only_for_a_new_vm_or_generation_and_updates_rather_tha
     moved = provider.diff("w", olds, {**olds, "vm_id": "vm-2"})
     assert moved.changes and not moved.replaces  # a create would not wait
     assert provider.update("w", olds, {**olds, "timeout_seconds": 120}).outs is not None  # no call made
+
+
+# --- a Kubernetes version change rolls the nodes too -----------------------------------------------
+
+
+def kubelet(kube: Any, node: str, version: str) -> Callable[[], None]:
+    return lambda: kube.nodes[node]["status"]["nodeInfo"].update({"kubeletVersion": version})
+
+
+def test_a_node_is_back_only_with_its_kubelet_at_the_new_version() -> None:
+    """A new VM whose template kubelet was not brought to kubernetes.version never counts as back:
+    the rollout stops at it, before any later node (a worker with a kubelet newer than the API
+    servers) is replaced."""
+    kube = cluster()
+    world = World(kube)
+    del kube.nodes["cp-1"]
+    world.at(2, joins(kube, "cp-1", control_plane=True))
+    world.at(3, kubelet(kube, "cp-1", "v1.34.2"))
+    with pytest.raises(RolloutError) as error:
+        settle(kube, "cp-1", "g1", control_plane=True, kubelet_version="1.35.0", timing=world.timing(timeout=600))
+    assert "its kubelet runs v1.34.2, not v1.35.0" in str(error.value)
+    assert GENERATION_LABEL not in kube.nodes["cp-1"]["metadata"]["labels"]
+
+    kube = cluster()
+    world = World(kube)
+    del kube.nodes["cp-1"]
+    world.at(2, joins(kube, "cp-1", control_plane=True))
+    world.at(4, kubelet(kube, "cp-1", "v1.35.0"))
+    settle(kube, "cp-1", "g1", control_plane=True, kubelet_version="1.35.0", timing=world.timing())
+    assert kube.now == 4 + STEADY_TICKS
+
+
+def test_a_version_change_is_pending_until_the_kubelet_runs_it() -> None:
+    kube = cluster()
+    kube.nodes["worker-1"]["metadata"]["labels"][GENERATION_LABEL] = "g1"
+    kubelet(kube, "worker-1", "v1.34.2")()
+    assert not change_pending(kube, "worker-1", "g1", "1.34.2")
+    assert change_pending(kube, "worker-1", "g1", "1.35.0")  # same generation, new version
+
+
+def test_a_new_version_replaces_the_gate_but_the_first_run_with_versions_rolls_nothing() -> None:
+    gate = RolloutGateProvider()
+    olds = {"node_name": "w", "generation": "g1", "kubernetes_version": "1.34.2", "previous_node": "v"}
+    upgraded = gate.diff("w", olds, {**olds, "kubernetes_version": "1.35.0"})
+    assert upgraded.replaces == ["kubernetes_version"] and upgraded.delete_before_replace
+    # State written before gates carried the version: recorded in place, no node replaced.
+    legacy = {k: v for k, v in olds.items() if k != "kubernetes_version"}
+    recorded = gate.diff("w", legacy, olds)
+    assert recorded.changes and not recorded.replaces
+    generation = RolloutGenerationProvider()
+    assert generation.diff("w", {"generation": "g1", "kubernetes_version": "1.34.2"},
+                           {"generation": "g1", "kubernetes_version": "1.35.0"}).changes  # fmt: skip

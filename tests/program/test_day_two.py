@@ -19,8 +19,11 @@ import pytest
 import yaml
 
 from components.vsphere.node_pool import ROLLED_PROPERTIES
+from stacks.environment.day_two_check import day_two_report
+from stacks.environment.model import Environment
 from stacks.tools.mock_runtime import ProgramRun, contains_secret
-from stacks.tools.plan_diff import NODE_DRAIN, ROLLOUT_GATE, VM, diff_plans, version_notes
+from stacks.tools.plan_diff import NODE_DRAIN, ROLLOUT_GATE, VM, diff_plans
+from stacks.tools.upgrade_notes import upgrade_notes
 from tests.program.conftest import ROOT, EnvEdit
 
 WORKERS = [f"gpu-workers-worker-{i}" for i in range(1, 5)]
@@ -204,19 +207,27 @@ def test_a_memory_change_replaces_the_workers_one_at_a_time(
     assert next(c for c in diff.nodes if c.node == WORKERS[0]).reasons[-1].endswith("drained first")
 
 
-def test_a_kubernetes_minor_upgrade_changes_no_node_and_says_what_it_does_not_do(
-    dev_run: ProgramRun, run_edited: Callable[[EnvEdit], ProgramRun]
+def test_a_kubernetes_minor_upgrade_on_one_control_plane_node_rolls_it_first_and_is_refused_unstated(
+    dev_run: ProgramRun, run_edited: Callable[[EnvEdit], ProgramRun], dev_env: Environment
 ) -> None:
+    """Dev's single control-plane node: its replacement starts a new cluster, so the upgrade is a
+    rebuild there, refused unless stated (staging's three: tests/program/test_kubernetes_upgrade.py)."""
     after = run_edited(lambda env: env["kubernetes"].update(version="1.35.0"))
-    diff = diff_plans(dev_run.resources, after.resources, version_notes("1.34.2", "1.35.0"))
-    assert {c.verdict for c in diff.nodes} == {"unchanged"}
-    # Not a generation change: no gate is replaced, no node is drained.
-    assert all(gate_of(dev_run, n) == gate_of(after, n) for n in NODES)
+    edited = dev_env.model_copy(update={"kubernetes": dev_env.kubernetes.model_copy(update={"version": "1.35.0"})})
+    diff = diff_plans(dev_run.resources, after.resources, upgrade_notes(dev_env, edited))
+    assert {c.verdict for c in diff.nodes} == {"replaced"}
+    assert diff.rolled_after["gpu-workers-worker-1"] == "control-plane-master"  # the control plane first
     master = next(c for c in diff.nodes if c.node == "control-plane-master")
-    assert master.reasons == ["first-boot data changed; ignored on an existing VM (it reads it once)"]
-    assert diff.down_at_once == 0
-    assert diff.notes and "existing nodes keep 1.34.2" in diff.notes[0]
-    assert "do not add or replace nodes in the same change" in diff.notes[1]
+    assert (
+        master.reasons[-1]
+        == "rolled: its Kubernetes version changed, so a new VM with fresh first-boot data, drained first"
+    )
+    assert all(gate_of(dev_run, n)["generation"] == gate_of(after, n)["generation"] for n in NODES)
+    assert diff.down_at_once == 1
+    assert any("a single control-plane node (master) cannot be upgraded by replacement" in n for n in diff.notes)
+    [change] = day_two_report(dev_env, edited).changes
+    assert change.key == "kubernetes.version" and change.refused
+    assert not day_two_report(dev_env, edited, ["kubernetes.version"]).refused
 
 
 def test_a_vgpu_profile_change_replaces_the_workers_one_at_a_time(
