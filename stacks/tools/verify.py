@@ -7,7 +7,8 @@ against a published reference, and PASS/FAIL; then, per GPU worker, its GPU heal
 device plugin reports unhealthy, XID errors and temperature from the dcgm-exporter:
 verify_gpu_nodes.py). Exit 0 when everything passed, 1 when a job or a node failed, 2 on a usage
 problem (no kubeconfig, no kubectl, an invalid stack file), always without a traceback. The
-kubeconfig is found as kubectl.py says.
+kubeconfig is found as kubectl.py says. `--availability` runs the disruptive availability check
+instead (availability.py, guarded by availability_cli.py).
 """
 
 from __future__ import annotations
@@ -23,6 +24,7 @@ from components.k8s.jobs.fabric_check import FabricCheckJob
 from components.k8s.jobs.pytorch_ddp import PytorchDdpJob
 from stacks.environment.loader import load_environment, read_stack_file
 from stacks.environment.model import Environment
+from stacks.tools import availability_cli
 from stacks.tools.kubectl import Kubectl, VerifyError, kubeconfig_for
 from stacks.tools.verify_gpu_nodes import gpu_health
 from stacks.tools.verify_launcher import LogSource, launcher_selector, log_source, newest_pod
@@ -136,6 +138,12 @@ def cmd_verify(args: argparse.Namespace) -> int:
     from stacks.tools.cli import stack_file  # here: cli imports this module when it builds its parser
 
     env = load_environment(read_stack_file(stack_file(args.stack, args.file)))
+    refused = availability_cli.refusal(args, env)
+    if refused:
+        print(f"error: {refused}", file=sys.stderr)
+        return EXIT_USAGE
+    if args.availability:
+        return availability_cli.cmd_availability(args, env)
     jobs = expected_jobs(env)
     if not jobs:
         print(f"stack {args.stack!r} enables no training job (jobs.sample.enabled, jobs.fabricCheck.enabled)")
@@ -163,4 +171,5 @@ def register(commands: Any) -> None:
     verify.add_argument("stack", help="stack name: reads Pulumi.STACK.yaml and the stack's kubeconfig output")
     verify.add_argument("--file", help="read this stack file instead")
     verify.add_argument("--kubeconfig", help="kubeconfig file (default: the stack output, else KUBECONFIG)")
+    availability_cli.add_flags(verify)
     verify.set_defaults(func=cmd_verify)

@@ -230,6 +230,7 @@ def create(world: World, pod: dict[str, Any], namespace: str) -> str:
         fail(f"unexpected kind {pod.get('kind')}")
     if find_pod(world, namespace, name) is not None:
         fail(f'Error from server (AlreadyExists): error when creating "STDIN": pods "{name}" already exists')
+    world.setdefault("created", []).append(json.loads(json.dumps(pod)))
     pod["metadata"].update(namespace=namespace, uid=str(uuid.uuid4()))
     pod["status"] = {"phase": "Pending"}
     world["pods"].append(pod)
