@@ -1,30 +1,25 @@
-"""`python -m stacks verify STACK`: did the stack's training jobs prove the fabric?
+"""`python -m stacks verify STACK`: did the stack's training jobs prove the fabric, and are its
+GPUs healthy?
 
-Reads each enabled job's MPIJob status and its launcher's log with `kubectl` (the `kubernetes`
-Python client is not a dependency of this project) and prints, per job, the transport NCCL
-actually used, bus bandwidth against the link rate or images/sec per GPU against a published
-reference, and PASS/FAIL. Exit 0 when every job passed, 1 when one failed, 2 on a usage problem
-(no kubeconfig, no kubectl, an invalid stack file, an unreadable --log), always without a traceback.
+Reads each enabled job's MPIJob status and its launcher's log with `kubectl` and prints, per job,
+the transport NCCL actually used, bus bandwidth against the link rate or images/sec per GPU
+against a published reference, and PASS/FAIL; then, per GPU worker, its GPU health (devices the
+device plugin reports unhealthy, XID errors and temperature from the dcgm-exporter:
+verify_gpu_nodes.py). Exit 0 when everything passed, 1 when a job or a node failed, 2 on a usage
+problem (no kubeconfig, no kubectl, an invalid stack file, an unreadable --log), always without a traceback. The
+kubeconfig is found as kubectl.py says. `--availability` runs the disruptive availability check
+instead (availability.py, guarded by availability_cli.py).
 
 `--log FILE` judges a saved launcher log (`kubectl logs ... > FILE`) by the same rules, without a
 cluster (verify_saved.py).
-
-The kubeconfig: `--kubeconfig PATH`; else the stack output `kubeconfig` when the Pulumi CLI is
-installed (`pulumi stack output kubeconfig --show-secrets`, written to a private temporary file
-and removed afterwards); else `KUBECONFIG`.
 """
 
 from __future__ import annotations
 
 import argparse
 import json
-import os
-import shutil
-import subprocess
 import sys
-import tempfile
-from collections.abc import Iterator
-from contextlib import contextmanager
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -34,16 +29,15 @@ from components.k8s.jobs.fabric_check import FabricCheckJob
 from components.k8s.jobs.pytorch_ddp import PytorchDdpJob
 from stacks.environment.loader import load_environment, read_stack_file
 from stacks.environment.model import Environment
+from stacks.tools import availability_cli
+from stacks.tools.kubectl import Kubectl, VerifyError, kubeconfig_for
+from stacks.tools.verify_gpu import NodeHealth
+from stacks.tools.verify_gpu_nodes import gpu_health
 from stacks.tools.verify_launcher import LogSource, launcher_selector, log_source, newest_pod
 from stacks.tools.verify_logs import Transport, Verdict, judge_benchmark, judge_fabric
 
 EXIT_FAILED = 1
 EXIT_USAGE = 2
-KUBECTL_TIMEOUT_S = 60
-
-
-class VerifyError(Exception):
-    """A problem the user fixes (no kubeconfig, no kubectl); printed as one line."""
 
 
 @dataclass(frozen=True)
@@ -76,79 +70,28 @@ def expected_jobs(env: Environment) -> list[ExpectedJob]:
     return found
 
 
-@contextmanager
-def kubeconfig_for(stack: str, given: str | None) -> Iterator[str]:
-    if given:
-        if not Path(given).is_file():
-            raise VerifyError(f"--kubeconfig {given}: no such file")
-        yield given
-        return
-    pulumi = shutil.which("pulumi")
-    if pulumi:
-        result = subprocess.run(
-            [pulumi, "stack", "output", "kubeconfig", "--show-secrets", "--stack", stack],
-            capture_output=True,
-            text=True,
-            timeout=KUBECTL_TIMEOUT_S,
-            check=False,
-        )
-        if result.returncode == 0 and result.stdout.strip():
-            with tempfile.TemporaryDirectory(prefix="verify-") as folder:
-                path = Path(folder) / "kubeconfig"
-                path.touch(mode=0o600)
-                path.write_text(result.stdout)
-                yield str(path)
-            return
-    from_env = os.environ.get("KUBECONFIG")
-    if from_env:
-        yield from_env
-        return
-    raise VerifyError(
-        f"no kubeconfig: the stack output 'kubeconfig' of stack {stack!r} could not be read "
-        "(is the Pulumi CLI installed and logged in?) and KUBECONFIG is not set; run "
-        f"`pulumi stack output kubeconfig --show-secrets --stack {stack} > kubeconfig` and pass --kubeconfig kubeconfig"
-    )
+def mpijob_of(kubectl: Kubectl, name: str) -> dict[str, Any] | None:
+    result = kubectl.run("get", "mpijob", name, "--output", "json")
+    if result.returncode != 0:
+        if "NotFound" in result.stderr:
+            return None
+        raise VerifyError(f"kubectl get mpijob {name}: {result.stderr.strip()}")
+    parsed: dict[str, Any] = json.loads(result.stdout)
+    return parsed
 
 
-class Kubectl:
-    def __init__(self, kubeconfig: str, namespace: str) -> None:
-        binary = shutil.which("kubectl")
-        if binary is None:
-            raise VerifyError("kubectl is not on PATH: install it (https://kubernetes.io/docs/tasks/tools/)")
-        self.base = [binary, "--kubeconfig", kubeconfig, "--namespace", namespace]
-
-    def run(self, *args: str) -> subprocess.CompletedProcess[str]:
-        try:
-            return subprocess.run(
-                [*self.base, *args], capture_output=True, text=True, timeout=KUBECTL_TIMEOUT_S, check=False
-            )
-        except subprocess.TimeoutExpired as error:
-            raise VerifyError(f"kubectl {' '.join(args)} did not answer within {KUBECTL_TIMEOUT_S} s") from error
-
-    def mpijob(self, name: str) -> dict[str, Any] | None:
-        result = self.run("get", "mpijob", name, "--output", "json")
-        if result.returncode != 0:
-            if "NotFound" in result.stderr:
-                return None
-            raise VerifyError(f"kubectl get mpijob {name}: {result.stderr.strip()}")
-        parsed: dict[str, Any] = json.loads(result.stdout)
-        return parsed
-
-    def launcher_log(self, name: str) -> tuple[LogSource | None, str]:
-        """The newest launcher pod's newest finished run, and its log (verify_launcher.py says
-        why not `kubectl logs job/<name>-launcher`). (None, "") when no launcher pod is left."""
-        result = self.run("get", "pods", "--selector", launcher_selector(name), "--output", "json")
-        if result.returncode != 0:
-            raise VerifyError(f"kubectl get pods --selector {launcher_selector(name)}: {result.stderr.strip()}")
-        pod = newest_pod(json.loads(result.stdout).get("items", []))
-        if pod is None:
-            return None, ""
-        source = log_source(pod)
-        args = ["logs", source.pod, "--container", source.container, "--tail=-1"]
-        if source.previous:
-            args.append("--previous")
-        logs = self.run(*args)
-        return source, logs.stdout if logs.returncode == 0 else ""
+def launcher_log(kubectl: Kubectl, name: str) -> tuple[LogSource | None, str]:
+    """The newest launcher pod's newest finished run, and its log (verify_launcher.py says why not
+    `kubectl logs job/<name>-launcher`). (None, "") when no launcher pod is left."""
+    pod = newest_pod(kubectl.items("get", "pods", "--selector", launcher_selector(name)))
+    if pod is None:
+        return None, ""
+    source = log_source(pod)
+    args = ["logs", source.pod, "--container", source.container, "--tail=-1"]
+    if source.previous:
+        args.append("--previous")
+    logs = kubectl.run(*args)
+    return source, logs.stdout if logs.returncode == 0 else ""
 
 
 def job_state(mpijob: dict[str, Any]) -> str:
@@ -170,7 +113,7 @@ def gpus_of(mpijob: dict[str, Any], fallback: int) -> int:
 
 def verify_job(kubectl: Kubectl, env: Environment, job: ExpectedJob) -> Verdict:
     verdict = Verdict(job.name)
-    mpijob = kubectl.mpijob(job.name)
+    mpijob = mpijob_of(kubectl, job.name)
     if mpijob is None:
         verdict.fail(f"no MPIJob {job.name} in namespace {env.jobs.namespace}: has `pulumi up` run with it enabled?")
         return verdict
@@ -179,7 +122,7 @@ def verify_job(kubectl: Kubectl, env: Environment, job: ExpectedJob) -> Verdict:
     if state not in ("Succeeded", "Failed"):
         verdict.fail("not finished yet: run verify again when it has (kubectl get mpijob -w)")
         return verdict
-    source, log = kubectl.launcher_log(job.name)
+    source, log = launcher_log(kubectl, job.name)
     if source is None:
         verdict.lines.append(
             f"log: no launcher pod of {job.name} is left (deleted by the runPolicy's cleanPodPolicy or ttl?)"
@@ -206,11 +149,13 @@ def judge(env: Environment, job: ExpectedJob, log: str, *, gpus: int, succeeded:
         judge_benchmark(verdict, log, want=job.transport, gpus=gpus, succeeded=succeeded)
 
 
-def report(verdicts: list[Verdict]) -> int:
-    """Print every verdict and the overall one; the exit status."""
+def report(verdicts: list[Verdict], health: Sequence[NodeHealth] = ()) -> int:
+    """Print every job's verdict, every GPU node's health and the overall verdict; the exit status."""
     for verdict in verdicts:
         print(verdict.render())
-    failed = [v.job for v in verdicts if not v.passed]
+    for node in health:
+        print(node.render())
+    failed = [v.job for v in verdicts if not v.passed] + [f"GPU health {n.node}" for n in health if not n.healthy]
     print(f"verdict: FAIL ({', '.join(failed)})" if failed else "verdict: PASS")
     return EXIT_FAILED if failed else 0
 
@@ -219,6 +164,12 @@ def cmd_verify(args: argparse.Namespace) -> int:
     from stacks.tools.cli import stack_file  # here: cli imports this module when it builds its parser
 
     env = load_environment(read_stack_file(stack_file(args.stack, args.file)))
+    refused = availability_cli.refusal(args, env)
+    if refused is None and args.log and args.availability:
+        refused = "--log judges a saved log; --availability disrupts a live cluster: give one of them"
+    if refused:
+        print(f"error: {refused}", file=sys.stderr)
+        return EXIT_USAGE
     if args.log:
         from stacks.tools.verify_saved import verify_saved_log
 
@@ -227,22 +178,27 @@ def cmd_verify(args: argparse.Namespace) -> int:
         except VerifyError as error:
             print(f"error: {error}", file=sys.stderr)
             return EXIT_USAGE
+    if args.availability:
+        return availability_cli.cmd_availability(args, env)
     jobs = expected_jobs(env)
     if not jobs:
         print(f"stack {args.stack!r} enables no training job (jobs.sample.enabled, jobs.fabricCheck.enabled)")
-        return EXIT_FAILED
     try:
         with kubeconfig_for(args.stack, args.kubeconfig) as kubeconfig:
             kubectl = Kubectl(kubeconfig, env.jobs.namespace)
             verdicts = [verify_job(kubectl, env, job) for job in jobs]
+            health = gpu_health(kubectl, env)
     except VerifyError as error:
         print(f"error: {error}", file=sys.stderr)
         return EXIT_USAGE
-    return report(verdicts)
+    # A stack with no job still gets its GPU health, and still fails: there is nothing to verify.
+    return report(verdicts, health) if jobs else max(report(verdicts, health), EXIT_FAILED)
 
 
 def register(commands: Any) -> None:
-    verify = commands.add_parser("verify", help="read the training jobs' results: transport, bandwidth, throughput")
+    verify = commands.add_parser(
+        "verify", help="read the training jobs' results (transport, bandwidth, throughput) and GPU health per node"
+    )
     verify.add_argument("stack", help="stack name: reads Pulumi.STACK.yaml and the stack's kubeconfig output")
     verify.add_argument("--file", help="read this stack file instead")
     source = verify.add_mutually_exclusive_group()
@@ -253,4 +209,5 @@ def register(commands: Any) -> None:
         help="judge this saved launcher log instead of reading the cluster (no kubectl needed; "
         "the stack file still says which transport and link rate to expect)",
     )
+    availability_cli.add_flags(verify)
     verify.set_defaults(func=cmd_verify)

@@ -70,13 +70,22 @@ def _quantity(value: Any) -> Fraction:
 
 
 def judge_node(
-    node: dict[str, Any], metrics: str | None, *, max_temp_c: float = DEFAULT_MAX_TEMP_C
+    node: dict[str, Any],
+    metrics: str | None,
+    *,
+    max_temp_c: float = DEFAULT_MAX_TEMP_C,
+    expect_metrics: bool = True,
 ) -> NodeHealth:
     """One GPU node's verdict from its Node object and its exporter's metrics (None: no exporter
-    pod answered on the node)."""
+    pod answered on the node; not a problem when `expect_metrics` is false, i.e. the stack runs
+    no exporter)."""
     name = node["metadata"]["name"]
     health = NodeHealth(name)
     status = node.get("status", {})
+    ready: dict[str, Any] = next((c for c in status.get("conditions", []) if c.get("type") == "Ready"), {})
+    if ready.get("status") != "True":
+        # A NotReady node's allocatable and metrics are stale: the kubelet is not reporting.
+        health.problems.append(f"node is not Ready ({ready.get('reason', 'no Ready condition')})")
     capacity = _quantity(status.get("capacity", {}).get(GPU_RESOURCE))
     allocatable = _quantity(status.get("allocatable", {}).get(GPU_RESOURCE))
     health.lines.append(f"{GPU_RESOURCE}: {allocatable} allocatable of {capacity}")
@@ -88,6 +97,8 @@ def judge_node(
             "(kubectl logs of the plugin pod on this node names the device and the XID)"
         )
     if metrics is None:
+        if not expect_metrics:
+            return health
         health.problems.append("no dcgm-exporter metrics from this node (is the exporter pod Running here?)")
         return health
     samples = parse_metrics(metrics)

@@ -3,7 +3,6 @@ tf_cnn_benchmarks and our PyTorch script print (see stacks/tools/verify_logs.py 
 
 from __future__ import annotations
 
-import json
 import os
 import subprocess
 import sys
@@ -21,6 +20,7 @@ from stacks.tools.verify_logs import (
     peak_bus_bandwidth,
     total_images_per_sec,
 )
+from tests.k8s_jobs.fake_cluster import gpu_world, install
 
 FIXTURES = Path(__file__).parent / "fixtures"
 ROOT = Path(__file__).resolve().parents[2]
@@ -115,53 +115,6 @@ def test_no_kubeconfig_is_a_clear_error_not_a_traceback(tmp_path: Path) -> None:
     assert "no kubeconfig" in result.stderr and "--kubeconfig" in result.stderr
 
 
-KUBECTL = """#!{python}
-# Answers like kubectl (v1.30) from a JSON world: `get mpijob NAME --output json`, `get pods
-# --selector K=V,... --output json`, `logs POD --container C [--previous]` and `logs job/NAME`.
-import json, sys
-world = json.load(open({world!r}))
-args = sys.argv[1:]
-while args and args[0] in ("--kubeconfig", "--namespace"):
-    args = args[2:]
-def opt(name):
-    return args[args.index(name) + 1] if name in args else None
-def fail(message):
-    sys.stderr.write(message + "\\n")
-    sys.exit(1)
-def run_log(pod, container, previous):
-    status = next(s for s in pod["status"]["containerStatuses"] if s["name"] == container)
-    if previous and status["restartCount"] == 0:
-        # What kubectl prints when the container never restarted.
-        fail(f'previous terminated container "{{container}}" in pod "{{pod["metadata"]["name"]}}" not found')
-    return world["logs"][pod["metadata"]["name"]]["previous" if previous else "current"]
-if args[:2] == ["get", "mpijob"]:
-    job = world["mpijobs"].get(args[2])
-    if job is None:
-        fail(f'Error from server (NotFound): mpijobs.kubeflow.org "{{args[2]}}" not found')
-    print(json.dumps(job))
-elif args[:2] == ["get", "pods"]:
-    wanted = dict(term.split("=", 1) for term in opt("--selector").split(","))
-    pods = [p for p in world["pods"] if wanted.items() <= p["metadata"]["labels"].items()]
-    print(json.dumps({{"apiVersion": "v1", "kind": "List", "items": pods}}))
-elif args[0] == "logs" and args[1].startswith("job/"):
-    # kubectl picks one pod of the Job (podutils.ByLogging): among finished ones the oldest, and
-    # shows its current container.
-    job = args[1].removeprefix("job/").removesuffix("-launcher")
-    pods = [p for p in world["pods"] if p["metadata"]["labels"]["training.kubeflow.org/job-name"] == job]
-    if not pods:
-        fail(f'error: no kind "Job" is registered / job {{args[1]}} not found')
-    pod = min(pods, key=lambda p: p["metadata"]["creationTimestamp"])
-    sys.stdout.write(run_log(pod, "launcher", False))
-elif args[0] == "logs":
-    pod = next((p for p in world["pods"] if p["metadata"]["name"] == args[1]), None)
-    if pod is None:
-        fail(f'Error from server (NotFound): pods "{{args[1]}}" not found')
-    sys.stdout.write(run_log(pod, opt("--container"), "--previous" in args))
-else:
-    fail("unexpected: " + " ".join(sys.argv[1:]))
-"""
-
-
 def mpijob_object(name: str, state: str) -> dict[str, Any]:
     return {
         "apiVersion": "kubeflow.org/v2beta1",
@@ -187,6 +140,7 @@ def launcher_pod(
         "kind": "Pod",
         "metadata": {
             "name": f"{job}-launcher-{suffix}",
+            "namespace": "training",
             "creationTimestamp": created,
             "labels": {
                 "training.kubeflow.org/operator-name": "mpi-operator",
@@ -209,25 +163,14 @@ def fake_cluster(
     pods: list[dict[str, Any]],
     logs: dict[str, dict[str, str]],
 ) -> dict[str, str]:
-    """PATH and KUBECONFIG for a fake kubectl that answers from these objects; `logs` maps a pod
-    name to the fixture of its `current` and `previous` run."""
-    world = tmp_path / "world.json"
-    world.write_text(
-        json.dumps(
-            {
-                "mpijobs": {job["metadata"]["name"]: job for job in mpijobs},
-                "pods": pods,
-                "logs": {pod: {run: log(fixture) for run, fixture in runs.items()} for pod, runs in logs.items()},
-            }
-        )
-    )
-    bin_dir = tmp_path / "bin"
-    bin_dir.mkdir()
-    kubectl = bin_dir / "kubectl"
-    kubectl.write_text(KUBECTL.format(python=sys.executable, world=str(world)))
-    kubectl.chmod(0o755)
-    (tmp_path / "kubeconfig").write_text("apiVersion: v1\nkind: Config\n")
-    return {**os.environ, "PATH": f"{bin_dir}:/usr/bin:/bin", "KUBECONFIG": str(tmp_path / "kubeconfig")}
+    """PATH and KUBECONFIG for a fake kubectl (fake_cluster_bin.py) that answers from these
+    objects and a healthy GPU cluster; `logs` maps a pod name to the fixture of its `current` and
+    `previous` run."""
+    world = gpu_world()
+    world["mpijobs"] = {job["metadata"]["name"]: job for job in mpijobs}
+    world["pods"] += pods
+    world["logs"] = {pod: {run: log(fixture) for run, fixture in runs.items()} for pod, runs in logs.items()}
+    return install(tmp_path, world)
 
 
 def fake_kubectl(tmp_path: Path, name: str, fixture: str, state: str) -> dict[str, str]:

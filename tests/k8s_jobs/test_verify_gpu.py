@@ -17,6 +17,7 @@ def node(name: str, capacity: str, allocatable: str) -> dict[str, Any]:
         "status": {
             "capacity": {"cpu": "4", "nvidia.com/gpu": capacity},
             "allocatable": {"cpu": "4", "nvidia.com/gpu": allocatable},
+            "conditions": [{"type": "Ready", "status": "True", "reason": "KubeletReady"}],
         },
     }
 
