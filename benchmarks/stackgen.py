@@ -19,6 +19,7 @@ from typing import Any
 
 import yaml
 
+from components.vsphere.replica_plan import clones_per_source
 from stacks.environment.loader import ENVIRONMENT_KEY
 
 BASE_STACK_FILE = Path(__file__).resolve().parent.parent / "Pulumi.dev.yaml"
@@ -83,6 +84,11 @@ def scaled_environment(base: dict[str, Any], workers: int) -> dict[str, Any]:
         for name, ip in zip(host_names, vmknics, strict=True)
     ]
     env["gpuWorkers"]["placement"] = "vm-host-rules"
+    # A large estate spreads its clone sources (vcenter.templateReplicas, opt-in): the benchmarks
+    # measure the stack a team would write at that size. Where one source serves every worker at
+    # once `auto` derives no copy, and the stack stays the base's (4 workers: dev itself).
+    if workers > clones_per_source(linked=bool(env.get("vm", {}).get("linkedClone"))):
+        env["vcenter"].setdefault("templateReplicas", "auto")
     env["gpuWorkers"]["nodes"] = [
         {"name": f"worker-{i}", "managementIp": str(m), "rdmaIp": str(r), "host": host}
         for i, (m, r, host) in enumerate(zip(mgmt_ips, rdma_ips, host_names, strict=True), start=1)

@@ -5,6 +5,7 @@ or a version floor cannot drift between the check a user sees and the one a comp
 """
 
 import re
+from collections.abc import Mapping
 
 DNS_LABEL = re.compile(r"^[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?$")
 """RFC 1123 label as Kubernetes validates it (`IsDNS1123Label`): at most 63 characters."""
@@ -43,3 +44,16 @@ DCGM_EXPORTER_IMAGE = f"nvcr.io/nvidia/k8s/dcgm-exporter:{DCGM_EXPORTER_VERSION}
 PROMETHEUS_IMAGE = "quay.io/prometheus/prometheus:v3.5.3"
 """Prometheus from its long-term-support line 3.5 (prometheus.io/docs/introduction/release-cycle),
 for the optional minimal Prometheus of stacks that have none."""
+
+PYTORCH_IMAGE = "nvcr.io/nvidia/pytorch:25.06-py3"
+"""NVIDIA's PyTorch image of the PyTorch benchmark and the tuning sample (components.k8s.jobs.
+pytorch_ddp says why this release); here so the settings models can default to it without
+importing the job renderers (and with them Pulumi)."""
+
+TRAINER_TESTED_KUBERNETES: Mapping[str, range] = {"2.3.0": range(32, 36)}
+"""Minors upstream's e2e runs on (kubeflow/trainer v2.3.0 .github/workflows/test-e2e.yaml:
+1.32.3, 1.33.1, 1.34.0, 1.35.0; docs/operator-guides/installation.md asks for >= 1.31)."""
+KATIB_TESTED_KUBERNETES: Mapping[str, range] = {"0.19.0": range(31, 35)}
+"""Minors upstream's e2e runs on (kubeflow/katib v0.19.0 .github/workflows/e2e-test-*.yaml:
+v1.31.3, v1.32.2, v1.33.1, v1.34.0). Katib 0.18 predates TrainJob trials (added by #2560, first
+released in 0.19.0: `TrainJob.v1alpha1.trainer.kubeflow.org` in katib-config's trialResources)."""

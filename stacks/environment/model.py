@@ -87,13 +87,14 @@ class VcenterInventory(Model):
     """Snapshot of the template that linked clones hang off; required when `vm.linkedClone`."""
     template_os: Literal["rocky9", "alma9", "rhel9", "rocky8", "alma8", "rhel8"] = "rocky9"
     """The template's OS release; CentOS 7 (the reference design's) is end of life and unsupported."""
-    template_replicas: list[TemplateReplica] | None = None
+    template_replicas: list[TemplateReplica] | Literal["auto"] | None = None
     """Copies of the GPU workers' template the program makes and keeps in step, one per entry;
     each worker clones the copy on its own host, else the nearest one before its host in `hosts`
-    (stacks/environment/replicas.py). Default (unset): derived from the workers, none up to 15
-    workers with linked clones (7 with full ones), one per 15 (7) workers' hosts beyond: one
-    source host runs 16 provisioning operations at a time. `[]`: none, every worker clones the
-    template itself."""
+    (stacks/environment/replicas.py). `auto`: derived from the workers, none up to 15 workers with
+    linked clones (7 with full ones), one per 15 (7) workers' hosts beyond (one source host runs 16
+    provisioning operations at a time). Default (unset) or `[]`: none, every worker clones the
+    template itself. Opt-in: copies change each worker's clone source, so turning them on rolls
+    the workers (plan --against says so)."""
 
 
 class GpuHost(Model):

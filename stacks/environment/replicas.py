@@ -34,10 +34,12 @@ class TemplateReplica(Model):
 
 
 def replica_sites(env: Environment) -> list[ReplicaSite]:
-    """The copies of the GPU workers' template this stack keeps: the configured ones, or the
-    derived default (`VcenterInventory.template_replicas`)."""
+    """The copies of the GPU workers' template this stack keeps: the configured ones, the derived
+    layout (`auto`), or none (`VcenterInventory.template_replicas`)."""
     vc = env.vcenter
     if vc.template_replicas is None:
+        return []
+    if vc.template_replicas == "auto":
         hosts = [node.host for node in env.gpu_workers.nodes]
         return derived_sites(hosts, datastore=vc.datastore, linked=env.vm.linked_clone)
     return [ReplicaSite(host=r.host, datastore=r.datastore or vc.datastore) for r in vc.template_replicas]

@@ -6,13 +6,19 @@ from collections.abc import Iterator
 
 from stacks.environment.model import Environment
 from stacks.environment.registry import Problem, rule
+from stacks.environment.replicas import TemplateReplica
+
+
+def _listed(env: Environment) -> list[TemplateReplica]:
+    replicas = env.vcenter.template_replicas
+    return [] if replicas is None or replicas == "auto" else replicas
 
 
 @rule
 def template_replicas_on_known_hosts(env: Environment) -> Iterator[Problem]:
     known = {host.name.lower() for host in env.hosts}
     seen: set[tuple[str, str]] = set()
-    for i, replica in enumerate(env.vcenter.template_replicas or []):
+    for i, replica in enumerate(_listed(env)):
         if replica.host.lower() not in known:
             yield Problem(
                 ("vcenter", "templateReplicas", i, "host"),
@@ -34,7 +40,7 @@ def linked_clone_replicas_beside_the_vms(env: Environment) -> Iterator[Problem]:
     if not env.vm.linked_clone:
         return
     datastore = env.vcenter.datastore
-    for i, replica in enumerate(env.vcenter.template_replicas or []):
+    for i, replica in enumerate(_listed(env)):
         if replica.datastore is not None and replica.datastore != datastore:
             yield Problem(
                 ("vcenter", "templateReplicas", i, "datastore"),

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from collections.abc import Iterator, Mapping
 
-from components.k8s.addons.kubeflow_tuning import KATIB_TESTED_KUBERNETES, TRAINER_TESTED_KUBERNETES
+from components.k8s.facts import KATIB_TESTED_KUBERNETES, TRAINER_TESTED_KUBERNETES
 from stacks.environment.model import Environment
 from stacks.environment.registry import Problem, rule
 from stacks.environment.rules_software import PROGRAM_NAMESPACES

@@ -11,7 +11,7 @@ from typing import Literal
 
 from pydantic import Field
 
-from components.k8s.jobs.trainjob import SAMPLE_IMAGE
+from components.k8s.facts import PYTORCH_IMAGE
 from stacks.environment.base import Model
 from stacks.environment.fields import DnsLabel, DnsSubdomain, PinnedImage
 
@@ -49,7 +49,7 @@ class TuningSample(Model):
     enabled: bool = True
     """Create the sample (an Experiment with Katib, a TrainJob without); default true once
     `tuning.enabled`. It wants GPUs: keep the fabric check and the benchmark off meanwhile."""
-    image: PinnedImage = SAMPLE_IMAGE
+    image: PinnedImage = PYTORCH_IMAGE
     """Image of the trial pods (torch, torchvision); default NVIDIA's PyTorch image of the
     benchmark, nvcr.io/nvidia/pytorch:25.06-py3."""
     nodes: int = Field(default=2, ge=1)

@@ -70,3 +70,16 @@ def _replica_uuid(resource: RecordedResource) -> str:
     from stacks.tools.mock_values import fake_outputs
 
     return str(fake_outputs(REPLICA, resource.name, resource.plain_inputs())["uuid"])
+
+
+def test_a_stack_that_names_no_copies_gets_none(prod_run: ProgramRun) -> None:
+    """Copies change every worker's clone source and rollout generation: a stack that was deployed
+    before they existed (prod: 16 full clones, past the 7 one source serves at once) must not roll
+    every worker on its next `pulumi up` because the program learned to make them."""
+    assert prod_run.by_type(REPLICA) == []
+
+
+def test_auto_derives_the_copies_from_the_workers() -> None:
+    run = _run(32, lambda env: env["vcenter"].__setitem__("templateReplicas", "auto"))
+    hosts = sorted(r.plain_inputs()["host_name"] for r in run.by_type(REPLICA))
+    assert hosts == ["esxi-01.lab.example.com", "esxi-16.lab.example.com", "esxi-31.lab.example.com"]

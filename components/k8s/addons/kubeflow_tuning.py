@@ -40,13 +40,6 @@ from components.k8s.objects import control_plane_selector, control_plane_tolerat
 TRAINER_VERSIONS = ("2.3.0",)
 KATIB_VERSIONS = ("0.19.0",)
 
-TRAINER_TESTED_KUBERNETES: Mapping[str, range] = {"2.3.0": range(32, 36)}
-"""Minors upstream's e2e runs on (kubeflow/trainer v2.3.0 .github/workflows/test-e2e.yaml:
-1.32.3, 1.33.1, 1.34.0, 1.35.0; docs/operator-guides/installation.md asks for >= 1.31)."""
-KATIB_TESTED_KUBERNETES: Mapping[str, range] = {"0.19.0": range(31, 35)}
-"""Minors upstream's e2e runs on (kubeflow/katib v0.19.0 .github/workflows/e2e-test-*.yaml:
-v1.31.3, v1.32.2, v1.33.1, v1.34.0). Katib 0.18 predates TrainJob trials (added by #2560, first
-released in 0.19.0: `TrainJob.v1alpha1.trainer.kubeflow.org` in katib-config's trialResources)."""
 
 TRAINER_NAMESPACE = "kubeflow-system"
 """Where Trainer's overlay puts its controller and JobSet's (`namespace:` of the kustomization)."""

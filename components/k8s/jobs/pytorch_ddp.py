@@ -17,13 +17,13 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any, ClassVar
 
+from components.k8s.facts import PYTORCH_IMAGE
 from components.k8s.jobs.gpu_job import MPI_OVER_TCP_NO_HCOLL, GpuJob, MpiMca
 from components.k8s.jobs.mpijob import MpiJobSpec, ReplicaSpec, render_mpijob
 from components.k8s.jobs.pods import launcher_template, worker_template
 from components.k8s.jobs.script_files import SCRIPTS_DIR, scripts_configmap, scripts_mount, scripts_volume
 from components.k8s.objects import app_labels
 
-PYTORCH_IMAGE = "nvcr.io/nvidia/pytorch:25.06-py3"
 SCRIPT = "ddp_resnet50.py"
 
 
