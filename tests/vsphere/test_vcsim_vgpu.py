@@ -20,7 +20,8 @@ from components.vcenter.errors import VsphereError
 from components.vcenter.tasks import wait_for_task
 from components.vsphere.provider_base import RetryPolicy
 from components.vsphere.vgpu import POWER_ON_MARKER, NotAtBirth, VgpuAttachmentProvider
-from tests.vsphere.conftest import TEMPLATE_VM
+from tests.vsphere.conftest import CLUSTER_HOSTS, TEMPLATE_VM, _find
+from tests.vsphere.graphics_helpers import set_active_graphics
 from tests.vsphere.vm_helpers import (
     clone,
     destroy,
@@ -65,8 +66,8 @@ def gpu_template(si: Any, vcsim: Any) -> Iterator[Any]:
 def make_vm(request: Any) -> Iterator[Callable[..., Any]]:
     made: list[Any] = []
 
-    def make(source: Any, *, on: bool = True) -> Any:
-        vm = clone(source, unique(f"t-{request.node.name[:30]}"))
+    def make(source: Any, *, on: bool = True, host: Any = None) -> Any:
+        vm = clone(source, unique(f"t-{request.node.name[:30]}"), host)
         made.append(vm)
         reserve_all_memory(vm)
         if on:
@@ -197,7 +198,11 @@ def test_profile_change_on_a_guest_whose_tools_never_answer_is_an_error_not_a_ha
 def test_profile_changes_of_a_pool_power_cycle_one_vm_at_a_time(
     provider: VgpuAttachmentProvider, make_vm: Callable[..., Any], gpu_template: Any, si: Any
 ) -> None:
-    workers = [make_vm(gpu_template) for _ in range(3)]
+    # One worker per host, as the stack places them: a T4 holds one grid_t4-16c (vcsim/vgpu_capacity.go).
+    hosts = [_find(si, vim.HostSystem, name) for name in CLUSTER_HOSTS[1:]]
+    for host in hosts:
+        set_active_graphics(host, "sharedDirect")
+    workers = [make_vm(gpu_template, host=host) for host in hosts]
     created = [provider.create(_inputs(vm, "grid_t4-16c")) for vm in workers]
     for vm in workers:
         wait_for_tools(vm)

@@ -17,6 +17,7 @@ from pyVmomi import vim
 from components.vcenter.errors import VsphereError
 from components.vcenter.tasks import wait_for_task
 from tests.vsphere.conftest import TEMPLATE_VM
+from tests.vsphere.graphics_helpers import set_active_graphics
 from tests.vsphere.vm_helpers import (
     clone,
     destroy,
@@ -48,6 +49,9 @@ def made() -> Iterator[list[Any]]:
 def _clone(source: Any, made: list[Any]) -> Any:
     vm = clone(source, unique("rules"))
     made.append(vm)
+    # A vGPU VM powers on only where the GPU runs Shared Direct (vcsim/graphics_power.go): set it
+    # here rather than rely on what another test left the host in.
+    set_active_graphics(vm.runtime.host, "sharedDirect")
     return vm
 
 

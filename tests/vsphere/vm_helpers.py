@@ -55,9 +55,9 @@ def vgpu_device_spec(profile: str, key: int = -100) -> Any:
     )
 
 
-def clone(source: Any, name: str) -> Any:
-    """A powered-off clone in the source's folder."""
-    spec = vim.vm.CloneSpec(location=vim.vm.RelocateSpec(), powerOn=False)
+def clone(source: Any, name: str, host: Any = None) -> Any:
+    """A powered-off clone in the source's folder, on `host` (default: the source's)."""
+    spec = vim.vm.CloneSpec(location=vim.vm.RelocateSpec(host=host), powerOn=False)
     return wait_for_task(source.CloneVM_Task(folder=source.parent, name=name, spec=spec))
 
 
