@@ -200,6 +200,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--stack", help="judge as this stack (what PULUMI_STACK tells the pack in a real run)")
     args = parser.parse_args(argv)
     problems: list[str] = []
+    wanted: str | None = None
     entries = _read_plan(Path(args.resources), problems)
     config = _read_json(Path(args.config), "--config", problems) if args.config else {}
     if entries is not None:
@@ -214,13 +215,22 @@ def main(argv: Sequence[str] | None = None) -> int:
             problems.append(problem)
         elif wanted is None and stacks_of(entries):
             wanted = stacks_of(entries)[0]
-        if wanted:
-            os.environ["PULUMI_STACK"] = wanted
     if problems or entries is None or not isinstance(config, dict):
         for problem in problems:
             print(f"error: {problem}", file=sys.stderr)
         return 2
-    violations = run(entries, config)
+    # The pack reads its stack from PULUMI_STACK, as in a real run; set only while it judges, so a
+    # caller in the same process (the tests) is not left judging every later plan as this stack.
+    before = os.environ.get("PULUMI_STACK")
+    if wanted:
+        os.environ["PULUMI_STACK"] = wanted
+    try:
+        violations = run(entries, config)
+    finally:
+        if before is None:
+            os.environ.pop("PULUMI_STACK", None)
+        else:
+            os.environ["PULUMI_STACK"] = before
     for violation in violations:
         print(f"{violation.policy}: {violation.message}" + (f" [{violation.urn}]" if violation.urn else ""))
     print(f"{len(violations)} violation(s)")

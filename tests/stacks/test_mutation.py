@@ -84,7 +84,7 @@ def _plan_problems(view: ConfigView, stack: str) -> list[str]:
             run = run_program(run_project_main(ROOT), project=PROJECT, stack=stack, config=config, secret_keys=secret_keys)
         except Exception as error:  # any crash is the finding
             return [f"plan crashed: {type(error).__name__}: {error}"]
-    violations = offline.run(resources_document(run)["resources"])
+        violations = offline.run(resources_document(run)["resources"])
     return [f"policy {v.policy}: {v.message}" for v in violations]
 
 
