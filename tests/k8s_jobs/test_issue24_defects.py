@@ -146,3 +146,43 @@ def test_the_launcher_still_judges_the_sweep_after_listing_devices(tmp_path: Pat
     assert result.returncode == 0, result.stdout + result.stderr
     assert "device  node GUID" not in (tmp_path / "run.log").read_text()
     assert "fabric check: PASS" in result.stdout
+
+
+def _run_worker_start(tmp_path: Path, apt_exit: int) -> subprocess.CompletedProcess[str]:
+    """The RoCE worker's start script under bash, with stand-ins: `apt-get` exiting `apt_exit` (as
+    apt does, 100, when an index or package cannot be fetched), and sshd, ssh-keygen and mkdir that
+    only say they ran. /usr/lib/*/libibverbs has no provider here, so the install step runs."""
+    worker = fabric_job("roce")["spec"]["mpiReplicaSpecs"]["Worker"]["template"]["spec"]["containers"][0]
+    script = worker["command"][2]
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    for name, body in {
+        "apt-get": f"echo apt-get \"$@\"; exit {apt_exit}",
+        "ssh-keygen": "echo ssh-keygen",
+        "mkdir": "echo mkdir",
+    }.items():
+        (bin_dir / name).write_text(f"#!/bin/bash\n{body}\n")
+        (bin_dir / name).chmod(0o755)
+    # The real script execs /usr/sbin/sshd by absolute path and writes apt's preferences under /etc.
+    script = script.replace("exec /usr/sbin/sshd", "echo sshd-started").replace("/etc/apt/preferences.d/", f"{tmp_path}/")
+    env = {"PATH": f"{bin_dir}:/usr/bin:/bin"}
+    return subprocess.run(["bash", "-c", script], capture_output=True, text=True, env=env, timeout=30, check=False)
+
+
+def test_a_worker_whose_provider_install_fails_still_starts_sshd(tmp_path: Path) -> None:
+    """In mpi-operator v0.8 the launcher starts only once every worker is Ready, and a worker whose
+    container exited (restartPolicy Never) fails nothing: the MPIJob would wait forever, and
+    `stacks verify` say "not finished yet". The install is best effort: sshd starts, the sweep runs,
+    and the verdict names the missing RDMA device."""
+    run = _run_worker_start(tmp_path, apt_exit=100)
+    assert "sshd-started" in run.stdout, run.stdout + run.stderr
+    assert "could not install the vmw_pvrdma verbs provider" in run.stderr
+
+
+def test_the_provider_install_reads_only_the_distributions_sources(tmp_path: Path) -> None:
+    """The image keeps MOFED's (linux.mellanox.com) and CUDA's apt sources under sources.list.d; an
+    unreachable one fails `apt-get update` although Ubuntu's archive, all the step needs, is there."""
+    run = _run_worker_start(tmp_path, apt_exit=0)
+    calls = [line for line in run.stdout.splitlines() if line.startswith("apt-get")]
+    assert calls and all("Dir::Etc::SourceParts=" in call for call in calls), calls
+    assert "sshd-started" in run.stdout

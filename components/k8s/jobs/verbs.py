@@ -32,12 +32,22 @@ INSTALL_PVRDMA_PROVIDER = (
     f"{{ ls {PROVIDER_GLOB} >/dev/null 2>&1 || {{ "
     "printf 'Package: %s\\nPin: release o=Ubuntu\\nPin-Priority: 1001\\n' "
     f"'{RDMA_CORE_PACKAGES}' > /etc/apt/preferences.d/gpucluster-rdma-core && "
-    "apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends "
-    "--allow-downgrades libibverbs1 ibverbs-providers ibverbs-utils; }; }"
+    'sources=$(mktemp -d) && { cp /etc/apt/sources.list.d/ubuntu.sources "$sources"/ 2>/dev/null || true; } && '
+    'apt-get -o Dir::Etc::SourceParts="$sources" update -qq && '
+    'DEBIAN_FRONTEND=noninteractive apt-get -o Dir::Etc::SourceParts="$sources" install -y -qq '
+    "--no-install-recommends --allow-downgrades libibverbs1 ibverbs-providers ibverbs-utils; } || "
+    "echo 'gpucluster: could not install the vmw_pvrdma verbs provider (no route to the Ubuntu archive?); "
+    "NCCL will find no RDMA device and the fabric check will say so' >&2; }"
 )
 """A worker start step (bash, root, Ubuntu-based image): the vmw_pvrdma provider from Ubuntu's
-archive unless the image has it. Needs egress to Ubuntu's mirror where it installs; without it,
-use an image whose rdma-core is the distribution's."""
+archive unless the image has it. Only the distribution's own sources are read (`sources.list`, and
+`ubuntu.sources` on 24.04): the image also lists MOFED's and CUDA's repositories, and one that
+cannot be reached fails `apt-get update` (exit 100). Best effort: a failure is reported and sshd
+starts anyway. In mpi-operator v0.8 the launcher starts only once every worker is Ready and a
+worker that exited (restartPolicy Never) fails nothing, so a fatal step would leave the MPIJob
+waiting for ever; this way the sweep runs and the verdict names the missing device. Needs egress
+to Ubuntu's mirror where it installs; without it, use an image whose rdma-core is the
+distribution's."""
 
 LIST_VERBS_DEVICES = 'echo "verbs devices on $(hostname):"; ibv_devices'
 """What each worker prints before the sweep (`ibv_devices`, ibverbs-utils): the device names
