@@ -114,18 +114,32 @@ class DvsHostMemberProvider(VsphereProvider):
         return pulumi.dynamic.CheckResult(inputs, failures)
 
     def diff(self, _id: str, olds: dict[str, Any], news: dict[str, Any]) -> pulumi.dynamic.DiffResult:
-        # Another host or another switch is another membership. Another host: the new one is
-        # added first, the old one removed at the end, after whatever used it. Another switch:
-        # the old membership goes first, because the host's vmnic backs one switch at a time
-        # (each physical adapter is paired with one uplink port: vSphere CLI Concepts and
-        # Examples 6.7, "Networking Using vSphere Distributed Switches",
-        # https://docs.vmware.com/en/VMware-vSphere/6.7/vspherecli-concepts-examples/GUID-EAD97216-F33C-4A55-82AC-7EFCD88FAB9E.html),
-        # so the new switch cannot claim it while the old one holds it. The engine then deletes
-        # the member's dependents (vmknic, VMs) first as well.
-        replaces = [k for k in ("host_name", "switch_uuid") if olds.get(k) != news.get(k)]
+        # Another host is another membership: the new one is added first, the old one removed at
+        # the end, after whatever used it.
+        #
+        # Another switch is refused. The host's vmknic and its VMs' ports are on the old switch,
+        # and they depend on this resource by `depends_on` only, not through an input property.
+        # The engine deletes a dependent ahead of a delete-before-replace only when one of the
+        # dependent's inputs comes from the replaced resource (pulumi/pulumi
+        # pkg/resource/deploy/step_generator.go, `calculateDependentReplacements`: a plain
+        # `dependsOn` does not count), so a replacement would ask vCenter to drop the host from
+        # the old switch while they still use it, which it refuses (`ResourceInUse`;
+        # vcsim/dvs_hosts.go). Create-first is no way out either: the host's vmnic backs one
+        # switch at a time (each physical adapter is paired with one uplink port: vSphere CLI
+        # Concepts and Examples 6.7, "Networking Using vSphere Distributed Switches"), so the new
+        # switch cannot claim it while the old one holds it. An unknown switch (a switch being
+        # replaced, during a preview) is refused too: it becomes another switch.
+        old_uuid, new_uuid = olds.get("switch_uuid"), news.get("switch_uuid")
+        if is_unknown(new_uuid) or old_uuid != new_uuid:
+            host_name = olds.get("host_name")
+            raise ValueError(
+                f"moving host {host_name} from switch {old_uuid} to another switch in one update is impossible "
+                "because its vmknic and VMs use the old switch; remove the host (and its workers) from the "
+                "stack, `pulumi up`, then add it back"
+            )
+        replaces = ["host_name"] if olds.get("host_name") != news.get("host_name") else []
         changes = bool(replaces) or sorted(olds.get("vmnics") or []) != sorted(news.get("vmnics") or [])
-        delete_first = "switch_uuid" in replaces
-        return pulumi.dynamic.DiffResult(changes=changes, replaces=replaces, delete_before_replace=delete_first)
+        return pulumi.dynamic.DiffResult(changes=changes, replaces=replaces, delete_before_replace=False)
 
     def _apply(self, props: dict[str, Any]) -> dict[str, Any]:
         host_name, uuid, vmnics = props["host_name"], props["switch_uuid"], sorted(props["vmnics"])

@@ -5,7 +5,7 @@ pulumi-vsphere cannot set it, so this dynamic provider does, over pyvmomi, or, w
 steps on ESXi (see `host_graphics_ops`): `HostGraphicsManager.UpdateGraphicsConfig` changes the
 configured default graphics type, and a restart of the host's `xorg` service
 (`HostServiceSystem.RestartService`) makes it active, provided no running VM holds the GPU. We do
-both, and report and wait for the *active* type of the NVIDIA device(s), which is what a vGPU VM's
+both (the restart only when no running VM holds the GPU: otherwise we fail before it), and report and wait for the *active* type of the NVIDIA device(s), which is what a vGPU VM's
 power-on needs: a configured but inactive Shared Direct fails here, naming the VMs to power off.
 """
 
@@ -201,6 +201,13 @@ class HostGraphicsModeProvider(VsphereProvider):
                 write_config(host, SHARED_DIRECT, policy)
             restart_error = None
             if state.active_type != SHARED_DIRECT:
+                if state.gpu_vms:
+                    # VMware's procedure restarts Xorg only with the GPU's VMs powered off
+                    # (vSphere Resource Management, "Configuring Host Graphics": "Virtual machines
+                    # should be powered off"); restarting the X server under running vSGA VMs
+                    # pulls their 3D rendering away, and the GPU would keep its mode anyway. So
+                    # no restart: the configured Shared Direct waits, and the error names the VMs.
+                    raise VsphereError(not_active_message(host_name, state, None), object_name=host_name)
                 restart_error = restart_xorg(host)
             state = wait_until_active(
                 host, restart_error=restart_error, timeout=self.active_timeout, interval=self.active_poll
@@ -263,8 +270,9 @@ class HostGraphicsModeProvider(VsphereProvider):
             if current == (SHARED_DIRECT, props.get("assignment_policy")) and current != previous:
                 write_config(host, *previous)
                 # Best effort: with GPU VMs still running the old mode waits for the next
-                # Xorg restart or reboot, which is the admin's to plan.
-                error = restart_xorg(host)
+                # Xorg restart or reboot, which is the admin's to plan; Xorg is not restarted
+                # under them (VMware's procedure powers them off first, see `_apply`).
+                error = "GPU in use by " + ", ".join(state.gpu_vms) if state.gpu_vms else restart_xorg(host)
                 if error or read_current_state(host).active_type != previous[0]:
                     _log.warning(
                         "host %s: graphics type %s configured again, active after the next Xorg restart (%s)",

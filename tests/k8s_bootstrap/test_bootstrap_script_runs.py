@@ -133,6 +133,34 @@ def test_the_nvidia_handler_is_configured_only_when_containerd_lacks_it(tmp_path
     assert not again.has("containerd-restarted")
 
 
+@pytest.mark.parametrize("with_its_table", [False, True], ids=["table-missing", "table-present"])
+def test_a_single_quoted_default_runtime_of_containerd_2_is_checked(tmp_path: Path, with_its_table: bool) -> None:
+    """containerd 2.x's `config dump` writes strings in single quotes (`default_runtime_name =
+    'crun'`, go-toml v2), 1.x in double quotes: the default runtime is read in both styles, so a
+    lost table of a non-runc default is not taken for runc's."""
+    node = make_node(tmp_path, "gpu-1")
+    node.with_containerd(3)
+    table = (
+        "[plugins.'io.containerd.cri.v1.runtime'.containerd.runtimes.crun]\n  runtime_type = 'io.containerd.runc.v2'\n"
+    )
+    config = node.file("/etc/containerd/config.toml")
+    config.write_text(
+        config.read_text()
+        + "[plugins.'io.containerd.cri.v1.runtime'.containerd]\n  default_runtime_name = 'crun'\n"
+        + (table if with_its_table else "")
+    )
+
+    run = node.start()
+
+    if with_its_table:
+        assert run.returncode == 0, run.output
+        assert node.lines("joins") == ["joined"]
+    else:
+        assert run.returncode != 0
+        assert "lost its default runtime" in run.output
+        assert not node.lines("joins")
+
+
 def test_gpu_operator_mode_leaves_containerd_to_the_operator(tmp_path: Path) -> None:
     node = make_node(
         tmp_path, "gpu-1", spec=make_spec(configure_nvidia_runtime=False), without=("nvidia-smi", "nvidia-ctk")

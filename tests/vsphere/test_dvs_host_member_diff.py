@@ -1,10 +1,10 @@
-"""DvsHostMember's diff: which changes replace the membership, and in which order.
+"""DvsHostMember's diff: which changes replace the membership, and which are refused.
 
-A vmnic backs the uplinks of one switch only (each physical adapter is paired with one uplink
-port of one switch; see the comment in `DvsHostMemberProvider.diff`), so moving a host's RDMA
-vmnic to another switch has to take it off the old switch before the new membership can claim
-it: delete first. Another host is another vmnic: the new membership can come first and the old
-one goes after whatever used it.
+Another host is another vmnic: the new membership can come first and the old one goes after
+whatever used it. Another switch is refused: the host's vmknic and its VMs' ports use the old
+switch, and the engine would not delete them first (see the comment in
+`DvsHostMemberProvider.diff`), so vCenter would refuse the removal with ResourceInUse halfway
+through an update.
 """
 
 from __future__ import annotations
@@ -12,6 +12,7 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
+from pulumi.runtime import rpc
 
 from components.vsphere.dvs_host_member import DvsHostMemberProvider
 
@@ -19,21 +20,37 @@ OLD: dict[str, Any] = {"host_name": "esx-1", "switch_uuid": "50 11", "vmnics": [
 
 
 @pytest.mark.parametrize(
-    ("change", "replaces", "delete_first"),
+    ("change", "replaces"),
     [
-        ({}, [], False),
-        ({"vmnics": ["vmnic5"]}, [], False),
-        ({"host_name": "esx-2"}, ["host_name"], False),
-        ({"switch_uuid": "50 22"}, ["switch_uuid"], True),
-        ({"host_name": "esx-2", "switch_uuid": "50 22"}, ["host_name", "switch_uuid"], True),
+        ({}, []),
+        ({"vmnics": ["vmnic5"]}, []),
+        ({"host_name": "esx-2"}, ["host_name"]),
     ],
-    ids=["same", "other-vmnic", "other-host", "other-switch", "other-host-and-switch"],
+    ids=["same", "other-vmnic", "other-host"],
 )
-def test_diff_replaces_a_membership_of_another_switch_delete_first(
-    change: dict[str, Any], replaces: list[str], delete_first: bool
-) -> None:
+def test_diff_replaces_a_membership_of_another_host_create_first(change: dict[str, Any], replaces: list[str]) -> None:
     diff = DvsHostMemberProvider().diff("50 11:esx-1", OLD, {**OLD, **change})
 
     assert diff.replaces == replaces
     assert diff.changes is bool(change)
-    assert diff.delete_before_replace is delete_first
+    assert diff.delete_before_replace is False
+
+
+@pytest.mark.parametrize(
+    ("change", "host"),
+    [
+        ({"switch_uuid": "50 22"}, "esx-1"),
+        ({"host_name": "esx-2", "switch_uuid": "50 22"}, "esx-1"),
+        # A switch being replaced: its new id is unknown during the preview.
+        ({"switch_uuid": rpc.UNKNOWN}, "esx-1"),
+    ],
+    ids=["other-switch", "other-host-and-switch", "switch-unknown"],
+)
+def test_diff_refuses_to_move_a_host_to_another_switch(change: dict[str, Any], host: str) -> None:
+    with pytest.raises(ValueError, match="moving host") as raised:
+        DvsHostMemberProvider().diff("50 11:esx-1", OLD, {**OLD, **change})
+
+    message = str(raised.value)
+    assert f"host {host}" in message
+    assert "impossible" in message and "vmknic" in message and "use the old switch" in message
+    assert "remove the host" in message and "pulumi up" in message and "add it back" in message

@@ -18,6 +18,7 @@ from pyVmomi import vim
 
 from components.vcenter.errors import VsphereError
 from components.vcenter.tasks import wait_for_task
+from components.vsphere import host_graphics
 from components.vsphere.host_graphics import HostGraphicsModeProvider
 from components.vsphere.provider_base import RetryPolicy
 from tests.vsphere.graphics_helpers import set_active_graphics
@@ -329,3 +330,75 @@ def test_shared_direct_set_by_the_admin_is_kept_on_delete(
     provider.delete(created.id, created.outs)
 
     assert _graphics(find, host_name) == ("sharedDirect", "performance")
+
+
+# ---------------------------------------------------------------------------------------------
+# No Xorg restart while running VMs hold the GPU (VMware's procedure: power them off first)
+
+
+def _stop_xorg(find: Callable[[Any, str], Any], name: str) -> None:
+    """Stop the host's xorg service: the harness's RestartService starts it again (running=True,
+    vcsim/host_services.go), so a stopped service afterwards shows that nothing restarted it.
+    The host fixture's reset restarts it."""
+    find(vim.HostSystem, name).configManager.serviceSystem.StopService(id="xorg")
+
+
+def _xorg_running(find: Callable[[Any, str], Any], name: str) -> bool:
+    services = find(vim.HostSystem, name).configManager.serviceSystem.serviceInfo.service
+    return bool(next(s.running for s in services if s.key == "xorg"))
+
+
+@pytest.mark.parametrize("step", ["create", "update"])
+def test_gpu_held_by_running_vms_fails_before_any_xorg_restart(
+    provider: HostGraphicsModeProvider,
+    host_name: str,
+    find: Callable[[Any, str], Any],
+    vm_on_host: Any,
+    step: str,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    inputs = _inputs(provider, host_name, manage=True)
+    olds: dict[str, Any] = {}
+    if step == "update":
+        olds = provider.create(inputs).outs
+        _set_graphics(find, host_name, "shared", "performance")  # an admin switches it back
+        olds = provider.read(f"graphics:{host_name}", olds).outs
+    _enable_3d(vm_on_host)  # a vSGA VM: it holds the GPU in shared mode
+    wait_for_task(vm_on_host.PowerOnVM_Task())
+    _stop_xorg(find, host_name)
+    restarts: list[str] = []
+    real_restart = host_graphics.restart_xorg
+    monkeypatch.setattr(host_graphics, "restart_xorg", lambda host: restarts.append(host.name) or real_restart(host))
+
+    with pytest.raises(VsphereError) as info:
+        if step == "create":
+            provider.create(inputs)
+        else:
+            provider.update(f"graphics:{host_name}", olds, inputs)
+
+    message = str(info.value)
+    assert f"host {host_name}" in message
+    assert vm_on_host.name in message
+    assert "power those VMs off" in message
+    assert restarts == []
+    assert _xorg_running(find, host_name) is False
+    assert _active(find, host_name) == "shared"
+
+
+def test_delete_does_not_restart_xorg_while_running_vms_hold_the_gpu(
+    provider: HostGraphicsModeProvider,
+    host_name: str,
+    find: Callable[[Any, str], Any],
+    vm_on_host: Any,
+) -> None:
+    created = provider.create(_inputs(provider, host_name, manage=True))
+    _add_vgpu(vm_on_host)
+    wait_for_task(vm_on_host.PowerOnVM_Task())
+    _stop_xorg(find, host_name)
+
+    provider.delete(created.id, created.outs)
+
+    # The previous mode is configured again, to take effect at the next Xorg restart or reboot.
+    assert _graphics(find, host_name) == ("shared", "performance")
+    assert _xorg_running(find, host_name) is False
+    assert _active(find, host_name) == "sharedDirect"

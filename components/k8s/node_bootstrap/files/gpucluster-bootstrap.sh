@@ -133,7 +133,10 @@ containerd_has_handler() {
 containerd_keeps_its_default_runtime() {
   local dump default
   dump=$(containerd --config "$containerd_config" config dump) || return 1
-  default=$(sed -n '/^ *default_runtime_name = /{s/^ *default_runtime_name = "\([^"]*\)".*/\1/p;q;}' <<<"$dump")
+  # containerd 1.x dumps `default_runtime_name = "runc"`, 2.x single quotes (go-toml v2 writes
+  # strings as TOML literal strings: `default_runtime_name = 'runc'`, as in containerd issue 10132's
+  # `config default` of v2.0.0-rc.1); a runtime name has no quotes.
+  default=$(sed -En "/^[[:space:]]*default_runtime_name[[:space:]]*=/{s/^[[:space:]]*default_runtime_name[[:space:]]*=[[:space:]]*[\"']([^\"']*)[\"'].*/\\1/p;q;}" <<<"$dump")
   default=${default:-runc}
   # Its table, or only a subtable (`...runtimes.runc.options]` defines it too).
   grep -Eq "\\.runtimes\\.[\"']?${default}[\"']?[].]" <<<"$dump"
