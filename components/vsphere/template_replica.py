@@ -9,14 +9,24 @@ current snapshot, `createNewChildDiskBacking`, which is what pulumi-vsphere's `l
 does), one snapshot (linked clones of the copy hang off it, as they do off the template), then
 `MarkAsTemplate`. The copy lives in the template's folder, beside it.
 
-Keeping it in step: every input that shapes the copy (the source's id, host, datastore, linked)
-replaces it, create-before-delete: the new copy's name carries a hash of those inputs, so old and
-new coexist while the workers cloned from the old one roll to the new one (their generation
+Keeping it in step: every input that changes what workers clone (the source's id, host, datastore,
+linked, the base name) replaces it, create-before-delete, and every input at all (the resource pool
+and snapshot name too) goes into the hash in the copy's name, so old and new copies never share a
+name: they coexist while the workers cloned from the old one roll to the new one (their generation
 includes the copy's site and the template id: `stacks.wiring.rollout`), and Pulumi deletes the old
-copy at the end of the update, when nothing hangs off it any more.
+copy at the end of the update. The resource pool and the snapshot's name are applied in place by
+recording them only: a template belongs to no resource pool (the pool only places the clone before
+`MarkAsTemplate`), and a linked clone hangs off the copy's current snapshot whatever its name
+(pulumi-vsphere's `linked_clone` takes the current snapshot); so neither rolls a worker, and a
+change to them reaches only copies made later.
 
-`create` is idempotent: a copy of that name already there (an interrupted create) is finished
-(snapshot, mark as template) rather than cloned again. `read` reports the live copy, or that it is
+`create` is idempotent but never takes a live copy: a VM of that name already there is finished
+(snapshot, mark as template) only when it is a half-made copy of this very shape (the identity
+mark `gpucluster.templateReplica` = its name, set in the clone's extraConfig), or the one this
+create cloned before a lost session. A finished template of that name, or a VM without the mark,
+is refused: adopting it would hand Pulumi the live copy's id as the new resource's, and Pulumi's
+create-before-delete replacement would then delete "the old" resource, i.e. that same VM
+(`pulumi up --replace` of a copy does exactly that). `read` reports the live copy, or that it is
 gone. `delete` destroys the copy.
 """
 
@@ -36,16 +46,24 @@ from components.vcenter.lookups import find_vm, find_vm_by_uuid
 from components.vcenter.tasks import wait_for_task
 from components.vsphere.provider_base import RetryPolicy, VsphereProvider, is_unknown, public_props
 
-REPLACING_INPUTS = ("source_uuid", "host_id", "datastore_id", "resource_pool_id", "linked", "snapshot_name", "name")
-"""Every input but `source_name` and `host_name` (messages only): a copy is never edited in place."""
+REPLACING_INPUTS = ("source_uuid", "host_id", "datastore_id", "linked", "name")
+"""What workers clone changes: a new copy (the workers roll to it, `stacks.wiring.rollout`)."""
+IN_PLACE_INPUTS = ("resource_pool_id", "snapshot_name", "source_name", "host_name")
+"""Recorded only: nothing to change on a live copy (module doc)."""
+SHAPE_INPUTS = (*REPLACING_INPUTS, "resource_pool_id", "snapshot_name")
+"""Hashed into the copy's name: any replacement, even a forced one with new in-place inputs, makes
+a copy of another name."""
+MARK = "gpucluster.templateReplica"
+"""extraConfig key on a copy: its own name, set by its clone; what `create` may adopt."""
 MAX_NAME = 80
 """vCenter's longest inventory name."""
 
 
 def copy_name(base: str, props: dict[str, Any]) -> str:
     """`<base>-<8 hex>`: the hash of what shapes the copy, so a replacement's new copy never has the
-    old one's name (vCenter refuses a duplicate in a folder: DuplicateName)."""
-    shape = "|".join(str(props.get(key)) for key in ("source_uuid", "host_id", "datastore_id", "linked"))
+    old one's name (vCenter refuses a duplicate in a folder: DuplicateName), and a truncated base
+    cannot make two shapes share one."""
+    shape = "|".join(str(props.get(key)) for key in SHAPE_INPUTS)
     suffix = hashlib.sha256(shape.encode()).hexdigest()[:8]
     return f"{base[: MAX_NAME - 9]}-{suffix}"
 
@@ -63,7 +81,8 @@ def _read(si: Any, vm: Any) -> dict[str, Any]:
         objectSet=[vmodl.query.PropertyCollector.ObjectSpec(obj=vm, skip=False)],
         propSet=[
             vmodl.query.PropertyCollector.PropertySpec(
-                type=vim.VirtualMachine, pathSet=["snapshot", "config.template", "config.uuid", "name"]
+                type=vim.VirtualMachine,
+                pathSet=["snapshot", "config.template", "config.uuid", "name", "config.extraConfig"],
             )
         ],
     )
@@ -84,7 +103,8 @@ def _clone(si: Any, props: dict[str, Any], name: str, timeout: float) -> Any:
         datastore=_moref(vim.Datastore, props["datastore_id"], si),
         pool=_moref(vim.ResourcePool, props["resource_pool_id"], si),
     )
-    spec = vim.vm.CloneSpec(location=relocate, powerOn=False, template=False)
+    mark = vim.vm.ConfigSpec(extraConfig=[vim.option.OptionValue(key=MARK, value=name)])
+    spec = vim.vm.CloneSpec(location=relocate, powerOn=False, template=False, config=mark)
     if props["linked"]:
         snapshot = _read(si, source).get("snapshot")
         current = snapshot.currentSnapshot if snapshot is not None else None
@@ -98,6 +118,23 @@ def _clone(si: Any, props: dict[str, Any], name: str, timeout: float) -> Any:
         spec.snapshot = current
     task = source.CloneVM_Task(folder=source.parent, name=name, spec=spec)
     return wait_for_task(task, timeout=timeout, object_name=name, what="clone of the template copy")
+
+
+def _check_adoptable(si: Any, vm: Any, name: str, made: set[str]) -> None:
+    """Refuse a VM of the copy's name that this resource must not take over (module doc)."""
+    now = _read(si, vm)
+    if now.get("config.uuid") in made:
+        return  # cloned by this very create, before a lost session
+    marks = {opt.key: opt.value for opt in now.get("config.extraConfig") or []}
+    if now.get("config.template") or marks.get(MARK) != name:
+        raise VsphereError(
+            f"a VM named {name!r} already exists ({'a template' if now.get('config.template') else 'not marked'} "
+            f"{MARK}={marks.get(MARK)!r}) and is not a half-made copy of this one: it is another resource's live "
+            "copy (a forced `pulumi up --replace` of the copy, or another stack with the same inputs) or one an "
+            "interrupted `pulumi up` finished; it is left alone. Delete it in vCenter once no worker clones from "
+            "it, or `pulumi import` it, then run `pulumi up` again",
+            object_name=name,
+        )
 
 
 def _finish(si: Any, vm: Any, props: dict[str, Any]) -> None:
@@ -131,7 +168,7 @@ class TemplateReplicaProvider(VsphereProvider):
 
     def diff(self, _id: str, olds: dict[str, Any], news: dict[str, Any]) -> pulumi.dynamic.DiffResult:
         replaces = [key for key in REPLACING_INPUTS if is_unknown(news.get(key)) or news.get(key) != olds.get(key)]
-        changes = replaces or [key for key in ("source_name", "host_name") if news.get(key) != olds.get(key)]
+        changes = replaces or [key for key in IN_PLACE_INPUTS if news.get(key) != olds.get(key)]
         # Create-before-delete: workers still hang off the old copy until they rolled (module doc).
         return pulumi.dynamic.DiffResult(changes=bool(changes), replaces=replaces, delete_before_replace=False)
 
@@ -139,10 +176,15 @@ class TemplateReplicaProvider(VsphereProvider):
         name = copy_name(props["name"], props)
         timeout = self.clone_timeout_minutes * 60
 
+        made: set[str] = set()
+
         def make(si: Any) -> dict[str, Any]:
             vm = find_vm(si, name)
             if vm is None:
                 vm = _clone(si, props, name, timeout)
+                made.add(_read(si, vm)["config.uuid"])
+            else:
+                _check_adoptable(si, vm, name, made)
             _finish(si, vm, props)
             return _outputs(si, vm, props)
 
@@ -152,7 +194,9 @@ class TemplateReplicaProvider(VsphereProvider):
         return pulumi.dynamic.CreateResult(id_=outs["uuid"], outs=outs)
 
     def update(self, _id: str, _olds: dict[str, Any], news: dict[str, Any]) -> pulumi.dynamic.UpdateResult:
-        return pulumi.dynamic.UpdateResult(outs={**_olds, **public_props(news)})  # messages-only inputs
+        # IN_PLACE_INPUTS only: recorded; `snapshot` keeps reporting the copy's real snapshot (module doc).
+        inputs = {key: value for key, value in public_props(news).items() if key not in ("uuid", "vm_name", "snapshot")}
+        return pulumi.dynamic.UpdateResult(outs={**_olds, **inputs})
 
     def read(self, id_: str, props: dict[str, Any]) -> pulumi.dynamic.ReadResult:
         def look(si: Any) -> dict[str, Any] | None:
