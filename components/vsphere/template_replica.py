@@ -27,7 +27,11 @@ create cloned before a lost session. A finished template of that name, or a VM w
 is refused: adopting it would hand Pulumi the live copy's id as the new resource's, and Pulumi's
 create-before-delete replacement would then delete "the old" resource, i.e. that same VM
 (`pulumi up --replace` of a copy does exactly that). `read` reports the live copy, or that it is
-gone. `delete` destroys the copy.
+gone. `delete` destroys the copy, unless a VM's disk still hangs off it: Pulumi deletes a replaced
+copy left pending-delete by a failed or interrupted update at the START of the next one
+(pulumi pkg/resource/deploy/deployment_executor.go, retirePendingDeletes), before the workers not
+yet rolled were re-created from the new copy. Such a copy is renamed `<name>-retired` (a later copy
+may take its name) and left in vCenter with a warning to delete it once the rollout is done.
 """
 
 from __future__ import annotations
@@ -42,7 +46,7 @@ from pyVmomi import vim, vmodl
 
 from components.dynamic_resource import DynamicResource
 from components.vcenter.errors import VsphereError
-from components.vcenter.lookups import find_vm, find_vm_by_uuid
+from components.vcenter.lookups import collect_properties, find_vm, find_vm_by_uuid
 from components.vcenter.tasks import wait_for_task
 from components.vsphere.provider_base import RetryPolicy, VsphereProvider, is_unknown, public_props
 
@@ -57,6 +61,8 @@ MARK = "gpucluster.templateReplica"
 """extraConfig key on a copy: its own name, set by its clone; what `create` may adopt."""
 MAX_NAME = 80
 """vCenter's longest inventory name."""
+RETIRED = "-retired"
+"""Suffix of a copy left in vCenter because linked clones still hang off it (module doc)."""
 
 
 def copy_name(base: str, props: dict[str, Any]) -> str:
@@ -72,7 +78,10 @@ def _moref(kind: type, moid: str, si: Any) -> Any:
     return kind(moid, si._stub)
 
 
-def _read(si: Any, vm: Any) -> dict[str, Any]:
+READ = ("snapshot", "config.template", "config.uuid", "name", "config.extraConfig")
+
+
+def _read(si: Any, vm: Any, paths: tuple[str, ...] = READ) -> dict[str, Any]:
     """`snapshot`, `config.template`, `config.uuid`, `name` of one VM in one collector call: an unset
     property (`snapshot` of a VM without one) is absent here, where pyVmomi's accessor makes
     govmomi's simulator drop the connection (components/vcenter/lookups.py, collect_properties)."""
@@ -82,7 +91,7 @@ def _read(si: Any, vm: Any) -> dict[str, Any]:
         propSet=[
             vmodl.query.PropertyCollector.PropertySpec(
                 type=vim.VirtualMachine,
-                pathSet=["snapshot", "config.template", "config.uuid", "name", "config.extraConfig"],
+                pathSet=list(paths),
             )
         ],
     )
@@ -161,6 +170,43 @@ def _outputs(si: Any, vm: Any, props: dict[str, Any]) -> dict[str, Any]:
     return {**outs, "snapshot": names[0] if names else ""}
 
 
+def _backing_files(device: Any) -> list[str]:
+    """A disk's file and every parent's down its chain (a linked clone's `backing.parent`...)."""
+    files, backing = [], getattr(device, "backing", None)
+    while backing is not None:
+        if getattr(backing, "fileName", None):
+            files.append(backing.fileName)
+        backing = getattr(backing, "parent", None)
+    return files
+
+
+def _disks(devices: Any) -> list[Any]:
+    return [device for device in devices or [] if isinstance(device, vim.vm.device.VirtualDisk)]
+
+
+def dependents(si: Any, vm: Any) -> list[str]:
+    """Names of the VMs whose disk chain reaches into the copy's folder: linked clones of it.
+
+    On vCenter a linked clone's `VirtualDisk.backing.parent` chain names its source's snapshot disk
+    (createNewChildDiskBacking). Only files in the copy's own folder count: a linked copy's chain
+    goes on into the template's disk, which workers cloned from the template share."""
+    own = _read(si, vm, ("config.files.vmPathName", "config.hardware.device"))
+    path = own.get("config.files.vmPathName", "")
+    folder = path.rsplit("/", 1)[0] + "/" if "/" in path else None
+    files = {name for disk in _disks(own.get("config.hardware.device")) for name in _backing_files(disk)}
+    found = []
+    everyone = collect_properties(
+        si, si.RetrieveContent().rootFolder, vim.VirtualMachine, ["name", "config.hardware.device"]
+    )
+    for obj, props in everyone:
+        if obj._moId == vm._moId:
+            continue
+        chain = [name for disk in _disks(props.get("config.hardware.device")) for name in _backing_files(disk)[1:]]
+        if any((folder is not None and name.startswith(folder)) or name in files for name in chain):
+            found.append(props.get("name", obj._moId))
+    return sorted(found)
+
+
 class TemplateReplicaProvider(VsphereProvider):
     def __init__(self, *, clone_timeout_minutes: float = 30, retry: RetryPolicy | None = None) -> None:
         super().__init__(retry=retry)
@@ -209,9 +255,23 @@ class TemplateReplicaProvider(VsphereProvider):
     def delete(self, id_: str, props: dict[str, Any]) -> None:
         def destroy(si: Any) -> None:
             vm = find_vm_by_uuid(si, id_)
-            if vm is not None:
-                name = vm.name  # read first: the object is gone once the task ran
+            if vm is None:
+                return
+            name = vm.name  # read first: the object is gone once the task ran
+            children = dependents(si, vm)
+            if not children:
                 wait_for_task(vm.Destroy_Task(), object_name=name, what="removal of the template copy")
+                return
+            retired = name if name.endswith(RETIRED) else f"{name[: MAX_NAME - len(RETIRED)]}{RETIRED}"
+            if retired != name:
+                wait_for_task(vm.Rename_Task(newName=retired), object_name=name, what="retiring the template copy")
+            # Without an engine (a dynamic provider's process) pulumi.log.warn prints to stderr,
+            # which the engine shows as the resource's diagnostics.
+            pulumi.log.warn(
+                f"template copy {retired!r} kept in vCenter: linked clones still hang off it "
+                f"({', '.join(children[:5])}{', ...' if len(children) > 5 else ''}). Delete it in vCenter "
+                "once the rollout finished and no worker clones from it (docs/deployment-time.md, template copies)"
+            )
 
         self.run(destroy, what=f"remove template copy {props.get('vm_name', id_)}")
 

@@ -14,7 +14,7 @@ from components.vcenter.tasks import wait_for_task
 from components.vsphere.provider_base import RetryPolicy
 from components.vsphere.template_replica import MARK, TemplateReplicaProvider, copy_name
 from tests.vsphere.conftest import CLUSTER_HOSTS, TEMPLATE_VM, _find
-from tests.vsphere.vm_helpers import clone, destroy, unique
+from tests.vsphere.vm_helpers import clone, destroy, power_on, unique
 
 pytestmark = pytest.mark.vcsim
 
@@ -199,3 +199,37 @@ def test_create_refuses_a_finished_copy_it_did_not_make(
         assert _vm(si, old.id) is not None
     finally:
         provider.delete(old.id, old.outs)
+
+
+def test_a_copy_a_linked_clone_still_hangs_off_is_retired_not_destroyed(
+    si: Any, source: Any, provider: TemplateReplicaProvider, capsys: Any
+) -> None:
+    """A pending delete Pulumi retires at the start of the next update, while a worker not rolled yet
+    is still a linked clone of the copy. govmomi's simulator drops a clone's disk parent
+    (CloneVMTask sets Backing.Parent = nil), so the worker's disk is given the parent a linked clone
+    has on vCenter: the copy's disk (`VirtualDisk.backing.parent.fileName`)."""
+    props = _props(si, source, CLUSTER_HOSTS[0])
+    created = provider.create(props)
+    copy = _vm(si, created.id)
+    pool = _find(si, vim.ClusterComputeResource, "DC0_C0").resourcePool
+    spec = vim.vm.CloneSpec(location=vim.vm.RelocateSpec(diskMoveType="createNewChildDiskBacking", pool=pool),
+                            powerOn=False, snapshot=copy.snapshot.currentSnapshot)  # fmt: skip
+    worker = wait_for_task(copy.CloneVM_Task(folder=copy.parent, name=unique("worker"), spec=spec))
+    try:
+        disk = next(d for d in worker.config.hardware.device if isinstance(d, vim.vm.device.VirtualDisk))
+        copy_disk = next(d for d in copy.config.hardware.device if isinstance(d, vim.vm.device.VirtualDisk))
+        disk.backing.parent = vim.vm.device.VirtualDisk.FlatVer2BackingInfo(
+            fileName=copy_disk.backing.fileName, diskMode="persistent"
+        )
+        change = vim.vm.device.VirtualDeviceSpec(operation="edit", device=disk)
+        wait_for_task(worker.ReconfigVM_Task(spec=vim.vm.ConfigSpec(deviceChange=[change])))
+        provider.delete(created.id, created.outs)
+        kept = _vm(si, created.id)
+        assert kept is not None and kept.name.endswith("-retired") and kept.config.template
+        assert kept.name in capsys.readouterr().err
+        power_on(worker)
+    finally:
+        destroy(worker)
+        leftover = _vm(si, created.id)
+        if leftover is not None:
+            wait_for_task(leftover.Destroy_Task())
