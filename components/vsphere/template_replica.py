@@ -9,15 +9,29 @@ current snapshot, `createNewChildDiskBacking`, which is what pulumi-vsphere's `l
 does), one snapshot (linked clones of the copy hang off it, as they do off the template), then
 `MarkAsTemplate`. The copy lives in the template's folder, beside it.
 
-Keeping it in step: every input that shapes the copy (the source's id, host, datastore, linked)
-replaces it, create-before-delete: the new copy's name carries a hash of those inputs, so old and
-new coexist while the workers cloned from the old one roll to the new one (their generation
+Keeping it in step: every input that changes what workers clone (the source's id, host, datastore,
+linked, the base name) replaces it, create-before-delete, and every input at all (the resource pool
+and snapshot name too) goes into the hash in the copy's name, so old and new copies never share a
+name: they coexist while the workers cloned from the old one roll to the new one (their generation
 includes the copy's site and the template id: `stacks.wiring.rollout`), and Pulumi deletes the old
-copy at the end of the update, when nothing hangs off it any more.
+copy at the end of the update. The resource pool and the snapshot's name are applied in place by
+recording them only: a template belongs to no resource pool (the pool only places the clone before
+`MarkAsTemplate`), and a linked clone hangs off the copy's current snapshot whatever its name
+(pulumi-vsphere's `linked_clone` takes the current snapshot); so neither rolls a worker, and a
+change to them reaches only copies made later.
 
-`create` is idempotent: a copy of that name already there (an interrupted create) is finished
-(snapshot, mark as template) rather than cloned again. `read` reports the live copy, or that it is
-gone. `delete` destroys the copy.
+`create` is idempotent but never takes a live copy: a VM of that name already there is finished
+(snapshot, mark as template) only when it is a half-made copy of this very shape (the identity
+mark `gpucluster.templateReplica` = its name, set in the clone's extraConfig), or the one this
+create cloned before a lost session. A finished template of that name, or a VM without the mark,
+is refused: adopting it would hand Pulumi the live copy's id as the new resource's, and Pulumi's
+create-before-delete replacement would then delete "the old" resource, i.e. that same VM
+(`pulumi up --replace` of a copy does exactly that). `read` reports the live copy, or that it is
+gone. `delete` destroys the copy, unless a VM's disk still hangs off it: Pulumi deletes a replaced
+copy left pending-delete by a failed or interrupted update at the START of the next one
+(pulumi pkg/resource/deploy/deployment_executor.go, retirePendingDeletes), before the workers not
+yet rolled were re-created from the new copy. Such a copy is renamed `<name>-retired` (a later copy
+may take its name) and left in vCenter with a warning to delete it once the rollout is done.
 """
 
 from __future__ import annotations
@@ -32,20 +46,30 @@ from pyVmomi import vim, vmodl
 
 from components.dynamic_resource import DynamicResource
 from components.vcenter.errors import VsphereError
-from components.vcenter.lookups import find_vm, find_vm_by_uuid
+from components.vcenter.lookups import collect_properties, find_vm, find_vm_by_uuid
 from components.vcenter.tasks import wait_for_task
 from components.vsphere.provider_base import RetryPolicy, VsphereProvider, is_unknown, public_props
 
-REPLACING_INPUTS = ("source_uuid", "host_id", "datastore_id", "resource_pool_id", "linked", "snapshot_name", "name")
-"""Every input but `source_name` and `host_name` (messages only): a copy is never edited in place."""
+REPLACING_INPUTS = ("source_uuid", "host_id", "datastore_id", "linked", "name")
+"""What workers clone changes: a new copy (the workers roll to it, `stacks.wiring.rollout`)."""
+IN_PLACE_INPUTS = ("resource_pool_id", "snapshot_name", "source_name", "host_name")
+"""Recorded only: nothing to change on a live copy (module doc)."""
+SHAPE_INPUTS = (*REPLACING_INPUTS, "resource_pool_id", "snapshot_name")
+"""Hashed into the copy's name: any replacement, even a forced one with new in-place inputs, makes
+a copy of another name."""
+MARK = "gpucluster.templateReplica"
+"""extraConfig key on a copy: its own name, set by its clone; what `create` may adopt."""
 MAX_NAME = 80
 """vCenter's longest inventory name."""
+RETIRED = "-retired"
+"""Suffix of a copy left in vCenter because linked clones still hang off it (module doc)."""
 
 
 def copy_name(base: str, props: dict[str, Any]) -> str:
     """`<base>-<8 hex>`: the hash of what shapes the copy, so a replacement's new copy never has the
-    old one's name (vCenter refuses a duplicate in a folder: DuplicateName)."""
-    shape = "|".join(str(props.get(key)) for key in ("source_uuid", "host_id", "datastore_id", "linked"))
+    old one's name (vCenter refuses a duplicate in a folder: DuplicateName), and a truncated base
+    cannot make two shapes share one."""
+    shape = "|".join(str(props.get(key)) for key in SHAPE_INPUTS)
     suffix = hashlib.sha256(shape.encode()).hexdigest()[:8]
     return f"{base[: MAX_NAME - 9]}-{suffix}"
 
@@ -54,7 +78,10 @@ def _moref(kind: type, moid: str, si: Any) -> Any:
     return kind(moid, si._stub)
 
 
-def _read(si: Any, vm: Any) -> dict[str, Any]:
+READ = ("snapshot", "config.template", "config.uuid", "name", "config.extraConfig")
+
+
+def _read(si: Any, vm: Any, paths: tuple[str, ...] = READ) -> dict[str, Any]:
     """`snapshot`, `config.template`, `config.uuid`, `name` of one VM in one collector call: an unset
     property (`snapshot` of a VM without one) is absent here, where pyVmomi's accessor makes
     govmomi's simulator drop the connection (components/vcenter/lookups.py, collect_properties)."""
@@ -63,7 +90,8 @@ def _read(si: Any, vm: Any) -> dict[str, Any]:
         objectSet=[vmodl.query.PropertyCollector.ObjectSpec(obj=vm, skip=False)],
         propSet=[
             vmodl.query.PropertyCollector.PropertySpec(
-                type=vim.VirtualMachine, pathSet=["snapshot", "config.template", "config.uuid", "name"]
+                type=vim.VirtualMachine,
+                pathSet=list(paths),
             )
         ],
     )
@@ -84,7 +112,8 @@ def _clone(si: Any, props: dict[str, Any], name: str, timeout: float) -> Any:
         datastore=_moref(vim.Datastore, props["datastore_id"], si),
         pool=_moref(vim.ResourcePool, props["resource_pool_id"], si),
     )
-    spec = vim.vm.CloneSpec(location=relocate, powerOn=False, template=False)
+    mark = vim.vm.ConfigSpec(extraConfig=[vim.option.OptionValue(key=MARK, value=name)])
+    spec = vim.vm.CloneSpec(location=relocate, powerOn=False, template=False, config=mark)
     if props["linked"]:
         snapshot = _read(si, source).get("snapshot")
         current = snapshot.currentSnapshot if snapshot is not None else None
@@ -98,6 +127,23 @@ def _clone(si: Any, props: dict[str, Any], name: str, timeout: float) -> Any:
         spec.snapshot = current
     task = source.CloneVM_Task(folder=source.parent, name=name, spec=spec)
     return wait_for_task(task, timeout=timeout, object_name=name, what="clone of the template copy")
+
+
+def _check_adoptable(si: Any, vm: Any, name: str, made: set[str]) -> None:
+    """Refuse a VM of the copy's name that this resource must not take over (module doc)."""
+    now = _read(si, vm)
+    if now.get("config.uuid") in made:
+        return  # cloned by this very create, before a lost session
+    marks = {opt.key: opt.value for opt in now.get("config.extraConfig") or []}
+    if now.get("config.template") or marks.get(MARK) != name:
+        raise VsphereError(
+            f"a VM named {name!r} already exists ({'a template' if now.get('config.template') else 'not marked'} "
+            f"{MARK}={marks.get(MARK)!r}) and is not a half-made copy of this one: it is another resource's live "
+            "copy (a forced `pulumi up --replace` of the copy, or another stack with the same inputs) or one an "
+            "interrupted `pulumi up` finished; it is left alone. Delete it in vCenter once no worker clones from "
+            "it, or `pulumi import` it, then run `pulumi up` again",
+            object_name=name,
+        )
 
 
 def _finish(si: Any, vm: Any, props: dict[str, Any]) -> None:
@@ -124,6 +170,43 @@ def _outputs(si: Any, vm: Any, props: dict[str, Any]) -> dict[str, Any]:
     return {**outs, "snapshot": names[0] if names else ""}
 
 
+def _backing_files(device: Any) -> list[str]:
+    """A disk's file and every parent's down its chain (a linked clone's `backing.parent`...)."""
+    files, backing = [], getattr(device, "backing", None)
+    while backing is not None:
+        if getattr(backing, "fileName", None):
+            files.append(backing.fileName)
+        backing = getattr(backing, "parent", None)
+    return files
+
+
+def _disks(devices: Any) -> list[Any]:
+    return [device for device in devices or [] if isinstance(device, vim.vm.device.VirtualDisk)]
+
+
+def dependents(si: Any, vm: Any) -> list[str]:
+    """Names of the VMs whose disk chain reaches into the copy's folder: linked clones of it.
+
+    On vCenter a linked clone's `VirtualDisk.backing.parent` chain names its source's snapshot disk
+    (createNewChildDiskBacking). Only files in the copy's own folder count: a linked copy's chain
+    goes on into the template's disk, which workers cloned from the template share."""
+    own = _read(si, vm, ("config.files.vmPathName", "config.hardware.device"))
+    path = own.get("config.files.vmPathName", "")
+    folder = path.rsplit("/", 1)[0] + "/" if "/" in path else None
+    files = {name for disk in _disks(own.get("config.hardware.device")) for name in _backing_files(disk)}
+    found = []
+    everyone = collect_properties(
+        si, si.RetrieveContent().rootFolder, vim.VirtualMachine, ["name", "config.hardware.device"]
+    )
+    for obj, props in everyone:
+        if obj._moId == vm._moId:
+            continue
+        chain = [name for disk in _disks(props.get("config.hardware.device")) for name in _backing_files(disk)[1:]]
+        if any((folder is not None and name.startswith(folder)) or name in files for name in chain):
+            found.append(props.get("name", obj._moId))
+    return sorted(found)
+
+
 class TemplateReplicaProvider(VsphereProvider):
     def __init__(self, *, clone_timeout_minutes: float = 30, retry: RetryPolicy | None = None) -> None:
         super().__init__(retry=retry)
@@ -131,7 +214,7 @@ class TemplateReplicaProvider(VsphereProvider):
 
     def diff(self, _id: str, olds: dict[str, Any], news: dict[str, Any]) -> pulumi.dynamic.DiffResult:
         replaces = [key for key in REPLACING_INPUTS if is_unknown(news.get(key)) or news.get(key) != olds.get(key)]
-        changes = replaces or [key for key in ("source_name", "host_name") if news.get(key) != olds.get(key)]
+        changes = replaces or [key for key in IN_PLACE_INPUTS if news.get(key) != olds.get(key)]
         # Create-before-delete: workers still hang off the old copy until they rolled (module doc).
         return pulumi.dynamic.DiffResult(changes=bool(changes), replaces=replaces, delete_before_replace=False)
 
@@ -139,10 +222,15 @@ class TemplateReplicaProvider(VsphereProvider):
         name = copy_name(props["name"], props)
         timeout = self.clone_timeout_minutes * 60
 
+        made: set[str] = set()
+
         def make(si: Any) -> dict[str, Any]:
             vm = find_vm(si, name)
             if vm is None:
                 vm = _clone(si, props, name, timeout)
+                made.add(_read(si, vm)["config.uuid"])
+            else:
+                _check_adoptable(si, vm, name, made)
             _finish(si, vm, props)
             return _outputs(si, vm, props)
 
@@ -152,7 +240,9 @@ class TemplateReplicaProvider(VsphereProvider):
         return pulumi.dynamic.CreateResult(id_=outs["uuid"], outs=outs)
 
     def update(self, _id: str, _olds: dict[str, Any], news: dict[str, Any]) -> pulumi.dynamic.UpdateResult:
-        return pulumi.dynamic.UpdateResult(outs={**_olds, **public_props(news)})  # messages-only inputs
+        # IN_PLACE_INPUTS only: recorded; `snapshot` keeps reporting the copy's real snapshot (module doc).
+        inputs = {key: value for key, value in public_props(news).items() if key not in ("uuid", "vm_name", "snapshot")}
+        return pulumi.dynamic.UpdateResult(outs={**_olds, **inputs})
 
     def read(self, id_: str, props: dict[str, Any]) -> pulumi.dynamic.ReadResult:
         def look(si: Any) -> dict[str, Any] | None:
@@ -165,9 +255,23 @@ class TemplateReplicaProvider(VsphereProvider):
     def delete(self, id_: str, props: dict[str, Any]) -> None:
         def destroy(si: Any) -> None:
             vm = find_vm_by_uuid(si, id_)
-            if vm is not None:
-                name = vm.name  # read first: the object is gone once the task ran
+            if vm is None:
+                return
+            name = vm.name  # read first: the object is gone once the task ran
+            children = dependents(si, vm)
+            if not children:
                 wait_for_task(vm.Destroy_Task(), object_name=name, what="removal of the template copy")
+                return
+            retired = name if name.endswith(RETIRED) else f"{name[: MAX_NAME - len(RETIRED)]}{RETIRED}"
+            if retired != name:
+                wait_for_task(vm.Rename_Task(newName=retired), object_name=name, what="retiring the template copy")
+            # Without an engine (a dynamic provider's process) pulumi.log.warn prints to stderr,
+            # which the engine shows as the resource's diagnostics.
+            pulumi.log.warn(
+                f"template copy {retired!r} kept in vCenter: linked clones still hang off it "
+                f"({', '.join(children[:5])}{', ...' if len(children) > 5 else ''}). Delete it in vCenter "
+                "once the rollout finished and no worker clones from it (docs/deployment-time.md, template copies)"
+            )
 
         self.run(destroy, what=f"remove template copy {props.get('vm_name', id_)}")
 

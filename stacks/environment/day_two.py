@@ -114,9 +114,12 @@ DAY_TWO: Mapping[str, DayTwo] = {
     ),
     "vcenter.resourcePool": DayTwo(
         "in-place",
-        "the VMs move to the other resource pool of the same cluster (a relocate without vMotion); nothing restarts",
+        "the VMs move to the other resource pool of the same cluster (a relocate without vMotion); nothing restarts. "
+        "Template copies (`vcenter.templateReplicas`) stay as they are: a template belongs to no pool, the pool only "
+        "places a copy's clone, so copies made later go to the new pool and no worker rolls",
         "create the pool first, then `pulumi up`",
-        "terraform-provider-vsphere vsphere_virtual_machine: resource_pool_id is updated by a relocate",
+        "terraform-provider-vsphere vsphere_virtual_machine: resource_pool_id is updated by a relocate; "
+        "components/vsphere/template_replica.py: the pool is recorded in place on a copy",
     ),
     "vcenter.template": ROLLS,
     "vcenter.gpuTemplate": ROLLS,
@@ -125,7 +128,16 @@ DAY_TWO: Mapping[str, DayTwo] = {
     "vcenter.templateReplicas": ROLLS,
     "vcenter.templateReplicas[].host": ROLLS,
     "vcenter.templateReplicas[].datastore": ROLLS,
-    "vcenter.templateSnapshot": NEW_NODES_ONLY_TEMPLATE_FACT,
+    # A template copy keeps its snapshot's name (in place, nothing rolls): linked clones hang off the
+    # copy's current snapshot whatever its name; copies made later take the new one.
+    "vcenter.templateSnapshot": DayTwo(
+        NEW_NODES_ONLY_TEMPLATE_FACT.cls,
+        f"{NEW_NODES_ONLY_TEMPLATE_FACT.happens}; template copies (`vcenter.templateReplicas`) keep their "
+        "snapshot's old name, copies made later take the new one, and no worker rolls",
+        NEW_NODES_ONLY_TEMPLATE_FACT.procedure,
+        f"{NEW_NODES_ONLY_TEMPLATE_FACT.source}; components/vsphere/template_replica.py: the copy's snapshot name "
+        "is recorded in place",
+    ),
     "vcenter.templateOs": NEW_NODES_ONLY_TEMPLATE_FACT,
     "vm.namePrefix": rebuild(
         "every VM and DRS rule is renamed, and the cluster's name (`<namePrefix>-k8s`) changes: it is the "
