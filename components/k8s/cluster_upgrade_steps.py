@@ -82,6 +82,40 @@ def stored_version(api: Api) -> str:
     return str(version)
 
 
+def cluster_initialised(api: Api) -> bool:
+    """Whether a cluster answers at all and holds kubeadm's stored configuration: False while the API
+    server does not answer or `kubeadm init` has not uploaded kube-system/kubeadm-config yet (day
+    one: the first control-plane VM does not exist when the cluster step runs)."""
+    try:
+        answer = api.request("GET", KUBEADM_CONFIG)
+    except OSError:
+        return False
+    if answer.status == 404:
+        return False
+    if answer.status != 200:
+        raise UpgradeError(f"reading kube-system/kubeadm-config: HTTP {answer.status} {answer.message}".rstrip())
+    return True
+
+
+def kube_proxy_at(api: Api, target: str) -> bool:
+    """Whether kube-proxy's container image carries `target`'s tag already (its add-on step then has
+    nothing to do); a cluster without kubeadm's kube-proxy DaemonSet counts as at it."""
+    try:
+        answer = api.request("GET", KUBE_PROXY)
+    except OSError as error:
+        raise UpgradeError(
+            f"reading DaemonSet kube-system/kube-proxy: the API server did not answer ({error}); {FIX}"
+        ) from None
+    if answer.status == 404:
+        return True
+    if answer.status != 200:
+        raise UpgradeError(f"reading DaemonSet kube-system/kube-proxy: HTTP {answer.status} {answer.message}".rstrip())
+    spec = ((answer.body.get("spec") or {}).get("template") or {}).get("spec") or {}
+    images = [str(c.get("image") or "") for c in spec.get("containers") or [] if c.get("name") == "kube-proxy"]
+    wanted = Version.parse(target).tag
+    return all(with_tag(image, wanted) == image for image in images)
+
+
 def set_cluster_version(api: Api, target: str) -> str:
     """Sets the stored ClusterConfiguration's `kubernetesVersion` to `target` (done before any node
     of the new version joins). Returns what was stored before. Already there: changes nothing."""
