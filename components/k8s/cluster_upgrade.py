@@ -9,9 +9,11 @@ where Cluster API's KubeadmControlPlane controller puts it (`cluster_upgrade_ste
   `kubernetesVersion` is set, which the new control-plane nodes' `kubeadm join` reads. It refuses
   a downgrade or a skipped minor measured against the cluster itself.
 - step `addons` (`cluster-addons-version`): depends on the last control-plane node's settle, so its
-  `update` runs once every control-plane node is back at the new version: kube-proxy's image and
-  CoreDNS. Workers roll beside it (kube-proxy may be newer than the kubelets it runs beside, by up
-  to three minors: the version skew policy).
+  `update` runs once every control-plane node is back at the new version: kube-proxy's and
+  CoreDNS's image tags, and only those (not their ConfigMaps, RBAC or Corefile, which `kubeadm
+  upgrade apply` also renders: `cluster_upgrade_steps` says what to run when a minor needs them).
+  Workers roll beside it (kube-proxy may be newer than the kubelets it runs beside, by up to three
+  minors: the version skew policy).
 
 `create` runs the same step as `update` whenever a cluster answers: the resource is new in the
 state of a stack deployed before it existed, and that stack's cluster may store an older version

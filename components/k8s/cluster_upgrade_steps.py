@@ -22,6 +22,16 @@ must not be newer than kube-apiserver (https://kubernetes.io/releases/version-sk
   default Corefile uses no plugin deprecated between CoreDNS 1.11 and 1.13 (coredns/corefile-migration
   `migration/versions.go`); a customised one is the operator's to check.
 
+  A limitation: it changes *only those two image tags*. `kubeadm upgrade apply` does more in its
+  `addon` phase (kubernetes/kubernetes cmd/kubeadm/app/phases/addons/proxy and dns): it re-renders
+  the kube-proxy ConfigMap (the KubeProxyConfiguration) and kube-proxy's RBAC, re-applies CoreDNS's
+  ClusterRole, ClusterRoleBinding and ServiceAccount, and migrates the Corefile with
+  coredns/corefile-migration (Cluster API's `UpdateCoreDNS` runs the same migration). None of that
+  happens here; when a minor needs it, run on a control-plane node once all of them are at the
+  new version `kubeadm upgrade apply phase addon all` (kubeadm >= 1.32; it reads the stored
+  ClusterConfiguration this module moved). No `kubeadm upgrade node` is needed: every node is a new
+  VM that joined at the version. docs/environments.md says the same for operators.
+
 Pure of Pulumi: each function takes an API client (`KubeApi`, or the test double).
 """
 
@@ -184,8 +194,9 @@ def _set_container_image(api: Api, path: str, what: str, container: str, tag: st
 
 
 def set_addon_versions(api: Api, target: str) -> list[str]:
-    """kube-proxy at `target`, CoreDNS at kubeadm's pin for its minor, once every control-plane node
-    runs `target`. Returns what it changed (for the log)."""
+    """kube-proxy's image tag at `target`, CoreDNS's at kubeadm's pin for its minor, once every
+    control-plane node runs `target`: the image tags only, not their config, RBAC or Corefile (the
+    module docstring's limitation). Returns what it changed (for the log)."""
     wanted = Version.parse(target)
     behind = _control_plane_behind(api, wanted)
     if behind:
