@@ -186,7 +186,9 @@ def probe_admin_access(
 ) -> ProbeResult:
     """One SelfSubjectAccessReview with the admin client certificate: `ready` only if allowed."""
     body = json.dumps(ADMIN_ACCESS_REVIEW).encode()
-    answer = _as_admin(host, port, ca_certificate_pem, credentials, "POST", ACCESS_REVIEW_PATH, body=body, timeout=timeout)
+    answer = _as_admin(
+        host, port, ca_certificate_pem, credentials, "POST", ACCESS_REVIEW_PATH, body=body, timeout=timeout
+    )
     if isinstance(answer, ProbeResult):
         return answer
     status, text = answer

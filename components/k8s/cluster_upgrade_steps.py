@@ -22,6 +22,16 @@ must not be newer than kube-apiserver (https://kubernetes.io/releases/version-sk
   default Corefile uses no plugin deprecated between CoreDNS 1.11 and 1.13 (coredns/corefile-migration
   `migration/versions.go`); a customised one is the operator's to check.
 
+  A limitation: it changes *only those two image tags*. `kubeadm upgrade apply` does more in its
+  `addon` phase (kubernetes/kubernetes cmd/kubeadm/app/phases/addons/proxy and dns): it re-renders
+  the kube-proxy ConfigMap (the KubeProxyConfiguration) and kube-proxy's RBAC, re-applies CoreDNS's
+  ClusterRole, ClusterRoleBinding and ServiceAccount, and migrates the Corefile with
+  coredns/corefile-migration (Cluster API's `UpdateCoreDNS` runs the same migration). None of that
+  happens here; when a minor needs it, run on a control-plane node once all of them are at the
+  new version `kubeadm upgrade apply phase addon all` (kubeadm >= 1.32; it reads the stored
+  ClusterConfiguration this module moved). No `kubeadm upgrade node` is needed: every node is a new
+  VM that joined at the version. docs/environments.md says the same for operators.
+
 Pure of Pulumi: each function takes an API client (`KubeApi`, or the test double).
 """
 
@@ -80,6 +90,40 @@ def stored_version(api: Api) -> str:
     if not version:
         raise UpgradeError("kube-system/kubeadm-config holds no ClusterConfiguration with a kubernetesVersion")
     return str(version)
+
+
+def cluster_initialised(api: Api) -> bool:
+    """Whether a cluster answers at all and holds kubeadm's stored configuration: False while the API
+    server does not answer or `kubeadm init` has not uploaded kube-system/kubeadm-config yet (day
+    one: the first control-plane VM does not exist when the cluster step runs)."""
+    try:
+        answer = api.request("GET", KUBEADM_CONFIG)
+    except OSError:
+        return False
+    if answer.status == 404:
+        return False
+    if answer.status != 200:
+        raise UpgradeError(f"reading kube-system/kubeadm-config: HTTP {answer.status} {answer.message}".rstrip())
+    return True
+
+
+def kube_proxy_at(api: Api, target: str) -> bool:
+    """Whether kube-proxy's container image carries `target`'s tag already (its add-on step then has
+    nothing to do); a cluster without kubeadm's kube-proxy DaemonSet counts as at it."""
+    try:
+        answer = api.request("GET", KUBE_PROXY)
+    except OSError as error:
+        raise UpgradeError(
+            f"reading DaemonSet kube-system/kube-proxy: the API server did not answer ({error}); {FIX}"
+        ) from None
+    if answer.status == 404:
+        return True
+    if answer.status != 200:
+        raise UpgradeError(f"reading DaemonSet kube-system/kube-proxy: HTTP {answer.status} {answer.message}".rstrip())
+    spec = ((answer.body.get("spec") or {}).get("template") or {}).get("spec") or {}
+    images = [str(c.get("image") or "") for c in spec.get("containers") or [] if c.get("name") == "kube-proxy"]
+    wanted = Version.parse(target).tag
+    return all(with_tag(image, wanted) == image for image in images)
 
 
 def set_cluster_version(api: Api, target: str) -> str:
@@ -150,8 +194,9 @@ def _set_container_image(api: Api, path: str, what: str, container: str, tag: st
 
 
 def set_addon_versions(api: Api, target: str) -> list[str]:
-    """kube-proxy at `target`, CoreDNS at kubeadm's pin for its minor, once every control-plane node
-    runs `target`. Returns what it changed (for the log)."""
+    """kube-proxy's image tag at `target`, CoreDNS's at kubeadm's pin for its minor, once every
+    control-plane node runs `target`: the image tags only, not their config, RBAC or Corefile (the
+    module docstring's limitation). Returns what it changed (for the log)."""
     wanted = Version.parse(target)
     behind = _control_plane_behind(api, wanted)
     if behind:

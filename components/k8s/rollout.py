@@ -51,7 +51,16 @@ import pulumi.dynamic as dynamic
 from components.dynamic_resource import DynamicResource
 from components.k8s.cluster_upgrade import ClusterUpgrade, ClusterUpgradeArgs
 from components.k8s.kube_api import KubeApi, KubeconfigError
-from components.k8s.rollout_steps import DEFAULT_WAIT_SECONDS, RolloutError, Timing, change_pending, settle
+from components.k8s.rollout_steps import (
+    DEFAULT_WAIT_SECONDS,
+    NotYet,
+    RolloutError,
+    Timing,
+    change_pending,
+    node_state,
+    runs_version,
+    settle,
+)
 
 
 class RolloutGenerationProvider(dynamic.ResourceProvider):
@@ -98,9 +107,15 @@ class RolloutGateProvider(dynamic.ResourceProvider):
 
     def diff(self, _id: str, olds: dict[str, Any], news: dict[str, Any]) -> dynamic.DiffResult:
         replaces = [key for key in ("node_name", "generation") if olds.get(key) != news.get(key)]
-        # A new Kubernetes version rolls the node too (a new VM joins at it). A gate recorded before
-        # gates carried the version takes it in place: that first run must not roll every node.
-        if "kubernetes_version" in olds and olds["kubernetes_version"] != news.get("kubernetes_version"):
+        # A new Kubernetes version rolls the node too (a new VM joins at it).
+        if "kubernetes_version" in olds:
+            if olds["kubernetes_version"] != news.get("kubernetes_version"):
+                replaces.append("kubernetes_version")
+        elif news.get("kubernetes_version") and _kubelet_behind(news):
+            # A gate recorded before gates carried the version does not know the old one: the node's
+            # kubelet does. At the stack's version, the gate takes it in place (that first run must not
+            # roll every node); behind it (the version edited in that same run), the node rolls, or
+            # the stack would say the new version while the cluster stays at the old one.
             replaces.append("kubernetes_version")
         # `previous_node` is for people and `plan --against`; changing it changes nothing here.
         changed = bool(replaces) or any(
@@ -116,6 +131,25 @@ class RolloutGateProvider(dynamic.ResourceProvider):
 
     def delete(self, _id: str, _props: dict[str, Any]) -> None:
         """Nothing of its own: the node's guards, deleted before it, drained and removed the node."""
+
+
+def _kubelet_behind(news: dict[str, Any]) -> bool:
+    """Whether the gate's node runs a kubelet other than the stack's version (a node the cluster
+    does not know any more counts as behind: rolling it is what brings it back). Refuses, naming
+    the node, when the cluster cannot say: neither guess is safe (one rolls every node, the other
+    leaves the cluster at the old version while the stack says the new one)."""
+    node, version = str(news["node_name"]), str(news["kubernetes_version"])
+    refusal = (
+        f"node {node}: its rollout gate predates kubernetes.version in the gates, and whether the node runs "
+        f"{version} (to roll it or not) cannot be read from the cluster"
+    )
+    try:
+        state = node_state(KubeApi(str(news.get("kubeconfig") or "")), node)
+    except KubeconfigError as error:
+        raise RolloutError(f"{refusal}: {error}") from None
+    except (NotYet, RolloutError) as error:
+        raise RolloutError(f"{refusal} ({error}); run the preview or `pulumi up` again once the API answers") from None
+    return not state.found or not runs_version(state, version)
 
 
 _SETTLE_KEYS = (
@@ -229,12 +263,16 @@ class RolloutGeneration(DynamicResource, module="kubernetes", name="RolloutGener
 class RolloutGate(DynamicResource, module="kubernetes", name="RolloutGate"):
     """Replaced on a new generation, replacing the node's VM with it (see the module docstring)."""
 
-    def __init__(self, name: str, step: RolloutStep, opts: pulumi.ResourceOptions | None = None) -> None:
+    def __init__(
+        self, name: str, step: RolloutStep, args: RolloutArgs, opts: pulumi.ResourceOptions | None = None
+    ) -> None:
         inputs = {
             "node_name": step.node_name,
             "generation": step.generation,
             "kubernetes_version": step.kubernetes_version,
             "previous_node": step.previous_node,
+            # Read only by `diff`, for a gate recorded before gates carried the version.
+            "kubeconfig": pulumi.Output.secret(args.kubeconfig),
         }
         super().__init__(RolloutGateProvider(), name, inputs, opts)
 
@@ -313,6 +351,7 @@ class NodeRollout:
             self.gates[step.node_name] = RolloutGate(
                 f"rollout-gate-{step.node_name}",
                 step,
+                args,
                 opts=pulumi.ResourceOptions(
                     depends_on=while_pending(generation, self._settle_of(step.previous_node)).apply(
                         lambda waits: [*before_any, *waits]

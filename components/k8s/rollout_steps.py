@@ -87,12 +87,13 @@ def change_pending(api: Api, node: str, generation: str, kubernetes_version: str
         state = node_state(api, node)
     except (NotYet, RolloutError):
         return True
-    if kubernetes_version and not _runs(state, kubernetes_version):
+    if kubernetes_version and not runs_version(state, kubernetes_version):
         return True
     return state.labels.get(GENERATION_LABEL) != generation
 
 
-def _runs(state: NodeState, version: str) -> bool:
+def runs_version(state: NodeState, version: str) -> bool:
+    """Whether the node's kubelet reports `version` ("1.35.0" or "v1.35.0")."""
     return state.kubelet_version == "v" + version.removeprefix("v")
 
 
@@ -152,7 +153,7 @@ def _why_not_back(state: NodeState, *, control_plane: bool, gpus: int, kubelet_v
     """ "" when the node is back, else what it still lacks (for the timeout's message)."""
     if not state.found:
         return "it has not registered"
-    if kubelet_version and not _runs(state, kubelet_version):
+    if kubelet_version and not runs_version(state, kubelet_version):
         return (
             f"its kubelet runs {state.kubelet_version or 'an unknown version'}, not v{kubelet_version.removeprefix('v')}: "
             "the new VM's kubeadm and kubelet packages are not at kubernetes.version (journalctl -u gpucluster-bootstrap)"

@@ -66,8 +66,10 @@ FIRST_BOOT = (
 )
 STATIC_MAC = (
     "a node's NIC MAC derives from its address (components/vsphere/first_boot.py static_mac) and the guest's "
-    "network config matches that MAC; terraform-provider-vsphere edits the MAC of a running VM in place "
-    "(vsphere/internal/virtualdevice/virtual_machine_network_interface_subresource.go, Update)"
+    "network config matches that MAC; terraform-provider-vsphere does not change the MAC of an existing NIC: "
+    "NetworkInterfaceSubresource.Update writes mac_address only when use_static_mac changes "
+    "(vsphere/internal/virtualdevice/virtual_machine_network_interface_subresource.go, Update), and this stack "
+    "always sets use_static_mac=True (components/vsphere/node_pool.py)"
 )
 CLUSTER_IDENTIFIER = (
     "pulumi-kubernetes replaces its provider only when clusterIdentifier changes, and a replaced provider replaces "
@@ -176,9 +178,11 @@ CLUSTER_STORED = {
 }
 NODE_ADDRESS = DayTwo(
     "rebuild",
-    "the node's NIC gets a new MAC in place on the running VM while its guest keeps the old address bound to the "
-    "old MAC: the node drops off that network. On a control-plane node its etcd peer URL, API server advertise "
-    "address (and, with no `controlPlaneEndpoint`, the cluster's endpoint) stay the old address",
+    "the running VM keeps its MAC and its guest the old address (first-boot data is read once): the update "
+    "changes nothing on the VM, so the plan shows the NIC's MAC diff again on every run, while the stack's "
+    "checks, first-boot data and (with no `controlPlaneEndpoint`) the cluster's endpoint use an address the "
+    "node does not have. On a control-plane node its etcd peer URL and API server advertise address stay the "
+    "old address",
     "do not re-address a node: remove it and add one under a new name with the new address (a worker: scale "
     "out, then in; a control-plane member: one at a time with three or more, etcd keeps quorum). State it with "
     "`--accept-rebuild KEY`",

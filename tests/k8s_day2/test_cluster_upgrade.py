@@ -213,7 +213,8 @@ def test_the_provider_runs_a_step_only_for_a_new_version_over_http() -> None:
         assert provider.diff("x", olds, news).changes
         provider.update("x", olds, news)
     assert stored(kube)["kubernetesVersion"] == "v1.35.0"
-    assert provider.create(news).outs == news  # day one: kubeadm init stores the version itself
+    # Day one (the server is gone: no cluster answers): kubeadm init stores the version itself.
+    assert provider.create(news).outs == {**news, "applied": False}
 
 
 # --- the rules themselves ---------------------------------------------------------------------------
@@ -248,3 +249,61 @@ def test_one_minor_at_a_time_and_never_down(current: str, target: str, refused: 
 )
 def test_with_tag_keeps_registry_and_port(before: str, after: str) -> None:
     assert with_tag(before, "v1.35.0") == after
+
+
+# --- the first run after this feature reached an existing stack: `create`, not `update` -------------
+
+
+def test_create_on_an_existing_cluster_moves_the_stored_version_before_any_gate() -> None:
+    """The resource is new in state while the cluster already runs at the old version: without this,
+    the new control-plane VMs' `kubeadm join` reads v1.34.2 and its KubeletVersion preflight fails
+    after the first member is gone."""
+    kube = cluster()
+    with served(kube) as kubeconfig:
+        outs = (
+            ClusterUpgradeProvider()
+            .create({"step": "cluster-configuration", "version": "1.35.0", "kubeconfig": kubeconfig})
+            .outs
+        )
+    assert stored(kube)["kubernetesVersion"] == "v1.35.0"
+    assert outs is not None and outs["applied"] is True
+
+
+def test_create_refuses_a_skipped_minor_measured_against_the_cluster() -> None:
+    kube = cluster("v1.33.6")
+    with served(kube) as kubeconfig, pytest.raises(UpgradeError, match=r"upgrade through 1\.34 first"):
+        ClusterUpgradeProvider().create(
+            {"step": "cluster-configuration", "version": "1.35.0", "kubeconfig": kubeconfig}
+        )
+    assert stored(kube)["kubernetesVersion"] == "v1.33.6"
+
+
+def test_create_at_the_version_changes_nothing_and_the_addons_step_catches_up_too() -> None:
+    kube = cluster()
+    with served(kube) as kubeconfig:
+        ClusterUpgradeProvider().create(
+            {"step": "cluster-configuration", "version": "1.34.2", "kubeconfig": kubeconfig}
+        )
+        ClusterUpgradeProvider().create({"step": "addons", "version": "1.34.2", "kubeconfig": kubeconfig})
+    assert all(method == "GET" for method, _ in kube.calls)
+    kube = cluster()
+    for name in ("cp-1", "cp-2", "cp-3"):
+        kube.nodes[name]["status"]["nodeInfo"]["kubeletVersion"] = "v1.35.0"
+    with served(kube) as kubeconfig:
+        ClusterUpgradeProvider().create({"step": "addons", "version": "1.35.0", "kubeconfig": kubeconfig})
+    assert image(kube, "daemonsets/kube-system/kube-proxy") == "registry.k8s.io/kube-proxy:v1.35.0"
+
+
+def test_create_on_day_one_finds_no_cluster_and_the_next_run_checks_again() -> None:
+    """Day one: no VM exists when this runs (every gate, so every VM, comes after it); the API does
+    not answer. Nothing to do (`kubeadm init` stores the version), but the state says it was not
+    checked, so the next run's `update` checks."""
+    kube = cluster()
+    with served(kube) as kubeconfig:
+        pass  # the server is gone: a kubeconfig for an endpoint that does not answer
+    provider = ClusterUpgradeProvider()
+    props = {"step": "cluster-configuration", "version": "1.35.0", "kubeconfig": kubeconfig}
+    outs = provider.create(props).outs
+    assert outs is not None and outs["applied"] is False
+    assert provider.diff("x", outs, dict(props)).changes
+    assert not provider.diff("x", {**props, "applied": True}, dict(props)).changes

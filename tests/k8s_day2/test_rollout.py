@@ -240,15 +240,41 @@ def test_a_version_change_is_pending_until_the_kubelet_runs_it() -> None:
     assert change_pending(kube, "worker-1", "g1", "1.35.0")  # same generation, new version
 
 
-def test_a_new_version_replaces_the_gate_but_the_first_run_with_versions_rolls_nothing() -> None:
+def test_a_new_version_replaces_the_gate_but_the_first_run_with_versions_rolls_no_node_at_it() -> None:
     gate = RolloutGateProvider()
     olds = {"node_name": "w", "generation": "g1", "kubernetes_version": "1.34.2", "previous_node": "v"}
     upgraded = gate.diff("w", olds, {**olds, "kubernetes_version": "1.35.0"})
     assert upgraded.replaces == ["kubernetes_version"] and upgraded.delete_before_replace
-    # State written before gates carried the version: recorded in place, no node replaced.
+    # State written before gates carried the version, the node at it: recorded in place, no node replaced.
+    kube = cluster()
+    kube.add_node("w")
+    kubelet(kube, "w", "v1.34.2")()
     legacy = {k: v for k, v in olds.items() if k != "kubernetes_version"}
-    recorded = gate.diff("w", legacy, olds)
+    with served(kube) as kubeconfig:
+        recorded = gate.diff("w", legacy, {**olds, "kubeconfig": kubeconfig})
     assert recorded.changes and not recorded.replaces
     generation = RolloutGenerationProvider()
     assert generation.diff("w", {"generation": "g1", "kubernetes_version": "1.34.2"},
                            {"generation": "g1", "kubernetes_version": "1.35.0"}).changes  # fmt: skip
+
+
+def test_a_gate_recorded_before_versions_rolls_its_node_when_the_kubelet_is_not_at_the_stacks_version() -> None:
+    """The first run after gates carried the version, with `kubernetes.version` edited in the same
+    run: adopting the version in place would replace no node while the stack says 1.35.0 and the
+    cluster stays 1.34.2. The node's kubelet decides (kubeadm-config is already at the new version
+    when the gate is registered: the cluster step comes first)."""
+    kube = cluster()
+    kubelet(kube, "worker-1", "v1.34.2")()
+    legacy = {"node_name": "worker-1", "generation": "g1", "previous_node": "v"}
+    gate = RolloutGateProvider()
+    with served(kube) as kubeconfig:
+        news = {**legacy, "kubernetes_version": "1.35.0", "kubeconfig": kubeconfig}
+        rolled = gate.diff("worker-1", legacy, news)
+        assert rolled.replaces == ["kubernetes_version"] and rolled.delete_before_replace
+        kubelet(kube, "worker-1", "v1.35.0")()  # already there (upgraded by hand): recorded in place
+        recorded = gate.diff("worker-1", legacy, news)
+        assert recorded.changes and not recorded.replaces
+    # The cluster does not answer: refused, naming the node, rather than guessed either way.
+    with pytest.raises(RolloutError, match="worker-1") as refused:
+        gate.diff("worker-1", legacy, news)
+    assert "kubernetes.version" in str(refused.value)

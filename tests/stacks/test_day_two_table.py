@@ -143,3 +143,15 @@ def test_an_accept_for_a_key_nothing_refuses_is_reported_as_unused(before: Envir
     report = day_two_report(before, before, accepted=["kubernetes.podCIDR"])
     assert report.unused_accepts == ["kubernetes.podCIDR"]
     assert report.changes == [] and report.lines() == []
+
+
+@pytest.mark.parametrize("key", ["controlPlane.nodes[].managementIp", "gpuWorkers.nodes[].managementIp"])
+def test_re_addressing_says_the_vm_keeps_its_mac_and_cites_why(key: str) -> None:
+    """terraform-provider-vsphere's NetworkInterfaceSubresource.Update writes `mac_address` only when
+    `use_static_mac` changes, and the node pools always set it: a running VM keeps its MAC, and the
+    plan shows the diff again on every run. Still a rebuild (refused)."""
+    entry = DAY_TWO[key]
+    assert entry.cls == "rebuild" and entry.refused_always
+    assert "in place" not in entry.happens and "edits the MAC" not in entry.source
+    assert "keeps its MAC" in entry.happens and "every" in entry.happens
+    assert "use_static_mac" in entry.source
