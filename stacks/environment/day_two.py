@@ -36,10 +36,12 @@ from stacks.environment.day_two_entries import (
     NODE_ADDRESS,
     NOTHING_LIVE,
     ROLLS,
+    ROLLS_CONTROL_PLANE,
     TIMEOUT,
     VNIC_UPDATE,
     DayTwo,
     DayTwoClass,
+    lone_control_plane,
     rebuild,
 )
 from stacks.environment.key_paths import model_keys
@@ -121,7 +123,7 @@ DAY_TWO: Mapping[str, DayTwo] = {
         "terraform-provider-vsphere vsphere_virtual_machine: resource_pool_id is updated by a relocate; "
         "components/vsphere/template_replica.py: the pool is recorded in place on a copy",
     ),
-    "vcenter.template": ROLLS,
+    "vcenter.template": ROLLS_CONTROL_PLANE,
     "vcenter.gpuTemplate": ROLLS,
     # A worker's generation includes its template copy's site: moving or adding copies makes new
     # copies first (create-before-delete), then rolls the workers whose copy changed.
@@ -147,8 +149,8 @@ DAY_TWO: Mapping[str, DayTwo] = {
         "`--accept-rebuild vm.namePrefix`",
         CLUSTER_IDENTIFIER,
     ),
-    "vm.linkedClone": ROLLS,
-    "vm.hardwareVersion": ROLLS,
+    "vm.linkedClone": ROLLS_CONTROL_PLANE,
+    "vm.hardwareVersion": ROLLS_CONTROL_PLANE,
     "vm.cloneTimeoutMinutes": TIMEOUT,
     "vm.powerTimeoutMinutes": TIMEOUT,
     "hosts": DayTwo(
@@ -217,8 +219,8 @@ DAY_TWO: Mapping[str, DayTwo] = {
         "in Shared Direct is not touched",
         "`pulumi up`",
     ),
-    "controlPlane.vcpus": ROLLS,
-    "controlPlane.memoryMb": ROLLS,
+    "controlPlane.vcpus": ROLLS_CONTROL_PLANE,
+    "controlPlane.memoryMb": ROLLS_CONTROL_PLANE,
     "controlPlane.diskGb": DayTwo(
         "in-place",
         "full clones' disks grow online (a linked clone keeps the template's size); disks cannot shrink",
@@ -309,7 +311,7 @@ DAY_TWO: Mapping[str, DayTwo] = {
         "kubernetes-sigs/cluster-api controlplane/kubeadm/internal/controllers/upgrade.go and controller.go (the "
         "same order); https://kubernetes.io/releases/version-skew-policy/; kubeadm upgrades one minor at a time "
         "(cmd/kubeadm/app/constants/constants.go, MinimumControlPlaneVersion)",
-        refuse_in=lambda env: env.kubernetes.mode == "bootstrap" and len(env.control_plane.nodes) == 1,
+        refuse_in=lone_control_plane,
     ),
     "kubernetes.podCidr": CLUSTER_STORED["pod"],
     "kubernetes.serviceCidr": CLUSTER_STORED["service"],

@@ -119,6 +119,23 @@ ROLLS = DayTwo(
     "in production (docs/environments.md, rolling changes)",
     ROLLOUT,
 )
+
+
+def lone_control_plane(environment: Any) -> bool:
+    """A bootstrapped cluster with one control-plane node: replacing it starts a new, empty cluster."""
+    return bool(environment.kubernetes.mode == "bootstrap" and len(environment.control_plane.nodes) == 1)
+
+
+ROLLS_CONTROL_PLANE = DayTwo(
+    "rolls-nodes",
+    ROLLS.happens + ". With a single control-plane node its new VM starts a new, empty cluster (etcd's data goes "
+    "with the old VM, and the new node runs `kubeadm init`): refused unless stated",
+    "with one control-plane node add two more first (three members roll one at a time, quorum kept), or state "
+    "the rebuild with `--accept-rebuild KEY` and redeploy the workloads; otherwise " + ROLLS.procedure,
+    ROLLOUT + "; docs/bootstrap.md (a replaced first control-plane node joins the others, or re-runs init alone)",
+    refuse_in=lone_control_plane,
+)
+"""What rolls the control plane (its template, clone mode, hardware version, size)."""
 FIRST_BOOT_ONLY = DayTwo(
     "no-effect-on-existing",
     "only nodes created later (added, or replaced by a rolling change) get the new value: existing nodes keep "

@@ -99,3 +99,21 @@ def test_a_workers_new_management_address_would_change_its_live_nics_mac_and_is_
     (change,) = report.changes
     assert change.where == "gpuWorkers.nodes[worker-1].managementIp"
     assert (change.entry.cls, change.refused) == ("rebuild", True)
+
+
+def test_a_change_that_rolls_a_lone_control_plane_node_is_refused(dev_run: ProgramRun) -> None:
+    """dev has one control-plane node: replacing it starts a new, empty cluster (etcd's data goes with
+    the VM, and the new node runs `kubeadm init`: docs/bootstrap.md), which `plan` only noted. Like a
+    version change there, it is refused unless the rebuild is stated."""
+    _, diff, report = plan_against(dev_run, lambda env: env["controlPlane"].update(memoryMb=32768))
+    assert verdicts(diff)["control-plane-master"] == "replaced"
+    (change,) = report.changes
+    assert (change.key, change.entry.cls, change.refused) == ("controlPlane.memoryMb", "rolls-nodes", True)
+    assert "new, empty cluster" in change.entry.happens
+
+
+def test_the_same_change_with_three_control_plane_nodes_rolls_them() -> None:
+    before = load_environment(stack_view("staging"))
+    after = load_environment(edited_view("staging", lambda env: env["controlPlane"].update(memoryMb=65536)))
+    (change,) = day_two_report(before, after).changes
+    assert (change.key, change.refused) == ("controlPlane.memoryMb", False)
