@@ -11,31 +11,21 @@ gives one, so version 3 stays covered by the stand-in tests alone.
 
 from __future__ import annotations
 
-import os
 import re
-import shutil
 import subprocess
 import tomllib
 from pathlib import Path
 from typing import Any
 
-import pytest
-
 from components.k8s.gpu_runtime import NVIDIA_RUNTIME_HANDLER
 from tests.k8s_bootstrap.test_bootstrap_script_runs import make_node
+from tests.real_parts import require_program
 
 CRI = 'plugins."io.containerd.grpc.v1.cri"'
 
 
 def _containerd() -> str:
-    found = shutil.which("containerd") or ("/usr/bin/containerd" if os.access("/usr/bin/containerd", os.X_OK) else None)
-    if found is None:
-        message = "no containerd on PATH (apt-get install containerd; scripts/setup.sh does)"
-        if os.environ.get("CI") == "true":
-            pytest.fail(f"containerd unavailable under CI: {message}", pytrace=False)
-        pytest.skip(f"containerd unavailable: {message}")
-    assert found is not None
-    return found
+    return require_program("containerd", "/usr/bin/containerd", "containerd")
 
 
 def dump(containerd: str, config: Path) -> str:

@@ -19,7 +19,6 @@ import contextlib
 import json
 import os
 import random
-import shutil
 import socket
 import ssl
 import subprocess
@@ -29,10 +28,9 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
-import pytest
-
 from components.k8s.etcd_gateway import EtcdGateway, GatewayResponse
 from tests.k8s_day2.etcd_pki import EtcdPki
+from tests.real_parts import require_program
 
 PEER_PORT = 2380
 START_TIMEOUT_S = 60.0
@@ -44,19 +42,11 @@ ETCD = "/usr/bin/etcd"
 ETCDCTL = "/usr/bin/etcdctl"
 
 
-def _unavailable(message: str) -> None:
-    if os.environ.get("CI") == "true":
-        pytest.fail(f"etcd unavailable under CI: {message}", pytrace=False)
-    pytest.skip(f"etcd unavailable: {message}")
-
-
 def require_etcd() -> tuple[str, str]:
-    etcd = shutil.which("etcd") or (ETCD if os.access(ETCD, os.X_OK) else None)
-    etcdctl = shutil.which("etcdctl") or (ETCDCTL if os.access(ETCDCTL, os.X_OK) else None)
-    if etcd is None or etcdctl is None:
-        _unavailable("no etcd or etcdctl on PATH (apt-get install etcd-server etcd-client; scripts/setup.sh does)")
-    assert etcd is not None and etcdctl is not None
-    return etcd, etcdctl
+    return (
+        require_program("etcd", ETCD, "etcd-server"),
+        require_program("etcdctl", ETCDCTL, "etcd-client"),
+    )
 
 
 def _bindable(address: str, port: int) -> bool:

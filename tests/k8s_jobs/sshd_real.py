@@ -30,7 +30,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
-import pytest
+from tests.real_parts import unavailable
 
 SSHD = "/usr/sbin/sshd"
 PRIVSEP_DIR = Path("/run/sshd")
@@ -40,19 +40,13 @@ SECRET_MODE = 0o600
 """The operator's DefaultMode for /root/.ssh."""
 
 
-def _unavailable(message: str) -> None:
-    if os.environ.get("CI") == "true":
-        pytest.fail(f"sshd unavailable under CI: {message}", pytrace=False)
-    pytest.skip(f"sshd unavailable: {message}")
-
-
 def require_sshd() -> None:
     for tool in (SSHD, shutil.which("ssh"), shutil.which("ssh-keygen")):
         if tool is None or not os.access(tool, os.X_OK):
-            _unavailable("no sshd, ssh or ssh-keygen (apt-get install openssh-server openssh-client)")
+            unavailable("sshd", "no sshd, ssh or ssh-keygen (apt-get install openssh-server openssh-client)")
     if not PRIVSEP_DIR.is_dir():
         if os.geteuid() != 0:
-            _unavailable(f"{PRIVSEP_DIR} is missing and only root can make it")
+            unavailable("sshd", f"{PRIVSEP_DIR} is missing and only root can make it")
         PRIVSEP_DIR.mkdir(mode=0o755, parents=True, exist_ok=True)
 
 

@@ -20,12 +20,14 @@ import urllib.parse
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, NoReturn
 
 import pytest
 import yaml
 from pyVim.connect import Disconnect, SmartConnect
 from pyVmomi import vim
+
+from tests.real_parts import unavailable
 
 ROOT = Path(__file__).resolve().parents[2]
 HARNESS = ROOT / "build" / "vcsim-harness"
@@ -79,10 +81,8 @@ HARNESS_FLAGS = [
 ]
 
 
-def _unavailable(message: str) -> None:
-    if os.environ.get("CI") == "true":
-        pytest.fail(f"vCenter simulator unavailable under CI: {message}", pytrace=False)
-    pytest.skip(f"vCenter simulator unavailable: {message}")
+def _unavailable(message: str) -> NoReturn:
+    unavailable("vCenter simulator", message)
 
 
 @dataclass(frozen=True)

@@ -17,7 +17,6 @@ from __future__ import annotations
 
 import base64
 import os
-import shutil
 import subprocess
 from pathlib import Path
 
@@ -26,20 +25,14 @@ import yaml
 
 from stacks.tools.mock_runtime import ProgramRun
 from tests.program.conftest import run_view, stack_view
+from tests.real_parts import require_program
 
 STACKS = ["dev", "staging", "prod", "sim"]
 VM = "vsphere:index/virtualMachine:VirtualMachine"
 
 
 def _cloud_init() -> str:
-    found = shutil.which("cloud-init") or ("/usr/bin/cloud-init" if os.access("/usr/bin/cloud-init", os.X_OK) else None)
-    if found is None:
-        message = "no cloud-init on PATH (apt-get install cloud-init; scripts/setup.sh does)"
-        if os.environ.get("CI") == "true":
-            pytest.fail(f"cloud-init unavailable under CI: {message}", pytrace=False)
-        pytest.skip(f"cloud-init unavailable: {message}")
-    assert found is not None
-    return found
+    return require_program("cloud-init", "/usr/bin/cloud-init", "cloud-init")
 
 
 def user_data(run: ProgramRun) -> dict[str, str]:

@@ -22,13 +22,14 @@ import urllib.parse
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, NoReturn
 
 import pytest
 from pulumi.dynamic import Config, ConfigureRequest
 from pyVim.connect import Disconnect, SmartConnect
 from pyVmomi import vim
 
+from tests.real_parts import unavailable
 from tests.vsphere.graphics_helpers import set_active_graphics
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -41,10 +42,8 @@ CLUSTER_HOSTS = ["DC0_C0_H0", "DC0_C0_H1", "DC0_C0_H2", "DC0_C0_H3"]
 TEMPLATE_VM = "DC0_C0_RP0_VM0"
 
 
-def _unavailable(message: str) -> None:
-    if os.environ.get("CI") == "true":
-        pytest.fail(f"vCenter simulator unavailable under CI: {message}", pytrace=False)
-    pytest.skip(f"vCenter simulator unavailable: {message}")
+def _unavailable(message: str) -> NoReturn:
+    unavailable("vCenter simulator", message)
 
 
 @dataclass

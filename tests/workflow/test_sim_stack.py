@@ -20,6 +20,7 @@ import sys
 import time
 from collections.abc import Iterator
 from pathlib import Path
+from typing import NoReturn
 
 import pytest
 
@@ -27,6 +28,7 @@ from stacks.environment.loader import load_environment, read_stack_file
 from stacks.environment.model import Environment
 from stacks.tools.simulator import instructions
 from stacks.tools.simulator_plant import harness_flags, inventory_of
+from tests.real_parts import unavailable
 
 ROOT = Path(__file__).resolve().parents[2]
 SCRIPT = ROOT / "scripts" / "simulator.sh"
@@ -34,10 +36,8 @@ HARNESS = ROOT / "build" / "vcsim-harness"
 READY_TIMEOUT_S = 180.0  # a cold Go build of the harness takes about 20 s on a quiet machine
 
 
-def _unavailable(message: str) -> None:
-    if os.environ.get("CI") == "true":
-        pytest.fail(f"vCenter simulator unavailable under CI: {message}", pytrace=False)
-    pytest.skip(f"vCenter simulator unavailable: {message}")
+def _unavailable(message: str) -> NoReturn:
+    unavailable("vCenter simulator", message)
 
 
 def _sim_env() -> Environment:
