@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import os
 import select
+import socket
 import subprocess
 import time
 from collections.abc import Callable, Mapping, Sequence
@@ -82,3 +83,24 @@ def port_line(line: str) -> str | None:
 
 def vcsim_url_line(line: str) -> str | None:
     return line.removeprefix("VCSIM_URL=") if line.startswith("VCSIM_URL=") else None
+
+
+def free_port() -> int:
+    """A TCP port on 127.0.0.1 that nothing listens on now."""
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        return int(probe.getsockname()[1])
+
+
+def wait_for_port(port: int, process: subprocess.Popen[bytes], timeout: float = START_TIMEOUT_S) -> None:
+    """Wait until `process` accepts connections on 127.0.0.1:`port`."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if process.poll() is not None:
+            break
+        with socket.socket() as probe:
+            if probe.connect_ex(("127.0.0.1", port)) == 0:
+                return
+        time.sleep(0.1)
+    stop(process)
+    raise ServerDidNotStart(f"nothing listened on 127.0.0.1:{port} within {timeout:g} s")
