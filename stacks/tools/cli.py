@@ -19,6 +19,7 @@ from stacks.environment.day_two_check import ACCEPT_FLAG, DayTwoReport, day_two_
 from stacks.environment.loader import ENVIRONMENT_KEY, InvalidEnvironment, load_environment, read_stack_file
 from stacks.environment.model import Environment
 from stacks.environment.stack_file import check_stack_file
+from stacks.tools.deploy_engine import add_engine_arguments, engine_from_args
 from stacks.tools.plan_errors import GraphRefused, ManifestFolderRefused, PlanOptionRefused
 
 EXIT_INVALID = 2
@@ -80,6 +81,10 @@ def cmd_plan(args: argparse.Namespace) -> int:
         durations = deploy_time.load_durations(Path(args.durations) if args.durations else None)
     except (ValueError, yaml.YAMLError) as error:
         raise PlanOptionRefused(f"--durations: {error}") from None
+    try:
+        engine = engine_from_args(args)
+    except ValueError as error:
+        raise PlanOptionRefused(str(error)) from None
     if args.accept_rebuild and not args.against:
         raise PlanOptionRefused(f"{ACCEPT_FLAG}: only with --against OLD_STACK_FILE, whose change it accepts")
     # Every problem, cross-stack collisions included, before planning.
@@ -97,7 +102,13 @@ def cmd_plan(args: argparse.Namespace) -> int:
             raise PlanOptionRefused(day_two.unused_accept_message())
         before = (run_plan(old_view, stack=args.stack), old_env)
     result = plan_stack(
-        view, stack=args.stack, out_dir=out_dir, graph_file=graph, graph_detail=args.graph_detail, durations=durations
+        view,
+        stack=args.stack,
+        out_dir=out_dir,
+        graph_file=graph,
+        graph_detail=args.graph_detail,
+        durations=durations,
+        engine=engine,
     )
     timing = result.timing
     admission = admission_report(new_env, result.run)  # the scheduler's rules over the plan
@@ -220,6 +231,7 @@ def build_parser() -> argparse.ArgumentParser:
     plan.add_argument(
         "--durations", help="JSON/YAML file overriding the deployment model's durations (docs/deployment-time.md)"
     )
+    add_engine_arguments(plan)
     plan.set_defaults(func=cmd_plan)
 
     schema = commands.add_parser("schema", help="JSON Schema of the environment, for editors")

@@ -19,8 +19,18 @@ from typing import Any
 
 import yaml
 
+from stacks.tools.deploy_engine import (
+    TODAY,
+    EngineSettings,
+    Term,
+    final_save_seconds,
+    mean_save_seconds,
+    term_lines,
+    terms,
+    with_engine,
+)
 from stacks.tools.deploy_model import Operation, Schedule, critical_path_bound, simulate
-from stacks.tools.deploy_words import estimate_in_words, ratio_in_words
+from stacks.tools.deploy_words import estimate_in_words, format_seconds, ratio_in_words
 
 TEMPLATE_HOST = "host:template"
 """The ESXi host the template is registered on: every clone is a provisioning operation there too."""
@@ -82,17 +92,20 @@ class Durations:
     """A CustomResourceDefinition becoming established."""
     instant: float = 0
     """Keys, certificates, random tokens and providers: computed locally."""
-    host_units: int = 16
-    """Concurrent-operation units per ESXi host; a clone uses them on its source host (the
-    template's) and its destination (VMware performance blog, "vCenter Limits for Tasks Running at
-    the Same Time", 2021: 16 units per 6.x/7.x host, a linked clone 1 unit)."""
+    host_units: int = 8
+    """Concurrent provisioning operations per ESXi host: "All hosts have a maximum cost per host of
+    8"; cloning and other provisioning operations cost 1 (VMware, "Limits on Simultaneous
+    Migrations", vCenter Server and Host Management 6.5/6.7; no later edition changes it). A clone
+    takes its cost on its source host (the template's) and on its destination. (A 2021 VMware
+    performance blog, "vCenter Limits for Tasks Running at the Same Time", gives 16 units for
+    6.x/7.x hosts; set 16 here if you trust it for your estate.)"""
     linked_clone_units: int = 1
-    full_clone_units: int = 2
-    """Same blog: a full clone to the same host uses 4 units, 2 on each side."""
+    full_clone_units: int = 1
+    """The documentation's cost of a provisioning operation, full or linked."""
     datastore_units: int = 128
     """Maximum cost per datastore ("Limits on Simultaneous Migrations", vSphere docs), 1 per clone."""
     parallel: int | None = None
-    """`pulumi up --parallel`: unbounded by default (pulumi/pulumi#2123: math.MaxInt32)."""
+    """`pulumi up --parallel`; None: the CLI's default for the runner (`deploy_engine`: 4 x its CPUs)."""
 
 
 def load_durations(path: Path | None) -> Durations:
@@ -190,7 +203,9 @@ def _kind_seconds_holds(
         clone = resource.inputs.get("clone") or {}
         linked = bool(clone.get("linkedClone")) if isinstance(clone, Mapping) else False
         units = d.linked_clone_units if linked else d.full_clone_units
-        holds = _clone_holds(source_host, resource.inputs.get("hostSystemId"), resource.inputs.get("datastoreId"), units)
+        holds = _clone_holds(
+            source_host, resource.inputs.get("hostSystemId"), resource.inputs.get("datastoreId"), units
+        )
         kind = "linked clone + power-on" if linked else "full clone + power-on"
         return kind, (d.linked_clone if linked else d.full_clone) + d.power_on, holds
     if resource.type == _REPLICA:
@@ -253,19 +268,31 @@ def operations(resources: Iterable[Resource], d: Durations) -> list[Operation]:
 @dataclass(frozen=True)
 class Estimate:
     pulumi_up: Schedule
-    """`pulumi up` alone (the engine's operations), with Pulumi's parallelism and vCenter's limits."""
+    """`pulumi up` alone (the engine's operations), with vCenter's limits and the engine's terms."""
     bound: Schedule
-    """The same operations with infinite parallelism and no limits."""
+    """The same operations with infinite parallelism and no limits: vCenter's bound."""
     ready: Schedule
     """Including the workers' boot and join: when the cluster can run training."""
     labels: dict[str, str]
     seconds: dict[str, float]
-    """Each operation's own duration."""
+    """Each operation's own duration (with the checkpoint saves its step waits for)."""
     kinds: dict[str, str]
+    vcenter: Schedule | None = None
+    """`pulumi up` with vCenter's limits only (no engine terms); None when the engine is not modelled."""
+    engine: EngineSettings | None = None
+    terms: tuple[Term, ...] = ()
+    """The engine's terms, each with the least time it alone forces (`deploy_engine`)."""
 
     @property
     def ratio(self) -> float:
         return self.pulumi_up.seconds / self.bound.seconds if self.bound.seconds else 1.0
+
+    @property
+    def held_back_by(self) -> Term | None:
+        """The engine term that alone takes longer than vCenter's schedule, the largest; None if none does."""
+        floor = self.vcenter.seconds if self.vcenter is not None else self.bound.seconds
+        over = [t for t in self.terms if t.floor_seconds > floor]
+        return max(over, key=lambda t: t.floor_seconds) if over else None
 
     def path_labels(self, schedule: Schedule) -> list[str]:
         return [self.labels[key] for key in schedule.critical_path if self.seconds[key] > 0]
@@ -279,8 +306,10 @@ class Estimate:
 
     def as_dict(self) -> dict[str, Any]:
         steps = [(self.kinds[key], self.seconds[key]) for key in self.pulumi_up.critical_path]
-        return {
-            "inWords": estimate_in_words(self.pulumi_up.seconds, self.ready.seconds, steps, self.ratio),
+        held = self.held_back_by
+        words = estimate_in_words(self.pulumi_up.seconds, self.ready.seconds, steps, self.ratio)
+        found: dict[str, Any] = {
+            "inWords": words + (f"; held back most by the engine's {held.name}" if held else ""),
             "pulumiUpSeconds": round(self.pulumi_up.seconds, 1),
             "boundSeconds": round(self.bound.seconds, 1),
             "ratio": round(self.ratio, 2),
@@ -289,6 +318,15 @@ class Estimate:
             "readyCriticalPath": self.path_labels(self.ready),
             "dominant": [{"operation": k, "seconds": round(v, 1)} for k, v in self.dominant(self.pulumi_up)],
         }
+        if self.engine is not None and self.vcenter is not None:
+            found["engine"] = {
+                "settings": self.engine.as_dict(),
+                "vcenterOnlySeconds": round(self.vcenter.seconds, 1),
+                "terms": [
+                    {"term": t.name, "floorSeconds": round(t.floor_seconds, 1), "detail": t.detail} for t in self.terms
+                ],
+            }
+        return found
 
 
 def _capacity(d: Durations, ops: Iterable[Operation]) -> dict[str, int]:
@@ -296,38 +334,72 @@ def _capacity(d: Durations, ops: Iterable[Operation]) -> dict[str, int]:
     return {name: d.datastore_units if name.startswith("datastore:") else d.host_units for name in names}
 
 
-def estimate(entries: Iterable[Any], durations: Durations | None = None) -> Estimate:
+def estimate(
+    entries: Iterable[Any], durations: Durations | None = None, engine: EngineSettings | None = TODAY
+) -> Estimate:
+    """The deployment's estimate; `engine=None` models vCenter alone (unbounded `--parallel` unless
+    `durations.parallel` says otherwise)."""
     d = durations or Durations()
-    ops = operations(resources_from_plan(entries), d)
+    resources = resources_from_plan(entries)
+    ops = operations(resources, d)
     engine_ops = [op for op in ops if op.engine_slot]
     capacity = _capacity(d, ops)
+    vcenter = simulate(engine_ops, parallel=d.parallel, capacity=capacity)
+    bound = critical_path_bound(engine_ops)
+    if engine is None:
+        ready = simulate(ops, parallel=d.parallel, capacity=capacity)
+        return Estimate(
+            vcenter,
+            bound,
+            ready,
+            {op.key: op.label for op in ops},
+            {op.key: op.seconds for op in ops},
+            {op.key: op.kind for op in ops},
+        )
+    if d.parallel is not None and engine.parallel is None:
+        engine = replace(engine, parallel=d.parallel)
+    types = {r.urn: r.type for r in resources}
+    inputs = {r.urn: r.inputs for r in resources}
+    timed, engine_capacity = with_engine(ops, types, inputs, engine, mean_save_seconds(types.values(), engine))
+    capacity |= engine_capacity
+    found = tuple(terms(ops, types, inputs, len(resources), engine))
+    pulumi_up = simulate([op for op in timed if op.engine_slot], parallel=engine.effective_parallel, capacity=capacity)
+    ready = simulate(timed, parallel=engine.effective_parallel, capacity=capacity)
+    # Saves are one queue (the snapshot manager): the run lasts at least all of them; a skipped-
+    # checkpoint run ends with its one save.
+    saves = next((t.floor_seconds for t in found if t.name == "checkpoints"), 0.0)
+    tail = final_save_seconds(types.values(), engine)
+    pulumi_up = replace(pulumi_up, seconds=max(pulumi_up.seconds + tail, saves))
+    ready = replace(ready, seconds=max(ready.seconds, pulumi_up.seconds))
     return Estimate(
-        pulumi_up=simulate(engine_ops, parallel=d.parallel, capacity=capacity),
-        bound=critical_path_bound(engine_ops),
-        ready=simulate(ops, parallel=d.parallel, capacity=capacity),
-        labels={op.key: op.label for op in ops},
-        seconds={op.key: op.seconds for op in ops},
-        kinds={op.key: op.kind for op in ops},
+        pulumi_up=pulumi_up,
+        bound=bound,
+        ready=ready,
+        labels={op.key: op.label for op in timed},
+        seconds={op.key: op.seconds for op in timed},
+        kinds={op.key: op.kind for op in timed},
+        vcenter=vcenter,
+        engine=engine,
+        terms=found,
     )
 
 
-def format_seconds(seconds: float) -> str:
-    minutes, rest = divmod(round(seconds), 60)
-    hours, minutes = divmod(minutes, 60)
-    return f"{hours}h{minutes:02d}m{rest:02d}s" if hours else f"{minutes}m{rest:02d}s"
-
-
 def summary_lines(result: Estimate, path_items: int = 6) -> list[str]:
-    """The lines `plan` prints: the estimate in words first, then the model's figures and its path."""
+    """The lines `plan` prints: the estimate in words first, then the model's figures, the engine's
+    terms and the critical path."""
     path = result.path_labels(result.pulumi_up)
     shown = path if len(path) <= path_items else [*path[:2], "...", *path[-(path_items - 3) :]]
-    return [
+    lines = [
         result.as_dict()["inWords"],
         f"  pulumi up {format_seconds(result.pulumi_up.seconds)}, bound {format_seconds(result.bound.seconds)} "
         f"({ratio_in_words(result.ratio)}), ready for training {format_seconds(result.ready.seconds)}; most time in: "
         + ", ".join(f"{kind} {format_seconds(s)}" for kind, s in result.dominant(result.pulumi_up)[:3]),
-        "  critical path: " + " -> ".join(shown),
     ]
+    if result.engine is not None and result.vcenter is not None:
+        lines.append(f"  vCenter's limits alone: {format_seconds(result.vcenter.seconds)}")
+        lines += term_lines(result.engine, result.terms)
+    lines.append("  critical path: " + " -> ".join(shown))
+    return lines
 
 
 def durations_table() -> dict[str, Any]:
