@@ -57,11 +57,7 @@ def fake_outputs(type_token: str, name: str, inputs: dict[str, Any]) -> dict[str
         return {"configVersion": "1"}
     if type_token == "pulumi-python:dynamic/vsphere:TemplateReplica":
         # The copy's BIOS UUID is what the workers' clone takes; shaped like a VM's.
-        return {
-            "uuid": _stable_uuid(name),
-            "vm_name": f"{inputs.get('name')}-0000abcd",
-            "snapshot": inputs.get("snapshot_name"),
-        }
+        return {"uuid": _stable_uuid(name), "vm_name": f"{inputs.get('name')}-0000abcd", "snapshot": inputs.get("snapshot_name")}
     # pulumi-tls / pulumi-random: the Kubernetes bootstrap renders these into kubeconfig and
     # user-data, so they must be present and PEM-shaped.
     if type_token == "tls:index/privateKey:PrivateKey":
