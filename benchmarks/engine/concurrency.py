@@ -34,7 +34,6 @@ from benchmarks.engine.workload import (
     inputs,
     vsphere_config,
 )
-from components.dynamic_resource import sdk_pickler_restored
 from stacks import PROJECT_DIR
 
 HARNESS = PROJECT_DIR / "build" / "vcsim-harness"
@@ -45,8 +44,8 @@ PLUGIN_TYPE = "gpucluster:vsphere:PvrdmaHostSettings"
 def dynamic_host() -> HostSpec:
     """The SDK's dynamic provider host, as the engine runs it for `pulumi-python:dynamic` resources
     (the `pulumi-resource-pulumi-python` plugin execs `python -m pulumi.dynamic`)."""
-    with sdk_pickler_restored():
-        pickled = serialize_provider(TimedPvrdmaProvider())
+    # One call: the SDK's pickler patch nests once (components/dynamic_resource.py explains it).
+    pickled = serialize_provider(TimedPvrdmaProvider())
     return HostSpec("dynamic", python_module("pulumi.dynamic"), RESOURCE_TYPE, {"__provider": pickled})
 
 

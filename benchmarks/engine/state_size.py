@@ -5,7 +5,7 @@ pulumi-vsphere issues), so the size is *measured on our own plan*: each resource
 registers under the mock runtime becomes the entry the engine stores for it (apitype `ResourceV3`:
 urn, custom, id, type, inputs, outputs, parent, provider, dependencies, propertyDependencies,
 created/modified times, sourcePosition), with the mock's outputs (inputs plus the computed values
-`stacks/tools/mock_values.py` gives) and every secret as the engine writes it (a ciphertext object,
+`stacks/tools/plan/mock_values.py` gives) and every secret as the engine writes it (a ciphertext object,
 `{"4dabf1...": "1b4706...", "ciphertext": ...}`, about 4/3 of the plaintext plus the AES-GCM nonce
 and tag). Dynamic resources carry their pickled provider (`__provider`) in inputs and outputs,
 exactly as the SDK stores it. This is a lower bound for typed vSphere resources: a real
@@ -24,8 +24,8 @@ from typing import Any
 
 from pulumi.runtime import rpc
 
-from stacks.tools.mock_runtime import unwrap
-from stacks.tools.mock_values import fake_outputs, fake_resource_id
+from stacks.tools.plan.mock_runtime import unwrap
+from stacks.tools.plan.mock_values import fake_outputs, fake_resource_id
 
 SECRET_SIG = "4dabf18193072939515e22adb298388d"
 SECRET_VALUE = "1b47061264138c4ac30d75fd1eb44270"
