@@ -24,8 +24,10 @@ import yaml
 from benchmarks.stackgen import BASE_STACK_FILE, scaled_document
 from stacks import PROJECT_DIR
 from stacks.environment.loader import ENVIRONMENT_KEY, ConfigView, config_for_runtime, load_environment
-from stacks.tools.deploy_time.durations import Durations, Estimate, estimate, format_seconds, load_durations
+from stacks.tools.deploy_time.durations import Durations, load_durations
 from stacks.tools.deploy_time.engine import PLUGIN_DESIGN, TODAY, EngineSettings
+from stacks.tools.deploy_time.estimate import Estimate, estimate
+from stacks.tools.deploy_time.words import format_seconds
 from stacks.tools.plan.command import SECRET_PLACEHOLDER
 from stacks.tools.plan.mock_runtime import run_program, run_project_main
 

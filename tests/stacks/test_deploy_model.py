@@ -9,7 +9,8 @@ from pathlib import Path
 
 import pytest
 
-from stacks.tools.deploy_time.durations import TEMPLATE_HOST, Durations, estimate, load_durations
+from stacks.tools.deploy_time.durations import TEMPLATE_HOST, Durations, load_durations
+from stacks.tools.deploy_time.estimate import estimate
 from stacks.tools.deploy_time.model import CycleError, Operation, critical_path_bound, simulate
 
 ROOT = Path(__file__).resolve().parents[2]

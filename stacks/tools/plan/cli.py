@@ -25,6 +25,7 @@ def cmd_plan(args: argparse.Namespace) -> int:
     from stacks.tools.admission.check import admission_report
     from stacks.tools.deploy_time import durations as deploy_time
     from stacks.tools.deploy_time.change import change_time
+    from stacks.tools.deploy_time.estimate import summary_lines
     from stacks.tools.plan import diff as plan_diff
     from stacks.tools.plan.change_notes import config_notes
     from stacks.tools.plan.command import (  # imports the Pulumi SDK: only when planning
@@ -109,7 +110,7 @@ def cmd_plan(args: argparse.Namespace) -> int:
             return EXIT_INVALID
         return EXIT_INVALID if admission.failures else 0
     print(summary_tree(result.run))
-    print("\n".join(deploy_time.summary_lines(timing)))
+    print("\n".join(summary_lines(timing)))
     if changes is not None and rolling is not None:
         print(f"against {args.against}:")
         print("\n".join(f"  {line}" for line in rolling.lines()))
