@@ -140,7 +140,7 @@ def engine_markdown(rows: Sequence[Row]) -> str:
             floors = {t.name: format_seconds(t.floor_seconds) for t in result.terms}
             lines.append(
                 f"| {row.workers} | {name} | {result.engine.describe()} | {format_seconds(result.pulumi_up.seconds)} "
-                f"| {result.ratio:.2f}x | {'yes' if result.ratio <= GOAL else 'no'} "
+                f"| {result.ratio:.2f}x | {'yes' if result.ratio <= GOAL else 'no'} | "
                 + " | ".join(floors.get(t, "-") for t in ("provider host", "switch joins", "--parallel", "checkpoints"))
                 + " |"
             )
