@@ -22,7 +22,7 @@ from stacks.tools.deploy_time.engine import (
     terms,
     with_engine,
 )
-from stacks.tools.deploy_time.model import Operation, Schedule, critical_path_bound, simulate
+from stacks.tools.deploy_time.model import Operation, Schedule, critical_path_bound, extended, simulate
 from stacks.tools.deploy_time.words import estimate_in_words, format_seconds, ratio_in_words
 
 
@@ -107,8 +107,9 @@ def estimate(
     capacity = _capacity(d, ops)
     vcenter = simulate(engine_ops, parallel=d.parallel, capacity=capacity)
     bound = critical_path_bound(engine_ops)
+    guest = [op for op in ops if not op.engine_slot]
     if engine is None:
-        ready = simulate(ops, parallel=d.parallel, capacity=capacity)
+        ready = extended(vcenter, guest)
         return Estimate(
             vcenter,
             bound,
@@ -125,7 +126,7 @@ def estimate(
     capacity |= engine_capacity
     found = tuple(terms(ops, types, inputs, len(resources), engine))
     pulumi_up = simulate([op for op in timed if op.engine_slot], parallel=engine.effective_parallel, capacity=capacity)
-    ready = simulate(timed, parallel=engine.effective_parallel, capacity=capacity)
+    ready = extended(pulumi_up, guest)
     # Saves are one queue (the snapshot manager): the run lasts at least all of them; a skipped-
     # checkpoint run ends with its one save.
     saves = next((t.floor_seconds for t in found if t.name == "checkpoints"), 0.0)

@@ -54,6 +54,8 @@ class Schedule:
     end: dict[str, float]
     critical_path: tuple[str, ...]
     """Keys of the chain that ends last: each waited for the one before it (dependency or capacity)."""
+    came_from: Mapping[str, str | None] = field(default_factory=dict)
+    """What each operation waited for last (the links the critical path follows)."""
 
 
 class CycleError(ValueError):
@@ -104,7 +106,11 @@ def critical_path_bound(operations: Sequence[Operation]) -> Schedule:
         end[key] = start[key] + op.seconds
         came_from[key] = latest
     return Schedule(
-        seconds=max(end.values(), default=0.0), start=start, end=end, critical_path=_walk_back(end, came_from)
+        seconds=max(end.values(), default=0.0),
+        start=start,
+        end=end,
+        critical_path=_walk_back(end, came_from),
+        came_from=came_from,
     )
 
 
@@ -141,6 +147,11 @@ def simulate(
     for_slot: deque[str] = deque()
     for_pool: dict[str, deque[str]] = {}
     for_holds: list[str] = []
+    # Operations that did not fit, by the capacity that refused them: only room freed there can
+    # let them start, so they are tried again only then (the same schedule as trying every
+    # waiting operation at every event, without the quadratic scan at 512 workers).
+    refused: dict[str, list[str]] = {}
+    freed: set[str] = set()
     running: list[tuple[float, str]] = []
     start: dict[str, float] = {}
     end: dict[str, float] = {}
@@ -162,8 +173,12 @@ def simulate(
             else:
                 to_pool(key)
 
-    def fits(op: Operation) -> bool:
-        return all(used[name] + units <= limits[name] for name, units in op.holds.items() if name in limits)
+    def refusing(op: Operation) -> str | None:
+        """The first capacity without room for `op`, or None when it fits."""
+        for name, units in op.holds.items():
+            if name in limits and used[name] + units > limits[name]:
+                return name
+        return None
 
     arrive(list(ready_since))
     while True:
@@ -174,12 +189,15 @@ def simulate(
             while room and used[pool] < limits[pool]:
                 used[pool] += 1
                 for_holds.append(room.popleft())
+        for name in freed:
+            for_holds += refused.pop(name, [])
+        freed.clear()
         for_holds.sort(key=lambda k: (ready_since[k], k))
-        still_waiting = []
         for key in for_holds:
             op = by_key[key]
-            if not fits(op):
-                still_waiting.append(key)
+            full = refusing(op)
+            if full is not None:
+                refused.setdefault(full, []).append(key)
                 continue
             start[key] = now
             # What it waited for last: its latest dependency, or (if it queued) what just freed room.
@@ -192,7 +210,7 @@ def simulate(
             if op.engine_slot and parallel is None:
                 slots_used += 1
             heapq.heappush(running, (now + op.seconds, key))
-        for_holds = still_waiting
+        for_holds = []
         if not running:
             break
         now, key = heapq.heappop(running)
@@ -206,6 +224,7 @@ def simulate(
             for name, units in op.holds.items():
                 if name in limits:
                     used[name] -= units
+                    freed.add(name)
             if op.pool and op.pool in limits:
                 used[op.pool] -= 1
             slots_used -= op.engine_slot
@@ -220,7 +239,37 @@ def simulate(
         stuck = sorted(set(by_key) - set(end))
         raise ValueError(f"operations that can never start (capacity too small?): {stuck[:5]}")
     return Schedule(
-        seconds=max(end.values(), default=0.0), start=start, end=end, critical_path=_walk_back(end, blocked_by)
+        seconds=max(end.values(), default=0.0),
+        start=start,
+        end=end,
+        critical_path=_walk_back(end, blocked_by),
+        came_from=blocked_by,
+    )
+
+
+def extended(schedule: Schedule, later: Sequence[Operation]) -> Schedule:
+    """`schedule` with operations that wait for nothing but their dependencies (no engine slot, no
+    capacity: a guest's boot and join), each started when its dependencies end. They delay nobody,
+    so this is what simulating them with the rest gives, without simulating the rest again."""
+    start, end, came_from = dict(schedule.start), dict(schedule.end), dict(schedule.came_from)
+    for op in later:
+        if op.engine_slot or op.holds or op.pool:
+            raise ValueError(f"{op.key} takes an engine slot or a capacity: simulate it with the rest")
+    by_key = {op.key: op for op in later}
+    for key in _topological({**{k: Operation(k, k, 0) for k in end}, **by_key}):
+        if key not in by_key:
+            continue
+        op = by_key[key]
+        latest = max(op.depends_on, key=lambda d: (end[d], d), default=None)
+        start[key] = end[latest] if latest is not None else 0.0
+        end[key] = start[key] + op.seconds
+        came_from[key] = latest
+    return Schedule(
+        seconds=max(end.values(), default=0.0),
+        start=start,
+        end=end,
+        critical_path=_walk_back(end, came_from),
+        came_from=came_from,
     )
 
 
