@@ -369,7 +369,7 @@ class _RecordingMocks(pulumi.runtime.Mocks):
 def test_resources_register_typed_tokens_and_no_credentials() -> Any:
     mocks = _RecordingMocks()
     pulumi.runtime.set_mocks(mocks, preview=False)
-    pvrdma = PvrdmaHostSettings("esx1-pvrdma", host_name="esx1", vmknic_device="vmk1")
+    pvrdma = PvrdmaHostSettings("esx1-pvrdma", host_name="esx1", vmknic_device="vmk1", allowed_network="192.168.50.0/24")
     graphics = HostGraphicsMode("esx1-graphics", host_name="esx1", manage=True)
     vgpu = VgpuAttachment("w1-vgpu", vm_id="4211aaaa-0000", vm_name="w1", profiles=["grid_t4-16c"])
 
