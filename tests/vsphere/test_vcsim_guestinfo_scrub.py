@@ -61,7 +61,9 @@ def provider(configured: Callable[..., Any]) -> GuestinfoScrubProvider:
     return configured(GuestinfoScrubProvider(poll_seconds=0.05, retry=FAST_RETRY))
 
 
-def _props(vm: Any, kubeconfig: str, *, node: str = "master", control_plane: bool = True, timeout: float = 20) -> dict[str, Any]:
+def _props(
+    vm: Any, kubeconfig: str, *, node: str = "master", control_plane: bool = True, timeout: float = 20
+) -> dict[str, Any]:
     return {
         "vm_id": vm.config.uuid,
         "vm_name": vm.name,
@@ -125,7 +127,9 @@ def test_keys_are_removed_once_the_control_plane_node_joined_and_the_metadata_st
     assert created.id == f"guestinfo-scrub:{node_vm.config.uuid}"
 
 
-def test_a_worker_has_joined_once_ready(provider: GuestinfoScrubProvider, node_vm: Any, kube: tuple[KubeDouble, str]) -> None:
+def test_a_worker_has_joined_once_ready(
+    provider: GuestinfoScrubProvider, node_vm: Any, kube: tuple[KubeDouble, str]
+) -> None:
     double, kubeconfig = kube
     double.add_node("worker-1", ready=True)
 
@@ -140,7 +144,9 @@ def test_a_node_that_never_joins_keeps_its_keys_and_fails_naming_it(
     double, kubeconfig = kube
     double.add_node("worker-2", ready=False)
 
-    with pytest.raises(NodeNotJoined, match=r"node worker-2 did not join within .* \(it is not Ready\); .*still in its VM"):
+    with pytest.raises(
+        NodeNotJoined, match=r"node worker-2 did not join within .* \(it is not Ready\); .*still in its VM"
+    ):
         provider.create(_props(node_vm, kubeconfig, node="worker-2", control_plane=False, timeout=0.5))
 
     # Its first boot may still be to come: the keys stay until it joined.
@@ -169,7 +175,9 @@ def test_keys_put_back_are_drift_and_the_next_up_removes_them(
     assert "guestinfo.userdata" not in _extra_config(node_vm)
 
 
-def test_a_replaced_vm_is_a_new_scrub(provider: GuestinfoScrubProvider, node_vm: Any, kube: tuple[KubeDouble, str]) -> None:
+def test_a_replaced_vm_is_a_new_scrub(
+    provider: GuestinfoScrubProvider, node_vm: Any, kube: tuple[KubeDouble, str]
+) -> None:
     _, kubeconfig = kube
     olds = {**_props(node_vm, kubeconfig), "keys_present": []}
     news = {**_props(node_vm, kubeconfig), "vm_id": "4211ffff-0000-0000-0000-000000000001"}
