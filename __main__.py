@@ -69,13 +69,7 @@ replicas = TemplateReplicas("gpu-template-copies", replica_args) if replica_args
 gpu_workers = NodePool(
     "gpu-workers",
     vsphere_wiring.gpu_worker_args(
-        env,
-        inventory,
-        folder,
-        fabric.port_group_id,
-        user_data,
-        fabric.host_resources,
-        gates,
+        env, inventory, folder, fabric.port_group_id, user_data, fabric.host_resources, gates,
         replica_wiring.worker_template_uuids(env, replicas),
     ),
 )
