@@ -119,7 +119,7 @@ def test_preview_comments_once_per_stack_and_edits_it() -> None:
     workflow = _load(PREVIEW)
     ((job_id, step),) = _pulumi_steps(workflow).items()
     job = workflow["jobs"][job_id]
-    assert step["uses"] == "pulumi/actions@v6"
+    assert step["uses"].startswith("pulumi/actions@")  # the pin and its runtime: test_action_runtimes.py
     inputs = step["with"]
     assert inputs["command"] == "preview"
     assert inputs["stack-name"] == "${{ matrix.stack }}"
@@ -135,7 +135,7 @@ def test_preview_comments_once_per_stack_and_edits_it() -> None:
     assert "changes" in _needs(job)
     assert workflow["concurrency"]["group"] == "preview-${{ github.event.pull_request.number }}"
     assert workflow["concurrency"]["cancel-in-progress"] is True
-    assert workflow["permissions"] == {"contents": "read"}  # write only where the comment is made
+    assert workflow["permissions"] == {}  # per job; write only where the comment is made (test_credentials.py)
 
 
 def _pick_script() -> str:
@@ -238,7 +238,7 @@ def test_deploy_runs_dev_then_staging_then_prod_on_main() -> None:
     assert _ancestors(workflow, "prod") == {"tests", "dev", "staging"}
     for stack, step in pulumi.items():
         assert workflow["jobs"][stack]["environment"] == stack
-        assert step["uses"] == "pulumi/actions@v6"
+        assert step["uses"].startswith("pulumi/actions@")
         assert step["with"]["command"] == "up"
         assert step["with"]["stack-name"] == stack
         assert step["with"]["policyPacks"] == "policy"
