@@ -2,7 +2,7 @@
 
 Every clone is a provisioning operation on the host its source is registered on, and a host runs
 16 units at a time (VMware performance blog, "vCenter Limits for Tasks Running at the Same Time",
-2021; `stacks.tools.deploy_time.Durations.host_units`): with one template, 512 workers clone 16 at
+2021; `stacks.tools.deploy_time.durations.Durations.host_units`): with one template, 512 workers clone 16 at
 a time. The program keeps copies of the template on other hosts (`components.vsphere.
 template_replica`) and each worker clones the copy nearest its host (`components.vsphere.
 replica_plan`).
@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from components.vsphere.replica_plan import ReplicaSite, derived_sites
+from components.vsphere.template_copies.plan import ReplicaSite, derived_sites
 from stacks.environment.base import Model
 from stacks.environment.fields import NonEmpty
 

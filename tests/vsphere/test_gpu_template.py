@@ -15,7 +15,7 @@ from components.vsphere.gpu_template import (
     gpu_template_findings,
     missing_gpu_template_finding,
 )
-from components.vsphere.vgpu_devices import template_facts
+from components.vsphere.vgpu.devices import template_facts
 from tests.vsphere.conftest import TEMPLATE_VM
 from tests.vsphere.vm_helpers import clone, destroy, reconfigure, unique, vgpu_device_spec
 
