@@ -125,11 +125,12 @@ def test_no_workflow_runs_pull_request_code_with_the_base_repositorys_rights(pat
 
 
 def test_the_offline_plan_sees_no_secret_and_runs_for_every_pull_request() -> None:
-    workflow = _load(PREVIEW)
+    workflow = _load(WORKFLOWS / "plan.yml")
+    assert set(workflow["on"]) == {"pull_request"}
     plans = [
         (job_id, job)
         for job_id, job in workflow["jobs"].items()
-        if any("-m stacks plan" in str(step.get("run", "")) for step in job.get("steps", []))
+        if any("scripts/plan_comment.py render" in str(step.get("run", "")) for step in job.get("steps", []))
     ]
     assert plans
     for job_id, job in plans:
