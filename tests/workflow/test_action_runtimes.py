@@ -27,6 +27,7 @@ ACTIONLINT = Path(sys.executable).parent / "actionlint"
 # An action missing here fails the test: look its runtime up before using it.
 NODE24_SINCE: dict[str, tuple[int, str]] = {
     "pulumi/actions": (7, "pulumi/actions CHANGELOG 7.0.0 (#1404); action.yml node20 at v6.6.1, node24 at v7.0.0"),
+    "pulumi/auth-actions": (2, "pulumi/auth-actions CHANGELOG 2.0.0 (#59); action.yml node20 at v1.0.1"),
     "actions/checkout": (5, "actions/checkout README 'Checkout v5: Updated to the node24 runtime'; node20 at v4.2.2"),
     "actions/setup-python": (
         6,

@@ -172,6 +172,27 @@ def test_permissions_are_granted_per_job_and_write_only_where_needed(path: Path)
         assert writes <= allowed, f"{path.name} {job_id}: writes {sorted(writes - allowed)}"
 
 
+@pytest.mark.parametrize("path", [PREVIEW, DEPLOY], ids=lambda p: p.name)
+def test_pulumi_cloud_tokens_are_short_lived_where_the_environment_sets_it_up(path: Path) -> None:
+    # pulumi/auth-actions exchanges the job's GitHub OIDC token for a Pulumi Cloud team token; the
+    # team comes from the environment's own variable, so preview-prod's token is preview-prod's.
+    for job_id, job in _jobs(path):
+        steps = job.get("steps", [])
+        pulumi = [i for i, step in enumerate(steps) if _uses(step) == "pulumi/actions"]
+        if not pulumi:
+            continue
+        (oidc_at,) = [i for i, step in enumerate(steps) if _uses(step) == "pulumi/auth-actions"]
+        oidc = steps[oidc_at]
+        assert oidc_at < pulumi[0] and oidc["id"] == "oidc", job_id
+        assert oidc["if"] == "vars.PULUMI_OIDC_TEAM != ''"
+        assert oidc["with"]["requested-token-type"] == "urn:pulumi:token-type:access_token:team"
+        assert oidc["with"]["scope"] == "team:${{ vars.PULUMI_OIDC_TEAM }}"
+        assert oidc["with"]["export-environment-variables"] is False  # to the pulumi step only
+        token = steps[pulumi[0]]["env"]["PULUMI_ACCESS_TOKEN"]
+        assert token.startswith("${{ steps.oidc.outputs.pulumi-access-token || ")
+        assert job["permissions"].get("id-token") == "write"
+
+
 def test_each_deployment_runs_in_its_own_environment() -> None:
     workflow = _load(DEPLOY)
     for job_id, job in workflow["jobs"].items():

@@ -129,7 +129,7 @@ def test_preview_output_goes_below_the_stacks_plan_comment() -> None:
     # No comment of its own: plan-comment.yml puts the output under the stack's plan comment, so
     # the job that runs the PR's code with credentials cannot write to the PR.
     assert inputs["comment-on-pr"] is False
-    assert job["permissions"] == {"contents": "read"}
+    assert job["permissions"] == {"contents": "read", "id-token": "write"}  # id-token: the OIDC step
     (keep,) = [s for s in job["steps"] if s.get("name") == "Keep the output for the comment"]
     assert keep["env"] == {"OUTPUT": "${{ steps.preview.outputs.output }}", "OUTCOME": "${{ steps.preview.outcome }}"}
     assert step["id"] == "preview"
@@ -296,14 +296,19 @@ def test_pulumi_steps_get_every_credential_from_secrets(path: Path) -> None:
     for job_id, step in _pulumi_steps(workflow).items():
         env = _effective_env(workflow, job_id, step)
         for name in SECRETS:
-            assert env.get(name) == f"${{{{ secrets.{name} }}}}", f"{path.name} {job_id}: {name}"
+            expected = f"${{{{ secrets.{name} }}}}"
+            if name == "PULUMI_ACCESS_TOKEN":  # the short-lived OIDC token first, where set up
+                expected = "${{ steps.oidc.outputs.pulumi-access-token || secrets.PULUMI_ACCESS_TOKEN }}"
+            assert env.get(name) == expected, f"{path.name} {job_id}: {name}"
 
 
 @pytest.mark.parametrize("path", [PREVIEW, DEPLOY], ids=lambda p: p.name)
 def test_no_credential_is_written_as_a_literal(path: Path) -> None:
     workflow = _load(path)
     secret_like = re.compile(r"TOKEN|PASSWORD|SECRET|USER|SERVER|KEY", re.IGNORECASE)
-    secret_expression = re.compile(r"^\$\{\{ secrets\.[A-Z0-9_]+ \}\}$")
+    secret_expression = re.compile(
+        r"^\$\{\{ (steps\.oidc\.outputs\.pulumi-access-token \|\| )?secrets\.[A-Z0-9_]+ \}\}$"
+    )
     maps = [workflow.get("env", {})]
     for job in workflow["jobs"].values():
         maps.append(job.get("env", {}))
@@ -311,7 +316,8 @@ def test_no_credential_is_written_as_a_literal(path: Path) -> None:
             maps += [step.get("env", {}), step.get("with", {})]
     for mapping in maps:
         for key, value in mapping.items():
-            if secret_like.search(key):
+            # pulumi/auth-actions' inputs that name the kind of token and its lifetime, not a credential.
+            if secret_like.search(key) and key not in ("requested-token-type", "token-expiration"):
                 assert secret_expression.match(str(value)), f"{path.name}: {key} = {value!r}"
     assert "secrets." not in "".join(str(step.get("run", "")) for _, step in _steps(workflow))
 
