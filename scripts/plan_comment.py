@@ -91,8 +91,9 @@ def render(
         return body + _way_out(stack, body), 0 if result.returncode == 0 else 1
     problems = (result.stderr or result.stdout).strip().replace("```", "'''")
     return (
-        f"### `plan {stack}`: the stack file does not plan\n\n"
-        f"{VERDICT_PREFIX} invalid stack file** — fix these before anything can be planned:\n\n"
+        f"### `plan {stack}`: nothing could be planned\n\n"
+        f"{VERDICT_PREFIX} plan failed** — a stack file is invalid, or an `accept-rebuild:` line of the "
+        "description names no refused change; fix these:\n\n"
         f"```\n{problems}\n```\n",
         1,
     )

@@ -222,10 +222,18 @@ def test_a_deleted_stack_file_says_nothing_is_destroyed(tmp_path: Path) -> None:
     assert status == "status=0"
 
 
+def test_a_stale_accept_line_fails_and_says_which(tmp_path: Path) -> None:
+    # The rebuild was accepted, then the change was dropped: the line must go too.
+    section, status = _run_render_step(tmp_path, _case("base"), _case("base"), "accept-rebuild: dev kubernetes.podCidr")
+    assert _verdict(section).startswith("**Verdict: plan failed**")
+    assert "--accept-rebuild kubernetes.podCidr: no refused change has this key" in section
+    assert status == "status=1"
+
+
 def test_an_invalid_stack_file_fails_with_its_problems(tmp_path: Path) -> None:
     broken = _case("base").replace("podCidr: 10.244.0.0/16", "podCidr: not-a-cidr")
     section, status = _run_render_step(tmp_path, _case("base"), broken)
-    assert _verdict(section).startswith("**Verdict: invalid stack file**")
+    assert _verdict(section).startswith("**Verdict: plan failed**")
     assert "kubernetes.podCidr" in section
     assert status == "status=1"
 
