@@ -14,7 +14,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from stacks.environment.day_two.check import ACCEPT_FLAG
-from stacks.tools.deploy_time.words import about
+from stacks.tools.plan.deploy_time.words import about
 
 _DISRUPTED = ("replaced", "rebooted", "power-cycled", "removed")
 VERDICT_PREFIX = "**Verdict:"
