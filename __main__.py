@@ -19,6 +19,7 @@ from components.k8s.cluster_access import ClusterAccess
 from components.k8s.etcd.member import ControlPlaneMember
 from components.k8s.jobs.training_jobs import TrainingJobs
 from components.k8s.jobs.tuning_sample import TuningSample
+from components.k8s.join.joined import NodeJoined
 from components.k8s.join.token import JoinToken
 from components.k8s.rollout.drain import NodeDrain
 from components.k8s.rollout.rollout import NodeRollout
@@ -96,14 +97,21 @@ if bootstrap is not None:
     cluster = ClusterAccess("cluster", k8s_wiring.bootstrapped_cluster_args(env, bootstrap, api_up))
     join_token = JoinToken("join-token", k8s_wiring.join_token_args(env, bootstrap, cluster, ready, control_plane))
     # Each node's first-boot secrets (join token, control-plane CA keys) out of its VM's extraConfig
-    # once the node joined (components/vsphere/guestinfo_scrub.py). After the readiness check and
-    # the token: a scrub waiting for its node never holds up what the join needs.
+    # once the node joined (components/vsphere/guestinfo_scrub.py). The wait comes after the
+    # readiness check and the token, so a node waiting never holds up what the joins need.
     for pool in (control_plane, gpu_workers):
         for node_name, node in pool.nodes.items():
+            joined = NodeJoined(
+                f"joined-{node_name}",
+                k8s_wiring.node_joined_args(env, node_name, node, bootstrap, control_plane=pool is control_plane),
+                opts=pulumi.ResourceOptions(depends_on=[pool.vms[node_name], ready, join_token]),
+            )
             GuestinfoScrub(
                 f"scrub-{node_name}",
-                k8s_wiring.guestinfo_scrub_args(env, node_name, node, bootstrap, control_plane=pool is control_plane),
-                opts=pulumi.ResourceOptions(depends_on=[pool.vms[node_name], ready, join_token]),
+                vm_id=node.vm_id,
+                vm_name=node.vm_name,
+                node_name=node_name,
+                opts=pulumi.ResourceOptions(depends_on=[joined]),
             )
     # A control-plane node leaving (scale in, VM replacement) is drained and its etcd member removed
     # through another member, quorum checked, before its VM goes: its new VM reuses the member's

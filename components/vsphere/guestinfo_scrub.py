@@ -13,15 +13,15 @@ whose cloud-init never ran, forever. pulumi-vsphere never blanks it either: the 
 changes to these keys (`node_pool`). Cluster API's vSphere provider leaves it in place
 (kubernetes-sigs/cluster-api-provider-vsphere issue 582, open).
 
-What it does: `create` waits until the node has joined (its Node is registered and Ready and, on a
-control-plane node, kubeadm's `node-role.kubernetes.io/control-plane` label is set: the last phase
-of a control-plane join, after its etcd member joined), then removes `guestinfo.userdata` and
+What it does: it is created once the node has joined (it depends on the node's `NodeJoined`,
+components/k8s/join/joined.py, which waits until the Node is registered and Ready and, on a
+control-plane node, marked one by kubeadm); `create` then removes `guestinfo.userdata` and
 `guestinfo.userdata.encoding` from the VM's extraConfig with `ReconfigVM_Task` (an OptionValue with
 an empty value removes the key: vSphere API reference, VirtualMachineConfigSpec.extraConfig, "Keys
 with empty values will be removed"; pyvmomi docs/vim/vm/ConfigSpec.rst) and reads the VM back: a
 key still there fails the step, naming it. `read` reports the keys present live
 (`secret_keys_present`), so a refresh sees them come back and the next `up` removes them again.
-A replaced VM has a new id, so it gets a new scrub, which waits for its own join.
+A replaced VM has a new id, so it gets a new scrub, after its own new `NodeJoined`.
 
 Why a joined node no longer needs them: cloud-init reads user-data once per instance
 (`write_files` and `runcmd` are per-instance modules) and the bootstrap has written everything it
@@ -31,22 +31,15 @@ boot by them (`_get_data`: "if md or ud or vd"); without them a later boot would
 datasource, fall back to DataSourceNone with another instance-id and re-run every per-instance
 module on a running node.
 
-Why it waits in `create` rather than running on the next `up`: a scrub that only looked once would
-leave a new node's keys in vCenter until someone ran the stack again. The wait holds one of the
-dynamic provider host's worker threads per node, so the wiring makes it depend on the API
-readiness check and the join token (`__main__.py`): nothing a node's join needs waits behind it.
-A node that does not join within `timeout_seconds` fails the step, naming the node and saying its
-keys are still in vCenter; the keys are kept then (a VM whose first boot has not run yet still
-needs them) and the next `up` waits again.
+Why right after the join rather than on the next `up`: a scrub that only looked once would leave a
+new node's keys in vCenter until someone ran the stack again. A node that never joins keeps them
+(its first boot may still be to come) and its `NodeJoined` fails `pulumi up`, naming it.
 
 Who can still read them, and when: docs/bootstrap.md, "Secrets in guestinfo".
 """
 
 from __future__ import annotations
 
-import time
-from collections.abc import Callable
-from dataclasses import dataclass
 from typing import Any
 
 import pulumi
@@ -54,9 +47,6 @@ import pulumi.dynamic
 from pyVmomi import vim
 
 from components.dynamic_resource import DynamicResource
-from components.k8s.api.client import KubeApi, KubeconfigError
-from components.k8s.rollout.drain import POLL_SECONDS, Api
-from components.k8s.rollout.steps import CONTROL_PLANE_LABEL, NodeState, NotYet, RolloutError, node_state
 from components.vcenter.errors import VsphereError
 from components.vcenter.lookups import find_vm_by_uuid
 from components.vcenter.tasks import wait_for_task
@@ -65,60 +55,7 @@ from components.vsphere.provider_base import RetryPolicy, VsphereProvider, is_un
 SECRET_GUESTINFO_KEYS = ("guestinfo.userdata", "guestinfo.userdata.encoding")
 """The extraConfig keys that carry (or describe) the user-data; `first_boot.GUESTINFO_KEYS` has
 them beside the metadata keys, which stay."""
-DEFAULT_JOIN_TIMEOUT_SECONDS = 45 * 60
-"""How long a node may take to join (clone, first boot, kubeadm): the rollout's default."""
 RECONFIGURE_TIMEOUT_SECONDS = 300.0
-
-
-class NodeNotJoined(Exception):
-    """The node did not join in time; its keys are still in the VM's extraConfig."""
-
-
-# ---------------------------------------------------------------------------------------------
-# The Kubernetes side: has the node joined?
-
-
-def why_not_joined(state: NodeState, *, control_plane: bool) -> str:
-    """ "" once the node has joined, else what it still lacks."""
-    if not state.found:
-        return "it has not registered"
-    if not state.ready:
-        return "it is not Ready"
-    if control_plane and CONTROL_PLANE_LABEL not in state.labels:
-        return "kubeadm has not marked it a control-plane node: its join has not finished"
-    return ""
-
-
-@dataclass(frozen=True)
-class JoinWait:
-    timeout_seconds: float = DEFAULT_JOIN_TIMEOUT_SECONDS
-    poll_seconds: float = POLL_SECONDS
-    clock: Callable[[], float] = time.monotonic
-    sleep: Callable[[float], None] = time.sleep
-
-
-def wait_until_joined(api: Api, node: str, *, control_plane: bool, wait: JoinWait = JoinWait()) -> None:
-    """Return once `node` has joined; NodeNotJoined after `wait.timeout_seconds`. An API server
-    that does not answer (a control-plane member being replaced) is waited out like a node that
-    has not joined yet."""
-    deadline = wait.clock() + wait.timeout_seconds
-    while True:
-        try:
-            last = why_not_joined(node_state(api, node), control_plane=control_plane)
-        except NotYet as error:
-            last = f"the API server did not answer ({error})"
-        except RolloutError as error:
-            last = str(error)
-        if not last:
-            return
-        if wait.clock() >= deadline:
-            raise NodeNotJoined(
-                f"node {node} did not join within {wait.timeout_seconds / 60:g} minutes ({last}); its first-boot "
-                "secrets (join token, and on a control-plane node the CA keys) are still in its VM's "
-                "guestinfo.userdata in vCenter. Look at the node (journalctl -u gpucluster-bootstrap), then run "
-                "pulumi up again, which waits again"
-            )
-        wait.sleep(wait.poll_seconds)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -151,9 +88,8 @@ def remove_keys(vm: Any, keys: list[str]) -> None:
 class GuestinfoScrubProvider(VsphereProvider):
     """Dynamic provider for `GuestinfoScrub`."""
 
-    def __init__(self, *, poll_seconds: float = POLL_SECONDS, retry: RetryPolicy | None = None) -> None:
+    def __init__(self, *, retry: RetryPolicy | None = None) -> None:
         super().__init__(retry=retry)
-        self.poll_seconds = poll_seconds
 
     def check(self, _olds: dict[str, Any], news: dict[str, Any]) -> pulumi.dynamic.CheckResult:
         inputs = public_props(news)
@@ -164,35 +100,27 @@ class GuestinfoScrubProvider(VsphereProvider):
                 failures.append(pulumi.dynamic.CheckFailure("vm_id", "must be a VM BIOS UUID"))
             else:
                 inputs["vm_id"] = vm_id.strip().lower()
-        node = inputs.get("node_name")
-        if not is_unknown(node) and (not isinstance(node, str) or not node.strip()):
-            failures.append(pulumi.dynamic.CheckFailure("node_name", "must be the node's Kubernetes name"))
-        timeout = inputs.get("timeout_seconds")
-        if not is_unknown(timeout) and (not isinstance(timeout, int | float) or timeout <= 0):
-            failures.append(pulumi.dynamic.CheckFailure("timeout_seconds", "must be a positive number of seconds"))
         return pulumi.dynamic.CheckResult(inputs, failures)
 
     def diff(self, _id: str, olds: dict[str, Any], news: dict[str, Any]) -> pulumi.dynamic.DiffResult:
-        # A new VM (a replacement) is a new scrub, whose create waits for the new VM's join.
-        replaces = [key for key in ("vm_id", "node_name") if olds.get(key) != news.get(key)]
-        changed = any(olds.get(key) != news.get(key) for key in ("vm_name", "control_plane", "timeout_seconds"))
-        # Drift: a key came back (put there by hand, or by a VM update of another tool).
+        # A new VM (a replacement) is a new scrub, created after the new VM's node joined.
+        replaces = ["vm_id"] if olds.get("vm_id") != news.get("vm_id") else []
+        # Drift: a key came back (put there by hand, or by another tool's VM update).
         drift = bool(olds.get("keys_present"))
-        return pulumi.dynamic.DiffResult(changes=bool(replaces) or changed or drift, replaces=replaces)
+        changed = any(olds.get(key) != news.get(key) for key in ("vm_name", "node_name"))
+        return pulumi.dynamic.DiffResult(changes=bool(replaces) or drift or changed, replaces=replaces)
 
-    def _outs(self, props: dict[str, Any], keys_present: list[str]) -> dict[str, Any]:
+    @staticmethod
+    def _outs(props: dict[str, Any], keys_present: list[str]) -> dict[str, Any]:
         return {
             "vm_id": props["vm_id"],
-            "vm_name": props.get("vm_name", ""),
-            "node_name": props["node_name"],
-            "control_plane": bool(props.get("control_plane")),
-            "kubeconfig": props["kubeconfig"],
-            "timeout_seconds": props.get("timeout_seconds", DEFAULT_JOIN_TIMEOUT_SECONDS),
+            "vm_name": props.get("vm_name") or "",
+            "node_name": props.get("node_name") or "",
             "keys_present": keys_present,
         }
 
-    def _scrub(self, props: dict[str, Any]) -> list[str]:
-        """Remove the keys the VM holds, then read it back; the keys still there (none, or an error)."""
+    def _scrub(self, props: dict[str, Any]) -> dict[str, Any]:
+        """Remove the keys the VM holds, then read it back: outputs with none left, or an error."""
         vm_id: str = props["vm_id"]
         label = props.get("vm_name") or vm_id
 
@@ -212,30 +140,16 @@ class GuestinfoScrubProvider(VsphereProvider):
                 )
             return left
 
-        return self.run(op, what=f"remove first-boot secrets from VM {label}")
+        return self._outs(props, self.run(op, what=f"remove first-boot secrets from VM {label}"))
 
     def create(self, props: dict[str, Any]) -> pulumi.dynamic.CreateResult:
-        node = str(props["node_name"])
-        try:
-            api = KubeApi(str(props["kubeconfig"]))
-        except KubeconfigError as error:
-            raise NodeNotJoined(f"node {node}: cannot ask the cluster whether it joined: {error}") from None
-        wait_until_joined(
-            api,
-            node,
-            control_plane=bool(props.get("control_plane")),
-            wait=JoinWait(
-                timeout_seconds=float(props.get("timeout_seconds") or DEFAULT_JOIN_TIMEOUT_SECONDS),
-                poll_seconds=self.poll_seconds,
-            ),
-        )
-        left = self._scrub(props)
-        pulumi.log.info(f"node {node}: first-boot secrets removed from VM {props.get('vm_name') or props['vm_id']}")
-        return pulumi.dynamic.CreateResult(id_=f"guestinfo-scrub:{props['vm_id']}", outs=self._outs(props, left))
+        outs = self._scrub(props)
+        pulumi.log.info(f"VM {outs['vm_name'] or outs['vm_id']}: first-boot secrets removed from extraConfig")
+        return pulumi.dynamic.CreateResult(id_=f"guestinfo-scrub:{props['vm_id']}", outs=outs)
 
     def update(self, _id: str, _olds: dict[str, Any], news: dict[str, Any]) -> pulumi.dynamic.UpdateResult:
-        # The node joined when this scrub was created: keys seen again are removed at once.
-        return pulumi.dynamic.UpdateResult(outs=self._outs(news, self._scrub(news)))
+        # The node joined before this scrub was created: keys seen again are removed at once.
+        return pulumi.dynamic.UpdateResult(outs=self._scrub(news))
 
     def read(self, id_: str, props: dict[str, Any]) -> pulumi.dynamic.ReadResult:
         vm_id = str(props["vm_id"])
@@ -253,54 +167,40 @@ class GuestinfoScrubProvider(VsphereProvider):
         """Nothing to give back: the keys stay removed (the VM is usually being deleted)."""
 
 
-@dataclass(frozen=True, kw_only=True)
-class GuestinfoScrubArgs:
-    vm_id: pulumi.Input[str]
-    """The node VM's id (`vsphere.VirtualMachine.id`, its BIOS UUID)."""
-    vm_name: str
-    """The VM's name in vCenter (for messages)."""
-    node_name: str
-    """The node's Kubernetes name (the guest's hostname)."""
-    control_plane: bool
-    """Whether the node joins as a control-plane member: then it has joined only once kubeadm
-    marked it one."""
-    kubeconfig: pulumi.Input[str]
-    """Admin kubeconfig (a secret; encrypted in state), to ask the API server whether it joined."""
-    timeout_seconds: int = DEFAULT_JOIN_TIMEOUT_SECONDS
-    """How long `create` waits for the join (default 2,700: 45 minutes; the stack passes
-    `kubernetes.rolloutTimeoutMinutes`)."""
-
-
 class GuestinfoScrub(DynamicResource, module="vsphere", name="GuestinfoScrub"):
-    """Removes a node VM's first-boot secrets from its extraConfig once the node has joined.
+    """Removes a node VM's first-boot secrets from its extraConfig; create it once the node has
+    joined (`depends_on` its `NodeJoined`).
 
-    Type token: `pulumi-python:dynamic/vsphere:GuestinfoScrub`. vCenter credentials come from the
-    stack config (`vsphere:vsphereServer`, `vsphere:user`, `vsphere:password`,
-    `vsphere:allowUnverifiedSsl`) or the VSPHERE_* environment, never from inputs; the kubeconfig
-    is an input, a secret.
+    Type token: `pulumi-python:dynamic/vsphere:GuestinfoScrub`. Credentials come from the stack
+    config (`vsphere:vsphereServer`, `vsphere:user`, `vsphere:password`,
+    `vsphere:allowUnverifiedSsl`) or the VSPHERE_* environment, never from inputs.
     """
 
     vm_id: pulumi.Output[str]
     """The VM's BIOS UUID (pulumi-vsphere's VM id)."""
     node_name: pulumi.Output[str]
-    """The Kubernetes node the VM becomes."""
+    """The node the VM becomes."""
     keys_present: pulumi.Output[list[str]]
     """Secret-bearing guestinfo keys the VM holds (live after a refresh; empty once scrubbed)."""
 
     def __init__(
-        self, resource_name: str, args: GuestinfoScrubArgs, opts: pulumi.ResourceOptions | None = None
+        self,
+        resource_name: str,
+        *,
+        vm_id: pulumi.Input[str],
+        vm_name: str,
+        node_name: str,
+        opts: pulumi.ResourceOptions | None = None,
     ) -> None:
+        """
+        :param vm_id: the node VM's id (`vsphere.VirtualMachine.id`, its BIOS UUID).
+        :param vm_name: the VM's name in vCenter (for messages).
+        :param node_name: the node the VM becomes (for people and `plan`'s picture).
+        :param opts: must depend on the node's `NodeJoined`: the keys go only once the node joined.
+        """
         super().__init__(
             GuestinfoScrubProvider(),
             resource_name,
-            {
-                "vm_id": args.vm_id,
-                "vm_name": args.vm_name,
-                "node_name": args.node_name,
-                "control_plane": args.control_plane,
-                "kubeconfig": pulumi.Output.secret(args.kubeconfig),
-                "timeout_seconds": args.timeout_seconds,
-                "keys_present": None,
-            },
+            {"vm_id": vm_id, "vm_name": vm_name, "node_name": node_name, "keys_present": None},
             opts,
         )

@@ -1,25 +1,23 @@
-"""GuestinfoScrub against the vCenter simulator and a Kubernetes API double (issue 37 item 2).
+"""GuestinfoScrub against the vCenter simulator (issue 37 item 2).
 
 A node VM is a clone carrying the first-boot extraConfig `first_boot.guestinfo_extra_config`
-renders; the node's registration is played by the API double (tests/k8s_day2/kube_double.py).
-What a vCenter reader sees is read straight from the VM's `config.extraConfig` over pyvmomi.
+renders, as pulumi-vsphere leaves it. What a vCenter reader sees is read straight from the VM's
+`config.extraConfig` over pyvmomi. The wait for the node's join before it is NodeJoined's
+(tests/k8s_day2/test_node_joined.py).
 """
 
 from __future__ import annotations
 
 import contextlib
-import threading
 from collections.abc import Callable, Iterator
 from typing import Any
 
 import pytest
 from pyVmomi import vim
 
-from components.k8s.rollout.steps import CONTROL_PLANE_LABEL
 from components.vsphere.first_boot import guestinfo_extra_config
-from components.vsphere.guestinfo_scrub import GuestinfoScrubProvider, NodeNotJoined
+from components.vsphere.guestinfo_scrub import GuestinfoScrubProvider
 from components.vsphere.provider_base import RetryPolicy
-from tests.k8s_day2.kube_double import KubeDouble, served
 from tests.vsphere.conftest import TEMPLATE_VM
 from tests.vsphere.vm_helpers import clone, destroy, power_on, reconfigure, unique
 
@@ -50,34 +48,12 @@ def node_vm(find: Callable[[Any, str], Any], extended: Any) -> Iterator[Any]:
 
 
 @pytest.fixture
-def kube() -> Iterator[tuple[KubeDouble, str]]:
-    double = KubeDouble()
-    with served(double) as kubeconfig:
-        yield double, kubeconfig
-
-
-@pytest.fixture
 def provider(configured: Callable[..., Any]) -> GuestinfoScrubProvider:
-    return configured(GuestinfoScrubProvider(poll_seconds=0.05, retry=FAST_RETRY))
+    return configured(GuestinfoScrubProvider(retry=FAST_RETRY))
 
 
-def _props(
-    vm: Any, kubeconfig: str, *, node: str = "master", control_plane: bool = True, timeout: float = 20
-) -> dict[str, Any]:
-    return {
-        "vm_id": vm.config.uuid,
-        "vm_name": vm.name,
-        "node_name": node,
-        "control_plane": control_plane,
-        "kubeconfig": kubeconfig,
-        "timeout_seconds": timeout,
-    }
-
-
-def _later(seconds: float, action: Callable[[], None]) -> threading.Timer:
-    timer = threading.Timer(seconds, action)
-    timer.start()
-    return timer
+def _props(vm: Any) -> dict[str, Any]:
+    return {"vm_id": vm.config.uuid, "vm_name": vm.name, "node_name": "master"}
 
 
 # --- what the harness does, as vCenter does ----------------------------------------------------
@@ -97,104 +73,72 @@ def test_a_key_sent_empty_is_removed_and_a_key_sent_again_is_reset(node_vm: Any)
 # --- the scrub ------------------------------------------------------------------------------------
 
 
-def test_keys_are_removed_once_the_control_plane_node_joined_and_the_metadata_stays(
-    provider: GuestinfoScrubProvider, node_vm: Any, kube: tuple[KubeDouble, str]
-) -> None:
-    double, kubeconfig = kube
-    seen_before_join: list[dict[str, str]] = []
+def test_the_user_data_keys_are_removed_and_the_metadata_stays(provider: GuestinfoScrubProvider, node_vm: Any) -> None:
+    assert "guestinfo.userdata" in _extra_config(node_vm)
 
-    def register() -> None:
-        seen_before_join.append(_extra_config(node_vm))
-        double.add_node("master", ready=True)  # Ready, but kubeadm has not marked it yet
+    created = provider.create(_props(node_vm))
 
-    def marked() -> None:
-        seen_before_join.append(_extra_config(node_vm))
-        double.nodes["master"]["metadata"]["labels"][CONTROL_PLANE_LABEL] = ""
-
-    timers = [_later(0.3, register), _later(0.8, marked)]
-    created = provider.create(_props(node_vm, kubeconfig))
-    for timer in timers:
-        timer.join()
-
-    # Nothing was removed while the node had not finished its join.
-    assert all("guestinfo.userdata" in extra for extra in seen_before_join)
     extra = _extra_config(node_vm)
     assert "guestinfo.userdata" not in extra and "guestinfo.userdata.encoding" not in extra
-    assert USER_DATA.split("\n")[0] not in " ".join(extra.values())
     # cloud-init finds its datasource on later boots by the metadata, which carries no secret.
     assert {"guestinfo.metadata", "guestinfo.metadata.encoding"} <= set(extra)
-    assert created.outs["keys_present"] == []
+    assert created.outs == {
+        "vm_id": node_vm.config.uuid,
+        "vm_name": node_vm.name,
+        "node_name": "master",
+        "keys_present": [],
+    }
     assert created.id == f"guestinfo-scrub:{node_vm.config.uuid}"
+    again = provider.read(created.id, created.outs)
+    assert provider.diff(created.id, again.outs, _props(node_vm)).changes is False
 
 
-def test_a_worker_has_joined_once_ready(
-    provider: GuestinfoScrubProvider, node_vm: Any, kube: tuple[KubeDouble, str]
-) -> None:
-    double, kubeconfig = kube
-    double.add_node("worker-1", ready=True)
+def test_a_redacted_value_still_counts_as_present_and_goes(provider: GuestinfoScrubProvider, node_vm: Any) -> None:
+    # What vCenter shows once the guest's redact reached the .vmx (after a power cycle).
+    reconfigure(node_vm, extraConfig=[vim.option.OptionValue(key="guestinfo.userdata", value="---")])
 
-    provider.create(_props(node_vm, kubeconfig, node="worker-1", control_plane=False))
+    provider.create(_props(node_vm))
 
     assert "guestinfo.userdata" not in _extra_config(node_vm)
 
 
-def test_a_node_that_never_joins_keeps_its_keys_and_fails_naming_it(
-    provider: GuestinfoScrubProvider, node_vm: Any, kube: tuple[KubeDouble, str]
-) -> None:
-    double, kubeconfig = kube
-    double.add_node("worker-2", ready=False)
-
-    with pytest.raises(
-        NodeNotJoined, match=r"node worker-2 did not join within .* \(it is not Ready\); .*still in its VM"
-    ):
-        provider.create(_props(node_vm, kubeconfig, node="worker-2", control_plane=False, timeout=0.5))
-
-    # Its first boot may still be to come: the keys stay until it joined.
-    assert "guestinfo.userdata" in _extra_config(node_vm)
-
-
-def test_keys_put_back_are_drift_and_the_next_up_removes_them(
-    provider: GuestinfoScrubProvider, node_vm: Any, kube: tuple[KubeDouble, str]
-) -> None:
-    double, kubeconfig = kube
-    double.add_node("worker-3", ready=True)
-    props = _props(node_vm, kubeconfig, node="worker-3", control_plane=False)
-    created = provider.create(props)
-    assert provider.diff(created.id, provider.read(created.id, created.outs).outs, props).changes is False
+def test_keys_put_back_are_drift_and_the_next_up_removes_them(provider: GuestinfoScrubProvider, node_vm: Any) -> None:
+    created = provider.create(_props(node_vm))
 
     # Someone (or a tool) writes user-data back into the VM.
     reconfigure(node_vm, extraConfig=[vim.option.OptionValue(key="guestinfo.userdata", value="c2VjcmV0")])
     refreshed = provider.read(created.id, created.outs)
     assert refreshed.outs["keys_present"] == ["guestinfo.userdata"]
-    diff = provider.diff(created.id, refreshed.outs, props)
+    diff = provider.diff(created.id, refreshed.outs, _props(node_vm))
     assert (diff.changes, diff.replaces) == (True, [])
 
-    updated = provider.update(created.id, refreshed.outs, props)
+    updated = provider.update(created.id, refreshed.outs, _props(node_vm))
 
     assert updated.outs["keys_present"] == []
     assert "guestinfo.userdata" not in _extra_config(node_vm)
 
 
-def test_a_replaced_vm_is_a_new_scrub(
-    provider: GuestinfoScrubProvider, node_vm: Any, kube: tuple[KubeDouble, str]
-) -> None:
-    _, kubeconfig = kube
-    olds = {**_props(node_vm, kubeconfig), "keys_present": []}
-    news = {**_props(node_vm, kubeconfig), "vm_id": "4211ffff-0000-0000-0000-000000000001"}
+def test_a_replaced_vm_is_a_new_scrub(provider: GuestinfoScrubProvider, node_vm: Any) -> None:
+    olds = {**_props(node_vm), "keys_present": []}
+    news = {**_props(node_vm), "vm_id": "4211ffff-0000-0000-0000-000000000001"}
     assert provider.diff("guestinfo-scrub:x", olds, news).replaces == ["vm_id"]
 
 
-def test_the_read_of_a_vm_that_is_gone_reports_the_scrub_gone(
-    provider: GuestinfoScrubProvider, node_vm: Any, kube: tuple[KubeDouble, str]
-) -> None:
-    _, kubeconfig = kube
-    props = {**_props(node_vm, kubeconfig), "keys_present": []}
+def test_the_read_of_a_vm_that_is_gone_reports_the_scrub_gone(provider: GuestinfoScrubProvider, node_vm: Any) -> None:
+    props = {**_props(node_vm), "keys_present": []}
     destroy(node_vm)
 
     assert provider.read("guestinfo-scrub:x", props).id == ""
     provider.delete("guestinfo-scrub:x", props)  # nothing to give back, no error
 
 
-def test_check_refuses_what_cannot_name_a_vm_or_node(provider: GuestinfoScrubProvider) -> None:
-    result = provider.check({}, {"vm_id": " ", "node_name": "", "timeout_seconds": 0, "__provider": "x"})
-    assert sorted(f.property for f in result.failures) == ["node_name", "timeout_seconds", "vm_id"]
+def test_a_vm_that_is_gone_at_create_fails_naming_it(provider: GuestinfoScrubProvider) -> None:
+    with pytest.raises(Exception, match=r"VM dev-gpu-worker-9 \(BIOS UUID 4211ffff-.*\) not found in vCenter"):
+        provider.create(
+            {"vm_id": "4211ffff-0000-0000-0000-000000000009", "vm_name": "dev-gpu-worker-9", "node_name": "w9"}
+        )
+
+
+def test_check_refuses_what_cannot_name_a_vm(provider: GuestinfoScrubProvider) -> None:
+    result = provider.check({}, {"vm_id": " ", "vm_name": "x", "node_name": "x", "__provider": "x"})
+    assert [f.property for f in result.failures] == ["vm_id"]
