@@ -18,8 +18,9 @@ from pyVmomi import vim
 from components.vsphere.first_boot import guestinfo_extra_config
 from components.vsphere.guestinfo_scrub import GuestinfoScrubProvider
 from components.vsphere.provider_base import RetryPolicy
-from tests.vsphere.conftest import TEMPLATE_VM
-from tests.vsphere.vm_helpers import clone, destroy, power_on, reconfigure, unique
+from tests.vsphere.conftest import CLUSTER_HOSTS, TEMPLATE_VM, _find
+from tests.vsphere.sim_deploy import _public, deployed, on_the_simulator, provider_of
+from tests.vsphere.vm_helpers import clone, destroy, power_on, reconfigure, unique, vgpu_device_spec
 
 pytestmark = pytest.mark.vcsim
 
@@ -142,3 +143,37 @@ def test_a_vm_that_is_gone_at_create_fails_naming_it(provider: GuestinfoScrubPro
 def test_check_refuses_what_cannot_name_a_vm(provider: GuestinfoScrubProvider) -> None:
     result = provider.check({}, {"vm_id": " ", "vm_name": "x", "node_name": "x", "__provider": "x"})
     assert [f.property for f in result.failures] == ["vm_id"]
+
+
+# --- the program's own VMs and scrubs ------------------------------------------------------------
+
+
+def test_every_vm_of_a_deployed_dev_stack_is_left_with_no_secret_in_vcenter(si: Any, vcsim: Any, extended: Any) -> None:
+    """dev's VMs as pulumi-vsphere makes them (tests/vsphere/sim_deploy.py: the program's real
+    user-data in extraConfig), then each scrub the program registered, with its own provider."""
+    base = _find(si, vim.VirtualMachine, TEMPLATE_VM)
+    plain, gpu = clone(base, unique("rocky9-k8s")), clone(base, unique("rocky9-k8s-vgpu-t4-16c"))
+    reconfigure(gpu, deviceChange=[vgpu_device_spec("grid_t4-16c")])
+    try:
+        edit = on_the_simulator("dev", template=plain.name, gpu_template=gpu.name, hosts=CLUSTER_HOSTS)
+        with deployed(si, vcsim.config(), "dev", edit) as deployment:
+            assert deployment.error is None, deployment.error
+            vm_names = {r.urn: r.name for r in deployment.run.by_type("vsphere:index/virtualMachine:VirtualMachine")}
+            scrubs = deployment.run.by_type("pulumi-python:dynamic/vsphere:GuestinfoScrub")
+            assert len(scrubs) == len(deployment.vms) == 5
+            for vm in deployment.vms.values():
+                assert "guestinfo.userdata" in _extra_config(vm)  # what a vCenter reader saw until now
+            for scrub in scrubs:
+                [vm_urn] = scrub.property_dependencies["vm_id"]
+                vm = deployment.vms[vm_names[vm_urn]]
+                provider = provider_of(scrub, vcsim.config())
+                checked = provider.check({}, {**_public(scrub.plain_inputs()), "vm_id": vm.config.uuid}).inputs
+                provider.create(checked)
+            for name, vm in deployment.vms.items():
+                extra = _extra_config(vm)
+                assert not any(key.startswith("guestinfo.userdata") for key in extra), name
+                assert "guestinfo.metadata" in extra, name
+    finally:
+        for template in (plain, gpu):
+            with contextlib.suppress(Exception):
+                destroy(template)
