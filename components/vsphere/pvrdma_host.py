@@ -247,7 +247,7 @@ class PvrdmaHostSettingsProvider(VsphereProvider):
             if host is None:
                 return None
             all_ip, hosts = read_allowed_hosts(host)
-            outs = {
+            return {
                 **props,
                 "host_name": host_name,
                 "vmknic_device": read_option(host),
@@ -257,7 +257,6 @@ class PvrdmaHostSettingsProvider(VsphereProvider):
                 "allowed_all_ip": all_ip,
                 "allowed_hosts": hosts,
             }
-            return outs
 
         outs = self.run(op, what=f"read PVRDMA settings of host {host_name}")
         if outs is None:
