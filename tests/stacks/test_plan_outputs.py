@@ -166,7 +166,10 @@ def test_prods_picture_folds_each_nodes_plumbing_into_its_pool(prod_dot: str) ->
     assert not [name for name in boxes.values() if name.startswith(("rollout-", "drain-", "member-"))]
     labels = dict((box, label) for box, label, _ in BOX.findall(prod_dot))
     [workers] = [label for label in labels.values() if label.startswith("gpu-workers\\n")]
-    assert workers == "gpu-workers\\nNodePool: 16 VMs\\n+ per node: drain, generation, guestinfo scrub, join wait, rollout gate, settle"
+    assert (
+        workers
+        == "gpu-workers\\nNodePool: 16 VMs\\n+ per node: drain, generation, guestinfo scrub, join wait, rollout gate, settle"
+    )
     [control_plane] = [label for label in labels.values() if label.startswith("control-plane\\n")]
     assert "NodePool: 3 VMs" in control_plane and "etcd member" in control_plane
 
