@@ -6,7 +6,7 @@ no vCenter queueing), their ratio, the time until the last worker joined, and wh
 then the engine's terms (provider host, switch joins, `--parallel`, checkpoints) for today's
 design and for issue 31's plugin design, on `file://`, `s3://` and Pulumi Cloud, each with the
 least time it alone forces. `--write-md` puts the tables into BENCHMARKS.md between their
-markers. The durations are the model's documented defaults (`stacks/tools/deploy_time/durations.py`);
+markers. The durations are the model's documented defaults (`stacks/tools/plan/deploy_time/durations.py`);
 `--durations FILE` overrides; `--runner-cpus` sets the runner (today's `--parallel` default).
 """
 
@@ -24,11 +24,11 @@ import yaml
 from benchmarks.stackgen import BASE_STACK_FILE, scaled_document
 from stacks import PROJECT_DIR
 from stacks.environment.loader import ENVIRONMENT_KEY, ConfigView, config_for_runtime, load_environment
-from stacks.tools.deploy_time.durations import Durations, load_durations
-from stacks.tools.deploy_time.engine import PLUGIN_DESIGN, TODAY, EngineSettings
-from stacks.tools.deploy_time.estimate import Estimate, estimate
-from stacks.tools.deploy_time.words import format_seconds
 from stacks.tools.plan.command import SECRET_PLACEHOLDER
+from stacks.tools.plan.deploy_time.durations import Durations, load_durations
+from stacks.tools.plan.deploy_time.engine import PLUGIN_DESIGN, TODAY, EngineSettings
+from stacks.tools.plan.deploy_time.estimate import Estimate, estimate
+from stacks.tools.plan.deploy_time.words import format_seconds
 from stacks.tools.plan.mock_runtime import run_program, run_project_main
 
 BENCHMARKS_MD = PROJECT_DIR / "BENCHMARKS.md"

@@ -15,5 +15,5 @@ first stdout line and serve Configure, Check, Create and Diff for a type token; 
         --server "python -m provider" --type gpucluster:vsphere:PvrdmaHostSettings
 
 The engine's address is appended to the command as its last argument (as the engine launches a
-plugin). The resources' inputs are `host_name` and `vmknic_device` (workload.inputs).
+plugin). The resources' inputs are `host_name`, `vmknic_device` and `allowed_network` (workload.inputs).
 """

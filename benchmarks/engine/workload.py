@@ -1,7 +1,8 @@
 """The operation both provider hosts run: our real `PvrdmaHostSettings` create, against the simulator.
 
 A create logs in to vCenter, finds the host, reads `Net.PVRDMAVmknic` (`QueryOptions`), writes it
-if it differs, enables the `pvrdma` firewall ruleset, reads both back and logs out
+if it differs, limits the `pvrdma` firewall ruleset to the RDMA subnet and enables it, reads them
+back and logs out
 (components/vsphere/pvrdma_host.py). The simulator is started with a per-call delay on
 `QueryOptions` (vcsim/method_delay.go), so each create blocks on vCenter for about twice that
 delay, as a real create blocks on a real vCenter: that is where a provider host's worker pool
@@ -46,8 +47,13 @@ class TimedPvrdmaProvider(PvrdmaHostSettingsProvider):
 
 
 def inputs(index: int) -> dict[str, Any]:
-    """The `index`-th resource's inputs: the hosts in turn, one vmknic each."""
-    return {"host_name": SIMULATOR_HOSTS[index % len(SIMULATOR_HOSTS)], "vmknic_device": "vmk1"}
+    """The `index`-th resource's inputs: the hosts in turn, one vmknic each, the RDMA subnet the
+    `pvrdma` ruleset admits."""
+    return {
+        "host_name": SIMULATOR_HOSTS[index % len(SIMULATOR_HOSTS)],
+        "vmknic_device": "vmk1",
+        "allowed_network": "192.168.50.0/24",
+    }
 
 
 def vsphere_config(url: str) -> dict[str, str]:

@@ -2,7 +2,7 @@
 
 Every clone is a provisioning operation on the host its source is registered on, and a host runs
 16 units at a time (VMware performance blog, "vCenter Limits for Tasks Running at the Same Time",
-2021; `stacks.tools.deploy_time.durations.Durations.host_units`): with one template, 512 workers clone 16 at
+2021; `stacks.tools.plan.deploy_time.durations.Durations.host_units`): with one template, 512 workers clone 16 at
 a time. The program keeps copies of the template on other hosts (`components.vsphere.template_copies`)
 and each worker clones the copy nearest its host (`template_copies.plan`); which copies this
 environment keeps is `stacks.environment.template_sites.replica_sites`.

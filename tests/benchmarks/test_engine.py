@@ -17,7 +17,7 @@ from benchmarks.engine.drive import run
 from benchmarks.engine.state_size import SECRET_SIG, state_entry
 from benchmarks.engine.workload import DELAYED_METHOD, inputs, max_overlap, vsphere_config
 from stacks import PROJECT_DIR
-from stacks.tools.deploy_time import engine
+from stacks.tools.plan.deploy_time import engine
 from tests.real_parts import unavailable
 
 DELAY_MS = 300

@@ -9,11 +9,11 @@ from pathlib import Path
 
 import pytest
 
-from stacks.tools.deploy_time import engine
-from stacks.tools.deploy_time.durations import Durations
-from stacks.tools.deploy_time.engine import EngineSettings, save_seconds
-from stacks.tools.deploy_time.estimate import estimate, summary_lines
-from stacks.tools.deploy_time.model import Operation, simulate
+from stacks.tools.plan.deploy_time import engine
+from stacks.tools.plan.deploy_time.durations import Durations
+from stacks.tools.plan.deploy_time.engine import EngineSettings, save_seconds
+from stacks.tools.plan.deploy_time.estimate import estimate, summary_lines
+from stacks.tools.plan.deploy_time.model import Operation, simulate
 
 ROOT = Path(__file__).resolve().parents[2]
 D = Durations()

@@ -20,9 +20,9 @@ import yaml
 
 from stacks import PROJECT_DIR
 from stacks.environment.loader import PROJECT, ConfigView, config_for_runtime, load_environment
-from stacks.tools.deploy_time.durations import Durations
-from stacks.tools.deploy_time.engine import TODAY, EngineSettings
-from stacks.tools.deploy_time.estimate import Estimate, estimate
+from stacks.tools.plan.deploy_time.durations import Durations
+from stacks.tools.plan.deploy_time.engine import TODAY, EngineSettings
+from stacks.tools.plan.deploy_time.estimate import Estimate, estimate
 from stacks.tools.plan.errors import GraphRefused, ManifestFolderRefused
 from stacks.tools.plan.graph import graph_problem, write_graph
 from stacks.tools.plan.mock_runtime import (

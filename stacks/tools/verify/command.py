@@ -8,7 +8,7 @@ device plugin reports unhealthy, XID errors and temperature from the dcgm-export
 gpu_nodes.py). Exit 0 when everything passed, 1 when a job or a node failed, 2 on a usage
 problem (no kubeconfig, no kubectl, an invalid stack file, an unreadable --log), always without a traceback. The
 kubeconfig is found as stacks/kubectl.py says. `--availability` runs the disruptive availability
-check instead (stacks/tools/availability/, guarded by its command.py).
+check instead (stacks/tools/verify/availability/, guarded by its command.py).
 
 `--log FILE` judges a saved launcher log (`kubectl logs ... > FILE`) by the same rules, without a
 cluster (saved.py). Which jobs the stack runs and how a log is judged live in jobs.py, shared by both.
@@ -27,7 +27,7 @@ from stacks.environment.loader import load_environment, read_stack_file
 from stacks.environment.model import Environment
 from stacks.environment.stack_file import stack_file_path
 from stacks.kubectl import Kubectl, VerifyError, kubeconfig_for
-from stacks.tools.availability import command as availability_cli
+from stacks.tools.verify.availability import command as availability_cli
 from stacks.tools.verify.gpu import NodeHealth
 from stacks.tools.verify.gpu_nodes import gpu_health
 from stacks.tools.verify.jobs import ExpectedJob, expected_jobs, judge

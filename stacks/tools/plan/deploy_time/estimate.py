@@ -11,8 +11,8 @@ from collections.abc import Iterable
 from dataclasses import dataclass, replace
 from typing import Any
 
-from stacks.tools.deploy_time.durations import Durations, operations, resources_from_plan
-from stacks.tools.deploy_time.engine import (
+from stacks.tools.plan.deploy_time.durations import Durations, operations, resources_from_plan
+from stacks.tools.plan.deploy_time.engine import (
     TODAY,
     EngineSettings,
     Term,
@@ -22,8 +22,8 @@ from stacks.tools.deploy_time.engine import (
     terms,
     with_engine,
 )
-from stacks.tools.deploy_time.model import Operation, Schedule, critical_path_bound, extended, simulate
-from stacks.tools.deploy_time.words import estimate_in_words, format_seconds, ratio_in_words
+from stacks.tools.plan.deploy_time.model import Operation, Schedule, critical_path_bound, extended, simulate
+from stacks.tools.plan.deploy_time.words import estimate_in_words, format_seconds, ratio_in_words
 
 
 @dataclass(frozen=True)

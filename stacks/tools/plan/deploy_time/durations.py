@@ -19,7 +19,7 @@ from typing import Any
 
 import yaml
 
-from stacks.tools.deploy_time.model import Operation
+from stacks.tools.plan.deploy_time.model import Operation
 
 TEMPLATE_HOST = "host:template"
 """The ESXi host the template is registered on: every clone is a provisioning operation there too."""

@@ -39,8 +39,8 @@ from functools import cache
 from typing import Any
 
 from stacks import PROJECT_DIR
-from stacks.tools.deploy_time.model import Operation
-from stacks.tools.deploy_time.words import format_seconds
+from stacks.tools.plan.deploy_time.model import Operation
+from stacks.tools.plan.deploy_time.words import format_seconds
 
 DYNAMIC_PREFIX = "pulumi-python:dynamic/"
 SWITCH_MEMBER = "pulumi-python:dynamic/vsphere:DvsHostMember"
