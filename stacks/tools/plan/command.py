@@ -70,7 +70,10 @@ def plan_stack(
     manifests = write_plan(run, out_dir)
     timing = estimate(run.resources, durations, engine)
     if graph_file is not None:
-        write_graph(run.resources, graph_file, timing.pulumi_up.critical_path, detail=graph_detail)
+        # The graph draws deployment order: vCenter's path, whose links are dependencies or
+        # vCenter's queue; the engine's queueing (threads, slots) links unrelated resources.
+        path = (timing.vcenter or timing.pulumi_up).critical_path
+        write_graph(run.resources, graph_file, path, detail=graph_detail)
     return PlanResult(run=run, manifest_files=manifests, timing=timing)
 
 
