@@ -159,13 +159,14 @@ def test_plan_json_carries_the_estimate(tmp_path: Path) -> None:
     )
     assert result.returncode == 0, result.stderr
     deployment = json.loads(result.stdout)["deployment"]
-    assert deployment["inWords"].startswith("deployment: about 5 minutes until `pulumi up` returns")
+    assert deployment["inWords"].startswith("deployment: about 6 minutes until `pulumi up` returns")
     assert deployment["boundSeconds"] <= deployment["pulumiUpSeconds"] <= deployment["readyForTrainingSeconds"]
     path = deployment["criticalPath"]
-    # What a fresh dev deployment waits for: the control plane's clone, its boot and init, the add-ons.
+    # What a fresh dev deployment waits for: the control plane's clone, its boot and init, then a
+    # worker's join (`pulumi up` waits for every node's, components/k8s/join/joined.py).
     assert path[1].startswith("linked clone + power-on: control-plane-")
     assert any(step.startswith("guest boot + kubeadm init") for step in path)
-    assert any(step.startswith("add-on rollout") for step in path)
+    assert any(step.startswith("wait for node join: joined-worker-") for step in path)
     engine = deployment["engine"]
     assert engine["settings"]["providerHost"] == "plugin" and engine["settings"]["parallel"] == 1000
     assert engine["vcenterOnlySeconds"] == deployment["boundSeconds"]
@@ -204,12 +205,12 @@ def test_plan_says_the_estimate_in_words_before_the_bound_ratio(tmp_path: Path) 
     lines = result.stdout.splitlines()
     [words] = [i for i, line in enumerate(lines) if line.startswith("deployment: ")]
     assert lines[words] == (
-        "deployment: about 5 minutes until `pulumi up` returns, about 6 until the GPU workers can train; "
-        "longest path: linked clone -> boot -> kubeadm init -> add-on rollout"
+        "deployment: about 6 minutes until `pulumi up` returns, about 6 until the GPU workers can train; "
+        "longest path: linked clone -> boot -> kubeadm init -> node join"
     )
     [ratio] = [i for i, line in enumerate(lines) if "bound" in line and "x" in line]
     assert ratio == words + 1
-    assert "pulumi up 5m09s, bound 5m09s (1.00x: nothing queues" in lines[ratio]
+    assert "pulumi up 6m14s, bound 6m14s (1.00x: nothing queues" in lines[ratio]
 
 
 @pytest.mark.parametrize(

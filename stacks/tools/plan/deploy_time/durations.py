@@ -59,6 +59,9 @@ class Durations:
     """One host advanced-option or firewall call (`Net.PVRDMAVmknic`, ruleset `pvrdma`)."""
     host_graphics: float = 90
     """Default graphics type set, then the host's `xorg` service restarted (VMware's procedure)."""
+    vm_reconfigure: float = 10
+    """A VM reconfigure without a power cycle: `GuestinfoScrub` removing the first-boot guestinfo
+    keys from the VM's extraConfig once its node joined."""
     vgpu_attach: float = 5
     """The vGPU attachment's create: it reads the VM's devices and checks the vGPU the GPU template
     carried (no power cycle; before `vcenter.gpuTemplate` it powered the VM off and on, ~45 s)."""
@@ -116,7 +119,10 @@ def load_durations(path: Path | None) -> Durations:
 
 _VM = "vsphere:index/virtualMachine:VirtualMachine"
 _REPLICA = "pulumi-python:dynamic/vsphere:TemplateReplica"
+_NODE_JOINED = "pulumi-python:dynamic/kubernetes:NodeJoined"
+_READY = "pulumi-python:dynamic/kubernetes:ApiServerReady"
 _TIMES_BY_TYPE = {
+    "pulumi-python:dynamic/vsphere:GuestinfoScrub": "vm_reconfigure",
     "vsphere:index/distributedVirtualSwitch:DistributedVirtualSwitch": "switch",
     "vsphere:index/distributedPortGroup:DistributedPortGroup": "port_group",
     "vsphere:index/vnic:Vnic": "vmknic",
@@ -223,7 +229,7 @@ def operations(resources: Iterable[Resource], d: Durations) -> list[Operation]:
     custom = [r for r in resources if r.custom or r.type in _REMOTE_COMPONENTS]
     keys = {r.urn for r in custom}
     ops: list[Operation] = []
-    ready = [r.urn for r in custom if r.type == "pulumi-python:dynamic/kubernetes:ApiServerReady"]
+    ready = [r.urn for r in custom if r.type == _READY]
     attachments = {
         dep: r.urn for r in custom if r.type == "pulumi-python:dynamic/vsphere:VgpuAttachment" for dep in r.dependencies
     }
@@ -234,10 +240,22 @@ def operations(resources: Iterable[Resource], d: Durations) -> list[Operation]:
         for r in custom
         if r.type == _REPLICA and isinstance(r.inputs.get("host_id"), str)
     }
+    init_vms = {dep for r in custom if r.type == _READY for dep in r.dependencies}
+    vm_urns = {r.urn for r in custom if r.type == _VM}
     for r in custom:
         source = next((copy_hosts[dep] for dep in r.dependencies if dep in copy_hosts), TEMPLATE_HOST)
         kind, seconds, holds = _kind_seconds_holds(r, d, source)
         depends_on = tuple(dict.fromkeys(dep for dep in r.dependencies if dep in keys))
+        if r.type == _NODE_JOINED:
+            # `pulumi up` waits, per node, until it joined (components/k8s/join/joined.py): a
+            # provider operation as long as the node's boot and `kubeadm join`, from when its VM
+            # (with its vGPU) and the API server are ready; the init node joined with `kubeadm init`.
+            vms = [dep for dep in r.dependencies if dep in vm_urns]
+            joining = [vm for vm in vms if vm not in init_vms]
+            kind, seconds = (
+                ("wait for node join", d.guest_boot + d.kubeadm_join) if joining else ("wait for node join", 0.0)
+            )
+            depends_on = tuple(dict.fromkeys((*depends_on, *(attachments[vm] for vm in vms if vm in attachments))))
         ops.append(Operation(r.urn, f"{kind}: {r.name}", seconds, depends_on, holds, kind=kind))
         if r.type == _VM and r.urn in attachments and ready:
             # A GPU worker boots for good once its vGPU is attached, then joins the cluster.

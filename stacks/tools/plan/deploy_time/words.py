@@ -14,6 +14,7 @@ SHORT_WORDS: dict[str, tuple[str, ...]] = {
     "full clone + power-on": ("full clone",),
     "guest boot + kubeadm init": ("boot", "kubeadm init"),
     "guest boot + kubeadm join": ("boot", "kubeadm join"),
+    "wait for node join": ("node join",),
     "gpu operator": ("GPU Operator install",),
     "host graphics": ("host graphics mode",),
     "host reconfigure": ("host settings",),
