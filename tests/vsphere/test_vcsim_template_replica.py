@@ -206,8 +206,8 @@ def test_a_copy_a_linked_clone_still_hangs_off_is_retired_not_destroyed(
 ) -> None:
     """A pending delete Pulumi retires at the start of the next update, while a worker not rolled yet
     is still a linked clone of the copy. govmomi's simulator drops a clone's disk parent
-    (CloneVMTask sets Backing.Parent = nil), so the worker's disk is given the parent a linked clone
-    has on vCenter: the copy's disk (`VirtualDisk.backing.parent.fileName`)."""
+    (CloneVMTask sets Backing.Parent = nil), so the disks are given the chain a linked clone has on
+    vCenter (`_hang_off`): the worker's parent is the copy's disk, the copy's the template's."""
     props = _props(si, source, CLUSTER_HOSTS[0])
     created = provider.create(props)
     copy = _vm(si, created.id)
@@ -216,13 +216,8 @@ def test_a_copy_a_linked_clone_still_hangs_off_is_retired_not_destroyed(
                             powerOn=False, snapshot=copy.snapshot.currentSnapshot)  # fmt: skip
     worker = wait_for_task(copy.CloneVM_Task(folder=copy.parent, name=unique("worker"), spec=spec))
     try:
-        disk = next(d for d in worker.config.hardware.device if isinstance(d, vim.vm.device.VirtualDisk))
-        copy_disk = next(d for d in copy.config.hardware.device if isinstance(d, vim.vm.device.VirtualDisk))
-        disk.backing.parent = vim.vm.device.VirtualDisk.FlatVer2BackingInfo(
-            fileName=copy_disk.backing.fileName, diskMode="persistent"
-        )
-        change = vim.vm.device.VirtualDeviceSpec(operation="edit", device=disk)
-        wait_for_task(worker.ReconfigVM_Task(spec=vim.vm.ConfigSpec(deviceChange=[change])))
+        _hang_off(si, copy, _disk_file(source))
+        _hang_off(si, worker, _disk_file(copy))
         provider.delete(created.id, created.outs)
         kept = _vm(si, created.id)
         assert kept is not None and kept.name.endswith("-retired") and kept.config.template
@@ -233,3 +228,45 @@ def test_a_copy_a_linked_clone_still_hangs_off_is_retired_not_destroyed(
         leftover = _vm(si, created.id)
         if leftover is not None:
             wait_for_task(leftover.Destroy_Task())
+
+
+def _hang_off(si: Any, vm: Any, parent_file: str) -> None:
+    """Give `vm`'s disk the chain a linked clone has on vCenter: its own file in its own folder, the
+    source's disk as parent. govmomi's simulator drops the parent on clone, and its clones share
+    one disk object with their source, so a later clone's file name shows on earlier VMs too."""
+    disk = next(d for d in vm.config.hardware.device if isinstance(d, vim.vm.device.VirtualDisk))
+    folder = vm.config.files.vmPathName.rsplit("/", 1)[0]
+    disk.backing.fileName = f"{folder}/{vm.name}.vmdk"
+    disk.backing.parent = vim.vm.device.VirtualDisk.FlatVer2BackingInfo(fileName=parent_file, diskMode="persistent")
+    change = vim.vm.device.VirtualDeviceSpec(operation="edit", device=disk)
+    template = bool(vm.config.template)
+    if template:  # a template takes no reconfigure: a VM for the edit, a template again after
+        vm.MarkAsVirtualMachine(pool=_find(si, vim.ClusterComputeResource, "DC0_C0").resourcePool)
+    wait_for_task(vm.ReconfigVM_Task(spec=vim.vm.ConfigSpec(deviceChange=[change])))
+    if template:
+        vm.MarkAsTemplate()
+
+
+def _disk_file(vm: Any) -> str:
+    """The VM's own disk file as vCenter names it: in its folder, after its name."""
+    return f"{vm.config.files.vmPathName.rsplit('/', 1)[0]}/{vm.name}.vmdk"
+
+
+def test_a_sibling_copy_of_the_same_template_is_no_linked_clone_of_it(
+    si: Any, source: Any, provider: TemplateReplicaProvider
+) -> None:
+    """Two linked copies of one template: each one's disk chain goes on into the template's disk.
+    Deleting one must not count the other as hanging off it (issue 32 item 5: with two or more
+    copies nothing was ever deleted and `-retired` copies piled up)."""
+    first = provider.create(_props(si, source, CLUSTER_HOSTS[1]))
+    second = provider.create(_props(si, source, CLUSTER_HOSTS[2]))
+    try:
+        for made in (first, second):
+            _hang_off(si, _vm(si, made.id), _disk_file(source))
+        provider.delete(second.id, second.outs)
+        assert _vm(si, second.id) is None, "the second copy was retired, not destroyed"
+    finally:
+        for made in (first, second):
+            leftover = _vm(si, made.id)
+            if leftover is not None:
+                wait_for_task(leftover.Destroy_Task())

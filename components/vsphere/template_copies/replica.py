@@ -184,16 +184,31 @@ def _disks(devices: Any) -> list[Any]:
     return [device for device in devices or [] if isinstance(device, vim.vm.device.VirtualDisk)]
 
 
-def dependents(si: Any, vm: Any) -> list[str]:
-    """Names of the VMs whose disk chain reaches into the copy's folder: linked clones of it.
+def own_disk_files(si: Any, vm: Any) -> set[str]:
+    """The copy's own disk files: those in its own folder (its delta disks and its snapshot's).
 
-    On vCenter a linked clone's `VirtualDisk.backing.parent` chain names its source's snapshot disk
-    (createNewChildDiskBacking). Only files in the copy's own folder count: a linked copy's chain
-    goes on into the template's disk, which workers cloned from the template share."""
+    A linked copy's chain goes on into the template's base disk, which every other linked copy of
+    the template and every worker cloned from the template share: those files are not the copy's,
+    and a chain through them only is no linked clone of the copy. Without a folder path (never on
+    vCenter), each disk's own top file."""
     own = _read(si, vm, ("config.files.vmPathName", "config.hardware.device"))
     path = own.get("config.files.vmPathName", "")
     folder = path.rsplit("/", 1)[0] + "/" if "/" in path else None
-    files = {name for disk in _disks(own.get("config.hardware.device")) for name in _backing_files(disk)}
+    disks = _disks(own.get("config.hardware.device"))
+    if folder is None:
+        return {chain[0] for disk in disks if (chain := _backing_files(disk))}
+    return {name for disk in disks for name in _backing_files(disk) if name.startswith(folder)}
+
+
+def dependents(si: Any, vm: Any) -> list[str]:
+    """Names of the VMs whose disk chain runs through one of the copy's own disk files: its linked
+    clones.
+
+    On vCenter a linked clone's `VirtualDisk.backing.parent` chain names its source's snapshot disk
+    (createNewChildDiskBacking), a file in the source's folder. Only the copy's own files count
+    (`own_disk_files`): another copy of the same template shares the template's base disk with it
+    and hangs off the template, not off this copy."""
+    files = own_disk_files(si, vm)
     found = []
     everyone = collect_properties(
         si, si.RetrieveContent().rootFolder, vim.VirtualMachine, ["name", "config.hardware.device"]
@@ -202,7 +217,7 @@ def dependents(si: Any, vm: Any) -> list[str]:
         if obj._moId == vm._moId:
             continue
         chain = [name for disk in _disks(props.get("config.hardware.device")) for name in _backing_files(disk)[1:]]
-        if any((folder is not None and name.startswith(folder)) or name in files for name in chain):
+        if any(name in files for name in chain):
             found.append(props.get("name", obj._moId))
     return sorted(found)
 
