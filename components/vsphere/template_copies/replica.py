@@ -42,13 +42,14 @@ from typing import Any
 
 import pulumi
 import pulumi.dynamic
-from pyVmomi import vim, vmodl
+from pyVmomi import vim
 
 from components.dynamic_resource import DynamicResource
 from components.vcenter.errors import VsphereError
-from components.vcenter.lookups import collect_properties, find_vm, find_vm_by_uuid
+from components.vcenter.lookups import find_vm, find_vm_by_uuid
 from components.vcenter.tasks import wait_for_task
 from components.vsphere.provider_base import RetryPolicy, VsphereProvider, is_unknown, public_props
+from components.vsphere.template_copies.chains import MARK, RETIRED, dependents, read_vm
 
 REPLACING_INPUTS = ("source_uuid", "host_id", "datastore_id", "linked", "name")
 """What workers clone changes: a new copy (the workers roll to it, `stacks.wiring.rollout`)."""
@@ -57,12 +58,8 @@ IN_PLACE_INPUTS = ("resource_pool_id", "snapshot_name", "source_name", "host_nam
 SHAPE_INPUTS = (*REPLACING_INPUTS, "resource_pool_id", "snapshot_name")
 """Hashed into the copy's name: any replacement, even a forced one with new in-place inputs, makes
 a copy of another name."""
-MARK = "gpucluster.templateReplica"
-"""extraConfig key on a copy: its own name, set by its clone; what `create` may adopt."""
 MAX_NAME = 80
 """vCenter's longest inventory name."""
-RETIRED = "-retired"
-"""Suffix of a copy left in vCenter because linked clones still hang off it (module doc)."""
 
 
 def copy_name(base: str, props: dict[str, Any]) -> str:
@@ -76,27 +73,6 @@ def copy_name(base: str, props: dict[str, Any]) -> str:
 
 def _moref(kind: type, moid: str, si: Any) -> Any:
     return kind(moid, si._stub)
-
-
-READ = ("snapshot", "config.template", "config.uuid", "name", "config.extraConfig")
-
-
-def _read(si: Any, vm: Any, paths: tuple[str, ...] = READ) -> dict[str, Any]:
-    """`snapshot`, `config.template`, `config.uuid`, `name` of one VM in one collector call: an unset
-    property (`snapshot` of a VM without one) is absent here, where pyVmomi's accessor makes
-    govmomi's simulator drop the connection (components/vcenter/lookups.py, collect_properties)."""
-    collector = si.RetrieveContent().propertyCollector
-    spec = vmodl.query.PropertyCollector.FilterSpec(
-        objectSet=[vmodl.query.PropertyCollector.ObjectSpec(obj=vm, skip=False)],
-        propSet=[
-            vmodl.query.PropertyCollector.PropertySpec(
-                type=vim.VirtualMachine,
-                pathSet=list(paths),
-            )
-        ],
-    )
-    found = collector.RetrieveContents([spec])
-    return {prop.name: prop.val for obj in found for prop in obj.propSet}
 
 
 def _clone(si: Any, props: dict[str, Any], name: str, timeout: float) -> Any:
@@ -115,7 +91,7 @@ def _clone(si: Any, props: dict[str, Any], name: str, timeout: float) -> Any:
     mark = vim.vm.ConfigSpec(extraConfig=[vim.option.OptionValue(key=MARK, value=name)])
     spec = vim.vm.CloneSpec(location=relocate, powerOn=False, template=False, config=mark)
     if props["linked"]:
-        snapshot = _read(si, source).get("snapshot")
+        snapshot = read_vm(si, source).get("snapshot")
         current = snapshot.currentSnapshot if snapshot is not None else None
         if current is None:
             raise VsphereError(
@@ -131,7 +107,7 @@ def _clone(si: Any, props: dict[str, Any], name: str, timeout: float) -> Any:
 
 def _check_adoptable(si: Any, vm: Any, name: str, made: set[str]) -> None:
     """Refuse a VM of the copy's name that this resource must not take over (module doc)."""
-    now = _read(si, vm)
+    now = read_vm(si, vm)
     if now.get("config.uuid") in made:
         return  # cloned by this very create, before a lost session
     marks = {opt.key: opt.value for opt in now.get("config.extraConfig") or []}
@@ -148,7 +124,7 @@ def _check_adoptable(si: Any, vm: Any, name: str, made: set[str]) -> None:
 
 def _finish(si: Any, vm: Any, props: dict[str, Any]) -> None:
     """Snapshot, then mark as template: each step skipped when an earlier attempt did it."""
-    now = _read(si, vm)
+    now = read_vm(si, vm)
     if not now.get("config.template"):
         if now.get("snapshot") is None:
             task = vm.CreateSnapshot_Task(
@@ -162,64 +138,12 @@ def _finish(si: Any, vm: Any, props: dict[str, Any]) -> None:
 
 
 def _outputs(si: Any, vm: Any, props: dict[str, Any]) -> dict[str, Any]:
-    now = _read(si, vm)
+    now = read_vm(si, vm)
     info = now.get("snapshot")
     current = info.currentSnapshot if info is not None else None
     names = [tree.name for tree in (info.rootSnapshotList if info is not None else []) if tree.snapshot == current]
     outs = {**public_props(props), "uuid": now["config.uuid"], "vm_name": now["name"]}
     return {**outs, "snapshot": names[0] if names else ""}
-
-
-def _backing_files(device: Any) -> list[str]:
-    """A disk's file and every parent's down its chain (a linked clone's `backing.parent`...)."""
-    files, backing = [], getattr(device, "backing", None)
-    while backing is not None:
-        if getattr(backing, "fileName", None):
-            files.append(backing.fileName)
-        backing = getattr(backing, "parent", None)
-    return files
-
-
-def _disks(devices: Any) -> list[Any]:
-    return [device for device in devices or [] if isinstance(device, vim.vm.device.VirtualDisk)]
-
-
-def own_disk_files(si: Any, vm: Any) -> set[str]:
-    """The copy's own disk files: those in its own folder (its delta disks and its snapshot's).
-
-    A linked copy's chain goes on into the template's base disk, which every other linked copy of
-    the template and every worker cloned from the template share: those files are not the copy's,
-    and a chain through them only is no linked clone of the copy. Without a folder path (never on
-    vCenter), each disk's own top file."""
-    own = _read(si, vm, ("config.files.vmPathName", "config.hardware.device"))
-    path = own.get("config.files.vmPathName", "")
-    folder = path.rsplit("/", 1)[0] + "/" if "/" in path else None
-    disks = _disks(own.get("config.hardware.device"))
-    if folder is None:
-        return {chain[0] for disk in disks if (chain := _backing_files(disk))}
-    return {name for disk in disks for name in _backing_files(disk) if name.startswith(folder)}
-
-
-def dependents(si: Any, vm: Any) -> list[str]:
-    """Names of the VMs whose disk chain runs through one of the copy's own disk files: its linked
-    clones.
-
-    On vCenter a linked clone's `VirtualDisk.backing.parent` chain names its source's snapshot disk
-    (createNewChildDiskBacking), a file in the source's folder. Only the copy's own files count
-    (`own_disk_files`): another copy of the same template shares the template's base disk with it
-    and hangs off the template, not off this copy."""
-    files = own_disk_files(si, vm)
-    found = []
-    everyone = collect_properties(
-        si, si.RetrieveContent().rootFolder, vim.VirtualMachine, ["name", "config.hardware.device"]
-    )
-    for obj, props in everyone:
-        if obj._moId == vm._moId:
-            continue
-        chain = [name for disk in _disks(props.get("config.hardware.device")) for name in _backing_files(disk)[1:]]
-        if any(name in files for name in chain):
-            found.append(props.get("name", obj._moId))
-    return sorted(found)
 
 
 class TemplateReplicaProvider(VsphereProvider):
@@ -243,7 +167,7 @@ class TemplateReplicaProvider(VsphereProvider):
             vm = find_vm(si, name)
             if vm is None:
                 vm = _clone(si, props, name, timeout)
-                made.add(_read(si, vm)["config.uuid"])
+                made.add(read_vm(si, vm)["config.uuid"])
             else:
                 _check_adoptable(si, vm, name, made)
             _finish(si, vm, props)
