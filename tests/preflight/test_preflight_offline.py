@@ -394,6 +394,23 @@ def test_template_copies_count_on_their_datastores(dev_env) -> None:
 def test_a_linked_copy_counts_small_and_an_existing_one_nothing(dev_env) -> None:
     env = _with_copies(dev_env, [{"host": "esxi-01.lab.example.com"}, {"host": "esxi-02.lab.example.com"}])
     inv = _inventory()
-    inv.vms["rocky9-k8s-vgpu-t4-16c-esxi-02-0123abcd"] = [replace(_gpu_template(), name="copy", moid="vm-9")]
-    datastore = next(f for f in check(env, inv) if f.key.endswith("vcenter.datastore"))
+    inv.vms["rocky9-k8s-vgpu-t4-16c-esxi-02-dev-0123abcd"] = [replace(_gpu_template(), name="copy", moid="vm-9")]
+    datastore = next(f for f in check(env, inv, stack="dev") if f.key.endswith("vcenter.datastore"))
     assert "and 1 GB of template copies" in datastore.message
+
+
+def test_another_stacks_copy_of_the_template_on_the_host_is_explained_not_counted(dev_env) -> None:
+    """Issue 32 item 1: another stack's copy (same template, same host) was counted as this
+    stack's, "exists already"; this stack makes a copy of its own beside it."""
+    env = _with_copies(dev_env, [{"host": "esxi-02.lab.example.com"}])
+    inv = _inventory()
+    for name in ("rocky9-k8s-vgpu-t4-16c-esxi-02-staging-0123abcd", "rocky9-k8s-vgpu-t4-16c-esxi-02-89abcdef"):
+        inv.vms[name] = [replace(_gpu_template(), name=name, moid=f"vm-{len(inv.vms)}")]
+    findings = check(env, inv, stack="dev")
+    datastore = next(f for f in findings if f.key.endswith("vcenter.datastore"))
+    assert "and 1 GB of template copies" in datastore.message  # this stack's copy is still to be made
+    [other] = [f for f in findings if f.key.endswith("templateReplicas") and "another stack" in f.message]
+    assert other.level == "WARN"
+    assert "rocky9-k8s-vgpu-t4-16c-esxi-02-staging-0123abcd" in other.message
+    assert "rocky9-k8s-vgpu-t4-16c-esxi-02-dev-" in other.message  # the name this stack's copy gets
+    assert "never `pulumi import`" in other.message

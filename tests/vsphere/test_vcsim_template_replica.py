@@ -194,9 +194,12 @@ def test_create_refuses_a_finished_copy_it_did_not_make(
     props = _props(si, source, CLUSTER_HOSTS[3])
     old = provider.create(props)
     try:
-        with pytest.raises(VsphereError, match="already exists"):
+        with pytest.raises(VsphereError, match="already exists") as refused:
             provider.create(props)
         assert _vm(si, old.id) is not None
+        # Importing it would give one VM two owners: whichever replaces it first deletes the other's source.
+        assert "or `pulumi import` it" not in str(refused.value)
+        assert "Never `pulumi import` it" in str(refused.value)
     finally:
         provider.delete(old.id, old.outs)
 
@@ -270,3 +273,37 @@ def test_a_sibling_copy_of_the_same_template_is_no_linked_clone_of_it(
             leftover = _vm(si, made.id)
             if leftover is not None:
                 wait_for_task(leftover.Destroy_Task())
+
+
+def test_two_stacks_with_the_same_template_and_host_get_copies_of_their_own(
+    si: Any, source: Any, provider: TemplateReplicaProvider
+) -> None:
+    """Issue 32 item 1: the copy's name had no stack in it, so a second stack with the same
+    template and host (a host can carry a second RDMA NIC) was refused at create."""
+    dev = {**_props(si, source, CLUSTER_HOSTS[2]), "stack": "dev"}
+    staging = {**dev, "stack": "staging"}
+    first = provider.create(dev)
+    second = None
+    try:
+        second = provider.create(staging)
+        assert second.id != first.id
+        assert first.outs["vm_name"].startswith(f"{dev['name']}-dev-")
+        assert second.outs["vm_name"].startswith(f"{dev['name']}-staging-")
+    finally:
+        for made in (first, second):
+            if made is not None:
+                provider.delete(made.id, made.outs)
+
+
+def test_a_copy_made_before_copies_carried_the_stack_keeps_its_name() -> None:
+    """A stack that upgrades: its copies have no `stack` input yet. A rename would replace every
+    copy (and roll every worker cloned from one); the stack is recorded in place instead, and the
+    live copy keeps its name (a physical name takes no alias)."""
+    provider = TemplateReplicaProvider()
+    olds = {"name": "t-h1", "source_uuid": "u1", "host_id": "host-1", "datastore_id": "ds-1", "resource_pool_id": "rp",
+            "linked": True, "snapshot_name": "base", "source_name": "t", "host_name": "h1",
+            "uuid": "u-copy", "vm_name": "t-h1-0123abcd", "snapshot": "base"}  # fmt: skip
+    news = {**{k: v for k, v in olds.items() if k not in ("uuid", "vm_name", "snapshot")}, "stack": "dev"}
+    diff = provider.diff("u-copy", olds, news)
+    assert diff.changes and not diff.replaces
+    assert provider.update("u-copy", olds, news).outs["vm_name"] == "t-h1-0123abcd"

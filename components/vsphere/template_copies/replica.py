@@ -7,7 +7,11 @@ to an inventory template is out of scope for it (vmware/terraform-provider-vsphe
 of the template onto the host and datastore (powered off; with `linked`, a child of the template's
 current snapshot, `createNewChildDiskBacking`, which is what pulumi-vsphere's `linked_clone`
 does), one snapshot (linked clones of the copy hang off it, as they do off the template), then
-`MarkAsTemplate`. The copy lives in the template's folder, beside it.
+`MarkAsTemplate`. The copy lives in the template's folder, beside it, named
+`<template>-<host>-<stack>-<hash>`: the stack's name keeps two stacks that share a template and a
+host from making one name (vCenter refuses a duplicate name in a folder). A copy made before its
+name carried the stack keeps its name: `stack` is recorded in place (a rename of a live copy would
+be a replacement, and every worker cloned from it would roll; a physical name takes no alias).
 
 Keeping it in step: every input that changes what workers clone (the source's id, host, datastore,
 linked, the base name) replaces it, create-before-delete, and every input at all (the resource pool
@@ -50,25 +54,27 @@ from components.vcenter.lookups import find_vm, find_vm_by_uuid
 from components.vcenter.tasks import wait_for_task
 from components.vsphere.provider_base import RetryPolicy, VsphereProvider, is_unknown, public_props
 from components.vsphere.template_copies.chains import MARK, RETIRED, dependents, read_vm
+from components.vsphere.template_copies.plan import HASH_CHARS, MAX_NAME, copy_prefix
 
 REPLACING_INPUTS = ("source_uuid", "host_id", "datastore_id", "linked", "name")
 """What workers clone changes: a new copy (the workers roll to it, `stacks.wiring.rollout`)."""
-IN_PLACE_INPUTS = ("resource_pool_id", "snapshot_name", "source_name", "host_name")
-"""Recorded only: nothing to change on a live copy (module doc)."""
+IN_PLACE_INPUTS = ("resource_pool_id", "snapshot_name", "source_name", "host_name", "stack")
+"""Recorded only: nothing to change on a live copy (module doc). `stack` too: a live copy keeps its
+name (a stack that upgrades from copies without the stack in their name, or `pulumi stack rename`)."""
 SHAPE_INPUTS = (*REPLACING_INPUTS, "resource_pool_id", "snapshot_name")
 """Hashed into the copy's name: any replacement, even a forced one with new in-place inputs, makes
 a copy of another name."""
-MAX_NAME = 80
-"""vCenter's longest inventory name."""
 
 
 def copy_name(base: str, props: dict[str, Any]) -> str:
-    """`<base>-<8 hex>`: the hash of what shapes the copy, so a replacement's new copy never has the
-    old one's name (vCenter refuses a duplicate in a folder: DuplicateName), and a truncated base
-    cannot make two shapes share one."""
-    shape = "|".join(str(props.get(key)) for key in SHAPE_INPUTS)
-    suffix = hashlib.sha256(shape.encode()).hexdigest()[:8]
-    return f"{base[: MAX_NAME - 9]}-{suffix}"
+    """`<base>-<stack>-<8 hex>`: the stack's name, so two stacks never make copies of one name
+    (`plan.copy_prefix`), and the hash of what shapes the copy, so a replacement's new copy never
+    has the old one's name (vCenter refuses a duplicate in a folder: DuplicateName), and a
+    truncated base cannot make two shapes share one."""
+    stack = props.get("stack") or None
+    shape = "|".join(str(props.get(key)) for key in SHAPE_INPUTS) + (f"|{stack}" if stack else "")
+    suffix = hashlib.sha256(shape.encode()).hexdigest()[:HASH_CHARS]
+    return f"{copy_prefix(base, stack)}{suffix}"
 
 
 def _moref(kind: type, moid: str, si: Any) -> Any:
@@ -115,9 +121,11 @@ def _check_adoptable(si: Any, vm: Any, name: str, made: set[str]) -> None:
         raise VsphereError(
             f"a VM named {name!r} already exists ({'a template' if now.get('config.template') else 'not marked'} "
             f"{MARK}={marks.get(MARK)!r}) and is not a half-made copy of this one: it is another resource's live "
-            "copy (a forced `pulumi up --replace` of the copy, or another stack with the same inputs) or one an "
-            "interrupted `pulumi up` finished; it is left alone. Delete it in vCenter once no worker clones from "
-            "it, or `pulumi import` it, then run `pulumi up` again",
+            "copy (a forced `pulumi up --replace` of the copy, or a stack of the same name in another project or "
+            "backend) or one an interrupted `pulumi up` finished; it is left alone. Never `pulumi import` it: two "
+            "resources would own one VM, and the first to replace or delete it takes the other's clone source. "
+            "If no stack's workers clone from it, delete it in vCenter, then run `pulumi up` again; else undo the "
+            "change that replaced the copy",
             object_name=name,
         )
 
@@ -241,6 +249,7 @@ class TemplateReplica(DynamicResource, module="vsphere", name="TemplateReplica")
         resource_pool_id: pulumi.Input[str],
         linked: bool,
         snapshot_name: str,
+        stack: str = "",
         clone_timeout_minutes: int = 30,
         opts: pulumi.ResourceOptions | None = None,
     ) -> None:
@@ -251,6 +260,8 @@ class TemplateReplica(DynamicResource, module="vsphere", name="TemplateReplica")
         :param linked: a linked clone of the template's current snapshot (seconds, little space) or a
             full copy of its disk (minutes; the only kind that may sit on another datastore).
         :param snapshot_name: the copy's one snapshot (`vcenter.templateSnapshot`, or any name).
+        :param stack: the stack's name, in the copy's name: two stacks with the same template and
+            host make copies of their own (`pulumi.get_stack()`).
         """
         super().__init__(
             TemplateReplicaProvider(clone_timeout_minutes=clone_timeout_minutes),
@@ -265,6 +276,7 @@ class TemplateReplica(DynamicResource, module="vsphere", name="TemplateReplica")
                 "resource_pool_id": resource_pool_id,
                 "linked": linked,
                 "snapshot_name": snapshot_name,
+                "stack": stack,
                 "uuid": None,
                 "vm_name": None,
                 "snapshot": None,

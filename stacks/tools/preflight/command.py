@@ -170,7 +170,7 @@ def run_preflight(
             Finding("BLOCKER", CONFIG_SERVER, f"cannot connect to vCenter {conn.address}: {fault_text(error)}")
         )
     if inventory is not None and not findings:
-        findings = check(env, inventory)
+        findings = check(env, inventory, stack=label)
     for finding in findings:
         print(finding.render(), file=stream)
     print(_summary(label, conn.address, findings), file=stream)

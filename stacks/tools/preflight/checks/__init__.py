@@ -30,15 +30,16 @@ from stacks.tools.preflight.checks.templates import check_templates
 __all__ = ["Finding", "check"]
 
 
-def check(env: Environment, inv: Inventory) -> list[Finding]:
-    """Every finding for `env` against the inventory snapshot."""
+def check(env: Environment, inv: Inventory, stack: str | None = None) -> list[Finding]:
+    """Every finding for `env` against the inventory snapshot; `stack` names the stack (its template
+    copies carry it in their names: `checks.replicas`)."""
     report = Report()
     our_vms = our_vm_names(env)
     check_placement(env, inv, report)
     check_templates(env, inv, report)
     check_hardware_version(env, inv, report)
-    check_datastore(env, inv, report, our_vms)
-    check_replica_space(env, inv, report)
+    check_datastore(env, inv, report, our_vms, stack)
+    check_replica_space(env, inv, report, stack)
     check_hosts(env, inv, report)
     check_graphics(env, inv, report)
     check_rdma_devices(env, inv, report)
