@@ -414,3 +414,23 @@ def test_another_stacks_copy_of_the_template_on_the_host_is_explained_not_counte
     assert "rocky9-k8s-vgpu-t4-16c-esxi-02-staging-0123abcd" in other.message
     assert "rocky9-k8s-vgpu-t4-16c-esxi-02-dev-" in other.message  # the name this stack's copy gets
     assert "never `pulumi import`" in other.message
+
+
+def test_a_copy_deleted_or_broken_by_hand_is_reported(dev_env) -> None:
+    """Issue 32 item 8: preflight said nothing of a copy deleted in vCenter (workers of the stack
+    still there), or of one that lost its snapshot."""
+    env = _with_copies(dev_env, [{"host": "esxi-01.lab.example.com"}, {"host": "esxi-02.lab.example.com"}])
+    inv = _inventory()
+    for vm_name in (env.vm_name(node) for node in env.gpu_workers.nodes):
+        inv.vms[vm_name] = [replace(_gpu_template(), name=vm_name, moid=f"vm-{vm_name}", is_template=False)]
+    broken = "rocky9-k8s-vgpu-t4-16c-esxi-02-dev-0123abcd"
+    inv.vms[broken] = [replace(_gpu_template(), name=broken, moid="vm-9", snapshots=())]
+
+    copies = [f for f in check(env, inv, stack="dev") if f.key.endswith("templateReplicas")]
+
+    gone = [f for f in copies if "esxi-01" in f.message and "not found" in f.message]
+    assert len(gone) == 1 and gone[0].level == "WARN", copies
+    assert "deleted in vCenter" in gone[0].message and "roll" in gone[0].message
+    lost = [f for f in copies if broken in f.message]
+    assert len(lost) == 1 and lost[0].level == "WARN" and "no snapshot" in lost[0].message, copies
+    assert "takes its snapshot again" in lost[0].message

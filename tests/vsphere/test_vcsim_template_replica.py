@@ -183,7 +183,8 @@ def test_a_new_pool_or_snapshot_name_never_takes_the_live_copy(
             if made is not None:
                 provider.delete(made.id, made.outs)
         # The pool stays: govmomi's simulator drops the connection on ResourcePool.Destroy_Task.
-    assert not provider.diff("id", props, moved).replaces
+    # Inputs alone (no credentials: no drift read, as in an offline preview).
+    assert not TemplateReplicaProvider().diff("id", props, moved).replaces
 
 
 def test_create_refuses_a_finished_copy_it_did_not_make(
@@ -295,15 +296,69 @@ def test_two_stacks_with_the_same_template_and_host_get_copies_of_their_own(
                 provider.delete(made.id, made.outs)
 
 
-def test_a_copy_made_before_copies_carried_the_stack_keeps_its_name() -> None:
+def test_a_copy_made_before_copies_carried_the_stack_keeps_its_name(
+    si: Any, source: Any, provider: TemplateReplicaProvider
+) -> None:
     """A stack that upgrades: its copies have no `stack` input yet. A rename would replace every
     copy (and roll every worker cloned from one); the stack is recorded in place instead, and the
     live copy keeps its name (a physical name takes no alias)."""
-    provider = TemplateReplicaProvider()
-    olds = {"name": "t-h1", "source_uuid": "u1", "host_id": "host-1", "datastore_id": "ds-1", "resource_pool_id": "rp",
-            "linked": True, "snapshot_name": "base", "source_name": "t", "host_name": "h1",
-            "uuid": "u-copy", "vm_name": "t-h1-0123abcd", "snapshot": "base"}  # fmt: skip
-    news = {**{k: v for k, v in olds.items() if k not in ("uuid", "vm_name", "snapshot")}, "stack": "dev"}
-    diff = provider.diff("u-copy", olds, news)
-    assert diff.changes and not diff.replaces
-    assert provider.update("u-copy", olds, news).outs["vm_name"] == "t-h1-0123abcd"
+    legacy = _props(si, source, CLUSTER_HOSTS[0])  # no "stack": made by the program before
+    created = provider.create(legacy)
+    try:
+        news = {**legacy, "stack": "dev"}
+        diff = provider.diff(created.id, created.outs, news)
+        assert diff.changes and not diff.replaces
+        updated = provider.update(created.id, created.outs, news)
+        assert updated.outs["vm_name"] == created.outs["vm_name"] == _vm(si, created.id).name
+        assert "-dev-" not in updated.outs["vm_name"] and updated.outs["stack"] == "dev"
+    finally:
+        provider.delete(created.id, created.outs)
+
+
+def test_a_copy_deleted_by_hand_is_seen_by_the_next_diff_and_made_again(
+    si: Any, source: Any, provider: TemplateReplicaProvider
+) -> None:
+    """Issue 32 item 8: without `pulumi refresh` the state kept the dead uuid and the rollout
+    cloned it. The diff reads the copy: gone, it is replaced."""
+    props = {**_props(si, source, CLUSTER_HOSTS[1]), "stack": "dev"}
+    created = provider.create(props)
+    wait_for_task(_vm(si, created.id).Destroy_Task())
+
+    diff = provider.diff(created.id, created.outs, props)
+
+    assert diff.changes and diff.replaces == ["uuid"]
+    again = provider.create(props)  # what the replacement runs: the name is free again
+    try:
+        copy = _vm(si, again.id)
+        assert copy is not None and copy.config.template and copy.snapshot is not None
+        # (The old resource's delete then finds nothing on vCenter, where a clone gets a new BIOS
+        # UUID; govmomi's simulator derives it from the .vmx path (simulator/virtual_machine.go,
+        # sha1UUID(VmPathName)), so here the new copy has the old uuid.)
+    finally:
+        provider.delete(again.id, again.outs)
+
+
+def test_a_copy_whose_snapshot_was_removed_is_seen_and_repaired_in_place(
+    si: Any, source: Any, provider: TemplateReplicaProvider
+) -> None:
+    """The snapshot removed by hand (a template takes no snapshot change: made a VM, the snapshot
+    removed, made a template again): linked clones of it fail. The diff says so and the update
+    takes the snapshot again, keeping the copy's uuid (no worker rolls)."""
+    props = {**_props(si, source, CLUSTER_HOSTS[1]), "stack": "dev"}
+    created = provider.create(props)
+    copy = _vm(si, created.id)
+    try:
+        copy.MarkAsVirtualMachine(pool=_find(si, vim.ClusterComputeResource, "DC0_C0").resourcePool)
+        wait_for_task(copy.RemoveAllSnapshots_Task())
+        copy.MarkAsTemplate()
+
+        diff = provider.diff(created.id, created.outs, props)
+        assert diff.changes and not diff.replaces
+        updated = provider.update(created.id, created.outs, props)
+
+        assert copy.config.template is True and copy.snapshot is not None
+        assert [tree.name for tree in copy.snapshot.rootSnapshotList] == ["base"]
+        assert updated.outs["uuid"] == created.id and updated.outs["snapshot"] == "base"
+        assert not provider.diff(created.id, updated.outs, props).changes
+    finally:
+        provider.delete(created.id, created.outs)

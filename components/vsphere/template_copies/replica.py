@@ -31,7 +31,9 @@ create cloned before a lost session. A finished template of that name, or a VM w
 is refused: adopting it would hand Pulumi the live copy's id as the new resource's, and Pulumi's
 create-before-delete replacement would then delete "the old" resource, i.e. that same VM
 (`pulumi up --replace` of a copy does exactly that). `read` reports the live copy, or that it is
-gone. `delete` destroys the copy, unless a VM's disk still hangs off it: Pulumi deletes a replaced
+gone. `diff` reads it too (`drift`), so a copy changed by hand is seen without `pulumi refresh`:
+one deleted in vCenter is replaced (a new copy; the workers cloned from it roll), one whose snapshot
+or template mark was lost is finished again by `update`, in place (same uuid: no worker rolls). `delete` destroys the copy, unless a VM's disk still hangs off it: Pulumi deletes a replaced
 copy left pending-delete by a failed or interrupted update at the START of the next one
 (pulumi pkg/resource/deploy/deployment_executor.go, retirePendingDeletes), before the workers not
 yet rolled were re-created from the new copy. Such a copy is renamed `<name>-retired` (a later copy
@@ -131,8 +133,15 @@ def _check_adoptable(si: Any, vm: Any, name: str, made: set[str]) -> None:
 
 
 def _finish(si: Any, vm: Any, props: dict[str, Any]) -> None:
-    """Snapshot, then mark as template: each step skipped when an earlier attempt did it."""
+    """Snapshot, then mark as template: each step skipped when an earlier attempt did it. A template
+    whose snapshot was removed by hand is made a VM again first (a template takes no snapshot)."""
     now = read_vm(si, vm)
+    if now.get("config.template") and now.get("snapshot") is None:
+        vm.MarkAsVirtualMachine(
+            pool=_moref(vim.ResourcePool, props["resource_pool_id"], si),
+            host=_moref(vim.HostSystem, props["host_id"], si),
+        )
+        now = read_vm(si, vm)
     if not now.get("config.template"):
         if now.get("snapshot") is None:
             task = vm.CreateSnapshot_Task(
@@ -143,6 +152,23 @@ def _finish(si: Any, vm: Any, props: dict[str, Any]) -> None:
             )
             wait_for_task(task, object_name=vm.name, what="snapshot of the template copy")
         vm.MarkAsTemplate()
+
+
+GONE = "deleted in vCenter"
+
+
+def drift(si: Any, uuid: str) -> str | None:
+    """What changed on the live copy behind Pulumi's back: `GONE`, or what a linked clone of it
+    would miss (its snapshot, its template mark); None when it is as made."""
+    vm = find_vm_by_uuid(si, uuid)
+    if vm is None:
+        return GONE
+    now = read_vm(si, vm)
+    if now.get("snapshot") is None:
+        return "its snapshot was removed in vCenter"
+    if not now.get("config.template"):
+        return "it was turned back into a VM in vCenter"
+    return None
 
 
 def _outputs(si: Any, vm: Any, props: dict[str, Any]) -> dict[str, Any]:
@@ -162,8 +188,21 @@ class TemplateReplicaProvider(VsphereProvider):
     def diff(self, _id: str, olds: dict[str, Any], news: dict[str, Any]) -> pulumi.dynamic.DiffResult:
         replaces = [key for key in REPLACING_INPUTS if is_unknown(news.get(key)) or news.get(key) != olds.get(key)]
         changes = replaces or [key for key in IN_PLACE_INPUTS if news.get(key) != olds.get(key)]
+        if not replaces and self.has_connection_settings:
+            # Drift: the copy read now, not only at `pulumi refresh` (issue 32 item 8). Without
+            # credentials (a preview where `check` must work offline) there is nothing to read.
+            name = olds.get("vm_name") or _id
+            found = self.run(lambda si: drift(si, _id), what=f"read template copy {name}")
+            if found == GONE:
+                pulumi.log.warn(f"template copy {name!r} was {GONE}: a new copy is made; workers cloned from it roll")
+                replaces = ["uuid"]
+            elif found:
+                pulumi.log.warn(f"template copy {name!r}: {found}; `pulumi up` takes its snapshot again, in place")
+                changes = ["snapshot"]
         # Create-before-delete: workers still hang off the old copy until they rolled (module doc).
-        return pulumi.dynamic.DiffResult(changes=bool(changes), replaces=replaces, delete_before_replace=False)
+        return pulumi.dynamic.DiffResult(
+            changes=bool(changes or replaces), replaces=replaces, delete_before_replace=False
+        )
 
     def create(self, props: dict[str, Any]) -> pulumi.dynamic.CreateResult:
         name = copy_name(props["name"], props)
@@ -187,9 +226,26 @@ class TemplateReplicaProvider(VsphereProvider):
         return pulumi.dynamic.CreateResult(id_=outs["uuid"], outs=outs)
 
     def update(self, _id: str, _olds: dict[str, Any], news: dict[str, Any]) -> pulumi.dynamic.UpdateResult:
-        # IN_PLACE_INPUTS only: recorded; `snapshot` keeps reporting the copy's real snapshot (module doc).
+        # IN_PLACE_INPUTS: recorded (module doc); and a copy whose snapshot or template mark was
+        # lost (`drift`) is finished again, keeping its uuid: no worker rolls. `vm_name` and
+        # `snapshot` report the live copy.
         inputs = {key: value for key, value in public_props(news).items() if key not in ("uuid", "vm_name", "snapshot")}
-        return pulumi.dynamic.UpdateResult(outs={**_olds, **inputs})
+
+        def repair(si: Any) -> dict[str, Any]:
+            vm = find_vm_by_uuid(si, _id)
+            if vm is None:
+                raise VsphereError(
+                    f"template copy {_olds.get('vm_name') or _id} was deleted in vCenter; run `pulumi up` again "
+                    "(its diff then makes a new one)",
+                    object_name=_olds.get("vm_name"),
+                )
+            _finish(si, vm, {**_olds, **inputs})
+            return _outputs(si, vm, {**_olds, **inputs})
+
+        live = self.run(repair, what=f"update template copy {_olds.get('vm_name') or _id}")
+        return pulumi.dynamic.UpdateResult(
+            outs={**_olds, **inputs, "vm_name": live["vm_name"], "snapshot": live["snapshot"]}
+        )
 
     def read(self, id_: str, props: dict[str, Any]) -> pulumi.dynamic.ReadResult:
         def look(si: Any) -> dict[str, Any] | None:

@@ -23,7 +23,7 @@ from stacks.tools.preflight.checks.hosts import check_hosts, check_memory
 from stacks.tools.preflight.checks.network import check_names_and_addresses, check_networks
 from stacks.tools.preflight.checks.placement import check_datastore, check_placement
 from stacks.tools.preflight.checks.rdma import check_rdma_devices
-from stacks.tools.preflight.checks.replicas import check_replica_space
+from stacks.tools.preflight.checks.replicas import check_replica_space, check_replica_state
 from stacks.tools.preflight.checks.report import Finding, Report, our_vm_names
 from stacks.tools.preflight.checks.templates import check_templates
 
@@ -40,6 +40,7 @@ def check(env: Environment, inv: Inventory, stack: str | None = None) -> list[Fi
     check_hardware_version(env, inv, report)
     check_datastore(env, inv, report, our_vms, stack)
     check_replica_space(env, inv, report, stack)
+    check_replica_state(env, inv, report, stack)
     check_hosts(env, inv, report)
     check_graphics(env, inv, report)
     check_rdma_devices(env, inv, report)

@@ -14,7 +14,7 @@ from __future__ import annotations
 import re
 
 from components.vcenter.inventory_model import Inventory
-from components.vsphere.template_copies.plan import ReplicaSite, copy_prefix, is_copy_name
+from components.vsphere.template_copies.plan import ReplicaSite, assign, copy_prefix, is_copy_name
 from stacks.environment.model import Environment
 from stacks.environment.replicas import replica_sites
 from stacks.tools.preflight.checks.report import Report
@@ -79,3 +79,42 @@ def check_replica_space(env: Environment, inv: Inventory, report: Report, stack:
             report.blocker(key, detail)
         else:
             report.ok(key, detail)
+
+
+def check_replica_state(env: Environment, inv: Inventory, report: Report, stack: str | None) -> None:
+    """This stack's copies as vCenter has them now (issue 32 item 8): one deleted by hand while
+    workers that cloned it are still there, or one without its snapshot or template mark. Pulumi
+    sees either only at its next diff of the copy (components/vsphere/template_copies/replica.py,
+    `drift`); saying it here comes before any `pulumi up`."""
+    if not stack:
+        return
+    key = ("vcenter", "templateReplicas")
+    sites = replica_sites(env)
+    nodes = {env.vm_name(node): node.host for node in env.gpu_workers.nodes}
+    served = assign(
+        nodes,
+        datastore=env.vcenter.datastore,
+        linked=env.vm.linked_clone,
+        sites=sites,
+        host_order=[host.name for host in env.hosts],
+    )
+    for site in sites:
+        base = _base_name(env, site)
+        mine = [vm for name, vms in inv.vms.items() if is_copy_name(name, base, stack) for vm in vms]
+        legacy = [name for name in inv.vms if is_copy_name(name, base, None)]
+        workers = sorted(name for name, served_by in served.items() if served_by == site and name in inv.vms)
+        if not mine and not legacy and workers:
+            report.warn(
+                key,
+                f"this stack's copy of the template on host {site.host} ({copy_prefix(base, stack)}<hash>) not found, "
+                f"but workers that clone it exist ({', '.join(workers[:5])}): it was deleted in vCenter? `pulumi up` "
+                "makes a new one and the workers roll to it (their clone source changes)",
+            )
+        for copy in mine:
+            lost = "has no snapshot" if not copy.snapshots else "is no longer a template" if not copy.is_template else None
+            if lost:
+                report.warn(
+                    key,
+                    f"template copy {copy.name!r} {lost} (changed in vCenter): linked clones of it fail "
+                    "until `pulumi up` takes its snapshot again and marks it a template, in place",
+                )
