@@ -15,6 +15,8 @@
 //   - extra physical NICs (default vmnic4, vmnic5: ConnectX-style RDMA uplinks),
 //   - the ESXi firewall ruleset "pvrdma" (TCP/UDP 28250), disabled by default,
 //   - the host advanced option Net.PVRDMAVmknic (empty by default),
+//   - HasPrivilegeOnEntities answered from the permissions set on the inventory, where the
+//     simulator grants everything (privileges.go),
 //   - per-host copies of the firewall and advanced option state: 0.24's
 //     simulator shares one esx template between all hosts, so enabling a ruleset
 //     on one host would flip it on every host.
@@ -220,6 +222,7 @@ func main() {
 	}
 	registerGpuPowerHook()
 	registerDvsMemberHook()
+	extendAuthorization() // vcsim/privileges.go
 	extendHostsForPreflight(pnics) // vcsim/preflight.go
 
 	// Loopback only, plain HTTP (TLS stays nil): tests never leave the machine.

@@ -111,7 +111,9 @@ def check_replica_state(env: Environment, inv: Inventory, report: Report, stack:
                 "makes a new one and the workers roll to it (their clone source changes)",
             )
         for copy in mine:
-            lost = "has no snapshot" if not copy.snapshots else "is no longer a template" if not copy.is_template else None
+            lost = (
+                "has no snapshot" if not copy.snapshots else "is no longer a template" if not copy.is_template else None
+            )
             if lost:
                 report.warn(
                     key,
