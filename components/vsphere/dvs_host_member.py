@@ -53,7 +53,7 @@ def switch_lock(uuid: str) -> threading.Lock:
 #: The retry reads the switch, its members and its configVersion again. DvsOperationBulkFault
 #: also wraps lasting per-host faults (a vmnic in use elsewhere); the retries are bounded
 #: (`RetryPolicy`) and the last error keeps vCenter's text.
-_CONFLICTS: tuple[type, ...] = (vim.fault.ConcurrentAccess, vim.fault.DvsOperationBulkFault)
+_CONFLICTS: tuple[type[BaseException], ...] = (vim.fault.ConcurrentAccess, vim.fault.DvsOperationBulkFault)
 
 
 def find_switch(si: Any, uuid: str) -> Any | None:
