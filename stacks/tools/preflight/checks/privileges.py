@@ -19,7 +19,7 @@ from dataclasses import dataclass
 
 from components.vcenter.inventory_model import Inventory
 from stacks.environment.model import Environment
-from stacks.environment.replicas import replica_sites
+from stacks.environment.template_sites import replica_sites
 from stacks.tools.preflight.checks.report import Finding
 
 USER_KEY = "vsphere:user"
