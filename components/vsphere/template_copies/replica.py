@@ -272,8 +272,9 @@ class TemplateReplicaProvider(VsphereProvider):
             # which the engine shows as the resource's diagnostics.
             pulumi.log.warn(
                 f"template copy {retired!r} kept in vCenter: linked clones still hang off it "
-                f"({', '.join(children[:5])}{', ...' if len(children) > 5 else ''}). Delete it in vCenter "
-                "once the rollout finished and no worker clones from it (docs/deployment-time.md, template copies)"
+                f"({', '.join(children[:5])}{', ...' if len(children) > 5 else ''}). Once the rollout "
+                "finished, `python -m stacks retired-copies STACK --delete` removes it when no VM hangs off it any more "
+                "(docs/deployment-time.md, template copies)"
             )
 
         self.run(destroy, what=f"remove template copy {props.get('vm_name', id_)}")
