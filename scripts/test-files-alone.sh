@@ -10,8 +10,18 @@ roots=("$@")
 [ "${#roots[@]}" -gt 0 ] || roots=(tests)
 failed=()
 while IFS= read -r file; do
-  if ! .venv/bin/python -m pytest "$file" -q -p no:cacheprovider >"${TMPDIR:-/tmp}/test-alone.log" 2>&1; then
-    tail -n 40 "${TMPDIR:-/tmp}/test-alone.log" >&2
+  log="${TMPDIR:-/tmp}/test-alone.log"
+  # A seed of our own: `-q` hides the line where pytest-random-order prints the one it picked.
+  seed="$(( (RANDOM << 15 | RANDOM) % 1000000 ))"
+  if .venv/bin/python -m pytest "$file" -q -p no:cacheprovider --random-order-seed="$seed" >"$log" 2>&1; then
+    status=ok
+  else
+    status=FAILED
+  fi
+  # One line per file: its verdict, the seed of its order (to repeat it) and pytest's summary.
+  echo "$status $file --random-order-seed=$seed $(tail -n 1 "$log")"
+  if [ "$status" = FAILED ]; then
+    tail -n 40 "$log" >&2
     failed+=("$file")
   fi
 done < <(find "${roots[@]}" -name 'test_*.py' -type f | sort)
