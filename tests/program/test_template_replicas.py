@@ -83,3 +83,10 @@ def test_auto_derives_the_copies_from_the_workers() -> None:
     run = _run(32, lambda env: env["vcenter"].__setitem__("templateReplicas", "auto"))
     hosts = sorted(r.plain_inputs()["host_name"] for r in run.by_type(REPLICA))
     assert hosts == ["esxi-01.lab.example.com", "esxi-16.lab.example.com", "esxi-31.lab.example.com"]
+
+
+def test_every_copy_carries_the_stacks_name() -> None:
+    """Issue 32 item 1: two stacks with the same template and host made copies of one name."""
+    run = _run(32)  # the stack `w32`
+    copies = run.by_type(REPLICA)
+    assert copies and {r.plain_inputs()["stack"] for r in copies} == {"w32"}
