@@ -420,7 +420,9 @@ def permission(planted: Planted, admin: Any) -> Iterator[Callable[..., None]]:
     given: list[Any] = []
 
     def give(entity: Any, role_id: int) -> None:
-        perm = vim.AuthorizationManager.Permission(principal=planted.sim.user, group=False, roleId=role_id, propagate=True)
+        perm = vim.AuthorizationManager.Permission(
+            principal=planted.sim.user, group=False, roleId=role_id, propagate=True
+        )
         auth.SetEntityPermissions(entity=entity, permission=[perm])
         given.append(entity)
 

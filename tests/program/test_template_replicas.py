@@ -59,9 +59,7 @@ def test_templateReplicas_empty_turns_them_off() -> None:
 
 
 def test_a_workers_rollout_generation_follows_its_copy() -> None:
-    gens = {
-        r.name.removeprefix("rollout-gate-"): r.plain_inputs().get("generation") for r in _run(32).by_type(GATE)
-    }
+    gens = {r.name.removeprefix("rollout-gate-"): r.plain_inputs().get("generation") for r in _run(32).by_type(GATE)}
     assert gens, "no rollout gates"
     assert gens["worker-1"] == gens["worker-15"] != gens["worker-16"] == gens["worker-30"]
 

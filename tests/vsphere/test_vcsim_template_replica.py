@@ -37,8 +37,6 @@ def provider(configured: Callable[..., Any], vcsim: Any) -> TemplateReplicaProvi
     return configured(TemplateReplicaProvider(clone_timeout_minutes=1, retry=FAST_RETRY))
 
 
-
-
 @pytest.mark.parametrize("linked", [True, False])
 def test_the_copy_is_a_template_on_its_host_with_one_snapshot(
     si: Any, source: Any, provider: TemplateReplicaProvider, linked: bool

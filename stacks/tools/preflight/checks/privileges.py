@@ -146,7 +146,9 @@ def targets(env: Environment) -> dict[tuple[str, str], dict[str, list[str]]]:
 def check_privileges(env: Environment, inv: Inventory, user: str | None = None) -> list[Finding]:
     """One BLOCKER per object where the account lacks privileges, naming each and its feature."""
     if inv.missing_privileges is None:
-        return [Finding("WARN", USER_KEY, f"privileges not checked: {inv.privileges_note}")] if inv.privileges_note else []
+        return (
+            [Finding("WARN", USER_KEY, f"privileges not checked: {inv.privileges_note}")] if inv.privileges_note else []
+        )
     wanted = targets(env)
     account = f"account {user!r}" if user else "the account"
     findings = []
