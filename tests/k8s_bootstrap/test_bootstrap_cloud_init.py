@@ -300,6 +300,7 @@ def test_each_node_gets_its_role_endpoint_gpu_and_rdma_settings() -> None:
         "GPUCLUSTER_GPU": "true",
         "GPUCLUSTER_RDMA": "true",
         "GPUCLUSTER_NVIDIA_RUNTIME_HANDLER": "nvidia",
+        "GPUCLUSTER_NVIDIA_TOOLKIT_MINIMUM": "1.17.8",
         "GPUCLUSTER_ROOT": "",
     }
     cpu = bootstrap_env(user_data(spec, "cpu-1"))
@@ -310,6 +311,7 @@ def test_each_node_gets_its_role_endpoint_gpu_and_rdma_settings() -> None:
     )
     operator = bootstrap_env(user_data(make_spec(configure_nvidia_runtime=False), "gpu-1"))
     assert operator["GPUCLUSTER_NVIDIA_RUNTIME_HANDLER"] == ""
+    assert "GPUCLUSTER_NVIDIA_TOOLKIT_MINIMUM" not in operator  # the GPU Operator's toolkit
 
 
 def test_only_rdma_nodes_load_the_rdma_modules_at_boot() -> None:
