@@ -55,5 +55,6 @@ def cluster_spec(env: Environment, spec_class: type[Spec], **more: Any) -> Spec:
         taint_gpu_nodes=k8s.gpu_node_taint,
         # The GPU Operator installs the driver and configures containerd itself.
         configure_nvidia_runtime=env.gpu.mode == "device-plugin",
+        secrets_encryption_key_names=list(k8s.secrets_encryption_keys),
         **more,
     )

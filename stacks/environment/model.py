@@ -23,6 +23,7 @@ from stacks.environment.fields import (
     SSH_KEY_TYPES,
     Address,
     CloneTimeout,
+    DistinctDnsLabels,
     DnsLabel,
     DnsSubdomain,
     DvsVersion,
@@ -263,6 +264,11 @@ class KubernetesSettings(Model):
     """How long one node may take to come back Ready during a rolling change (template, linked
     clone or vGPU profile): a new VM's clone, first boot and join, or a vGPU power cycle. The
     rollout stops at a node that misses it, with the nodes after it untouched. Default 45."""
+    secrets_encryption_keys: DistinctDnsLabels = Field(default_factory=lambda: ["key-1"], min_length=1, max_length=4)
+    """Names of the keys that encrypt Secrets in etcd (the stack generates 32 random bytes per name,
+    kept as Pulumi secrets); the first encrypts, all decrypt. Rotate in three runs, each rolling the
+    control plane: add a new name second, move it first (then rewrite every Secret), drop the old
+    one (docs/security.md). Default `[key-1]`."""
     join_token_ttl_hours: int = Field(default=168, ge=2, le=87600)
     """Lifetime of the kubeadm join token the stack keeps in the cluster (Secret
     `kube-system/bootstrap-token-<id>`); the first `pulumi up` after half of it passed issues a

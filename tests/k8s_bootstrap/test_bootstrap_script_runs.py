@@ -5,14 +5,13 @@ must be loud (missing RDMA devices, driver, toolkit)."""
 
 from __future__ import annotations
 
-import dataclasses
 import shutil
 from pathlib import Path
 
 import pytest
 
 from components.k8s.node_bootstrap import ClusterPki, ClusterSpec, UserDataRenderer
-from tests.k8s_bootstrap.cluster_settings import cluster_settings
+from tests.k8s_bootstrap.cluster_settings import PEM_FIELDS, TEST_ENCRYPTION_KEYS, cluster_settings
 from tests.k8s_bootstrap.node_harness import Node
 
 pytestmark = pytest.mark.skipif(shutil.which("bash") is None, reason="the bootstrap script needs bash")
@@ -20,10 +19,8 @@ pytestmark = pytest.mark.skipif(shutil.which("bash") is None, reason="the bootst
 TOKEN = "abc123.0123456789abcdef"
 CA_HASH = "sha256:" + "ab" * 32
 PKI = ClusterPki(
-    **{
-        name: f"-----BEGIN TEST-----\n{name}\n-----END TEST-----\n"
-        for name in (f.name for f in dataclasses.fields(ClusterPki))
-    }
+    **{name: f"-----BEGIN TEST-----\n{name}\n-----END TEST-----\n" for name in PEM_FIELDS},
+    secrets_encryption_keys=TEST_ENCRYPTION_KEYS,
 )
 CALICO = "https://raw.githubusercontent.com/projectcalico/calico/v3.31.3/manifests/tigera-operator.yaml"
 

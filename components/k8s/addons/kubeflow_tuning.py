@@ -135,20 +135,18 @@ def _base64(value: str) -> str:
 
 
 def with_mysql_root_password(
-    type_: str, props: Mapping[str, Any], password: pulumi.Input[str]
+    type_: str, props: Mapping[str, Any], password: str | pulumi.Output[str]
 ) -> dict[str, Any] | None:
     """Katib's MySQL Secret with `password` (base64, as `data` holds it) in place of upstream's
     sample; None for anything else. `password` may be a secret Output: it stays one."""
     name = (props.get("metadata") or {}).get("name")
     if type_ != _SECRET or name != KATIB_DB_SECRET:
         return None
-    encoded: pulumi.Input[str] = (
-        _base64(password) if isinstance(password, str) else pulumi.Output.from_input(password).apply(_base64)
-    )
+    encoded = _base64(password) if isinstance(password, str) else password.apply(_base64)
     return {**props, "data": {**(props.get("data") or {}), KATIB_DB_PASSWORD_KEY: encoded}}
 
 
-def _transform(storage_class: str | None, db_password: pulumi.Input[str] | None = None) -> pulumi.ResourceTransform:
+def _transform(storage_class: str | None, db_password: pulumi.Output[str] | None = None) -> pulumi.ResourceTransform:
     def transform(args: pulumi.ResourceTransformArgs) -> pulumi.ResourceTransformResult | None:
         props = place_on_control_plane(args.type_, args.props)
         if props is None and storage_class is not None:

@@ -15,6 +15,8 @@ MODULES_LOAD_RDMA = "modules-load-rdma.conf"
 RDMA_NAMING_RULES = "rdma-persistent-naming.rules"
 SYSCTL_KUBERNETES = "sysctl-kubernetes.conf"
 NETWORKMANAGER_CALICO = "networkmanager-calico.conf"
+ADMISSION_CONFIGURATION = "admission-configuration.yaml"
+AUDIT_POLICY = "audit-policy.yaml"
 
 
 @cache

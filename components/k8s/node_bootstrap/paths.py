@@ -30,3 +30,13 @@ RDMA_NAMING_RULES_PATH = "/etc/udev/rules.d/60-rdma-persistent-naming.rules"
 """Replaces rdma-core's rule of the same name: RDMA devices keep the kernel's name (vmw_pvrdma0)."""
 SYSCTL_PATH = "/etc/sysctl.d/99-kubernetes.conf"
 NETWORKMANAGER_CALICO_PATH = "/etc/NetworkManager/conf.d/calico.conf"
+
+API_SERVER_CONFIG_DIR = "/etc/kubernetes/gpucluster"
+"""Control-plane nodes: the API server's admission, audit and encryption settings (api_server.py),
+mounted read-only into the kube-apiserver static pod."""
+ADMISSION_CONFIG_PATH = f"{API_SERVER_CONFIG_DIR}/admission-configuration.yaml"
+AUDIT_POLICY_PATH = f"{API_SERVER_CONFIG_DIR}/audit-policy.yaml"
+ENCRYPTION_CONFIG_PATH = f"{API_SERVER_CONFIG_DIR}/encryption-configuration.yaml"
+"""0600: holds the keys that encrypt Secrets in etcd."""
+AUDIT_LOG_DIR = "/var/log/kubernetes/audit"
+AUDIT_LOG_PATH = f"{AUDIT_LOG_DIR}/audit.log"

@@ -30,6 +30,7 @@ from typing import Any
 import yaml
 
 from components.k8s.node_bootstrap import host_files, paths
+from components.k8s.node_bootstrap.api_server import encryption_configuration
 from components.k8s.node_bootstrap.calico import calico_installation_documents
 from components.k8s.node_bootstrap.env_file import render_bootstrap_env
 from components.k8s.node_bootstrap.kubeadm import kubeadm_init_documents, kubeadm_join_document
@@ -91,6 +92,17 @@ def _pki_files(pki: ClusterPki) -> list[dict[str, str]]:
         _file(f"{d}/etcd/ca.key", pki.etcd_ca_key_pem, "0600"),
         _file(f"{d}/sa.key", pki.service_account_key_pem, "0600"),
         _file(f"{d}/sa.pub", pki.service_account_pub_pem, "0644"),
+    ]
+
+
+def _api_server_files(spec: ClusterSpec, pki: ClusterPki) -> list[dict[str, str]]:
+    """The API server's admission, audit and encryption settings (api_server.py)."""
+    encryption = encryption_configuration(spec.secrets_encryption_key_names, pki.secrets_encryption_keys)
+    return [
+        _host_file(paths.ADMISSION_CONFIG_PATH, host_files.ADMISSION_CONFIGURATION),
+        _host_file(paths.AUDIT_POLICY_PATH, host_files.AUDIT_POLICY),
+        # 0600: the keys that encrypt every Secret in etcd.
+        _file(paths.ENCRYPTION_CONFIG_PATH, dump_yaml(encryption), "0600"),
     ]
 
 
@@ -176,6 +188,7 @@ class UserDataRenderer:
             if self._pki is None:
                 raise ValueError(f"control-plane node {node_name!r} needs the shared PKI")
             files.extend(_pki_files(self._pki))
+            files.extend(_api_server_files(spec, self._pki))
             if role == "init":
                 kubeadm_docs = kubeadm_init_documents(spec, token=token)
                 # Used instead of init only when the cluster already runs (a replaced VM): the
