@@ -233,6 +233,16 @@ class Cni(Model):
     Calico's images too)."""
 
 
+class NodeFirewallSettings(Model):
+    enabled: bool = True
+    """Lay down the nodes' nftables allow-list (etcd, kubelet, host-network job ports for the
+    cluster's networks only; docs/security.md). Default true."""
+    admin_networks: list[Network] = Field(default_factory=list)
+    """Networks operators run kubectl and Pulumi from, when outside the management network: they
+    may reach etcd's client port (the stack removes departing members through it) and, once any is
+    listed, the API server is reachable only from the cluster's and these networks. Default none."""
+
+
 class KubernetesSettings(Model):
     mode: Literal["bootstrap", "existing"] = "bootstrap"
     """bootstrap: kubeadm on the VMs; existing: target the cluster whose kubeconfig is the secret
@@ -264,6 +274,8 @@ class KubernetesSettings(Model):
     """How long one node may take to come back Ready during a rolling change (template, linked
     clone or vGPU profile): a new VM's clone, first boot and join, or a vGPU power cycle. The
     rollout stops at a node that misses it, with the nodes after it untouched. Default 45."""
+    node_firewall: NodeFirewallSettings = NodeFirewallSettings()
+    """The nodes' own firewall (nftables), see NodeFirewallSettings."""
     secrets_encryption_keys: DistinctDnsLabels = Field(default_factory=lambda: ["key-1"], min_length=1, max_length=4)
     """Names of the keys that encrypt Secrets in etcd (the stack generates 32 random bytes per name,
     kept as Pulumi secrets); the first encrypts, all decrypt. Rotate in three runs, each rolling the

@@ -17,6 +17,8 @@ SYSCTL_KUBERNETES = "sysctl-kubernetes.conf"
 NETWORKMANAGER_CALICO = "networkmanager-calico.conf"
 ADMISSION_CONFIGURATION = "admission-configuration.yaml"
 AUDIT_POLICY = "audit-policy.yaml"
+FIREWALL_UNIT = "gpucluster-firewall.service"
+KUBELET_WANTS_FIREWALL = "kubelet-wants-firewall.conf"
 
 
 @cache

@@ -40,3 +40,10 @@ ENCRYPTION_CONFIG_PATH = f"{API_SERVER_CONFIG_DIR}/encryption-configuration.yaml
 """0600: holds the keys that encrypt Secrets in etcd."""
 AUDIT_LOG_DIR = "/var/log/kubernetes/audit"
 AUDIT_LOG_PATH = f"{AUDIT_LOG_DIR}/audit.log"
+
+FIREWALL_RULES_PATH = "/etc/gpucluster/firewall.nft"
+"""The node's nftables table (firewall.py), loaded by `FIREWALL_UNIT_NAME`."""
+FIREWALL_UNIT_NAME = "gpucluster-firewall.service"
+FIREWALL_UNIT_PATH = f"/etc/systemd/system/{FIREWALL_UNIT_NAME}"
+KUBELET_WANTS_FIREWALL_PATH = "/etc/systemd/system/kubelet.service.d/05-gpucluster-firewall.conf"
+"""The kubelet starts only after the firewall unit (kubeadm's own drop-in is 10-kubeadm.conf)."""

@@ -75,6 +75,16 @@ class CalicoSettings:
         return f"https://raw.githubusercontent.com/projectcalico/calico/{self.version}/manifests/tigera-operator.yaml"
 
 
+@dataclass(frozen=True, kw_only=True)
+class NodeFirewall:
+    """Which networks the nodes' own ports answer (CIDRs)."""
+
+    node_networks: Sequence[str]
+    """The nodes' own networks: management and RDMA subnets."""
+    admin_networks: Sequence[str] = ()
+    """Where operators run kubectl and Pulumi from, when outside the node networks. Default none."""
+
+
 DEFAULT_GPU_NODE_LABELS: Mapping[str, str] = {"nvidia.com/gpu.present": "true"}
 DEFAULT_RDMA_NODE_LABELS: Mapping[str, str] = {"feature.node.kubernetes.io/rdma.capable": "true"}
 GPU_TAINT = Taint(key="nvidia.com/gpu", value="present", effect="NoSchedule")
@@ -136,6 +146,10 @@ class ClusterSpec:
     the first encrypts every write, all of them decrypt. Each name stands for 32 random bytes the
     stack generates (`ClusterPki.secrets_encryption_keys`). Default one key, `key-1`; rotate by
     adding a name second, then moving it first, then dropping the old one (docs/security.md)."""
+    node_firewall: NodeFirewall | None = None
+    """The nodes' nftables allow-list of etcd, kubelet and host-network job ports (firewall.py).
+    Default None: no table (the stack always sets one unless `kubernetes.nodeFirewall.enabled` is
+    false)."""
     bootstrap_token_ttl: str = "24h0m0s"
     """Lifetime `kubeadm init` gives the join token it registers. It only has to cover the minutes
     until the stack's `JoinToken` Secret takes the token over with its own expiry

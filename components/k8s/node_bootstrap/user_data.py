@@ -33,6 +33,7 @@ from components.k8s.node_bootstrap import host_files, paths
 from components.k8s.node_bootstrap.api_server import encryption_configuration
 from components.k8s.node_bootstrap.calico import calico_installation_documents
 from components.k8s.node_bootstrap.env_file import render_bootstrap_env
+from components.k8s.node_bootstrap.firewall import render_firewall
 from components.k8s.node_bootstrap.kubeadm import kubeadm_init_documents, kubeadm_join_document
 from components.k8s.node_bootstrap.pki import BOOTSTRAP_TOKEN_PATTERN
 from components.k8s.node_bootstrap.spec import ClusterPki, ClusterSpec, find_node, node_role
@@ -206,6 +207,10 @@ class UserDataRenderer:
                 kubeadm_docs = [
                     kubeadm_join_document(spec, node, token=token, ca_cert_hash=ca_cert_hash, control_plane=True)
                 ]
+        if spec.node_firewall is not None:
+            files.append(_file(paths.FIREWALL_RULES_PATH, render_firewall(spec, spec.node_firewall), "0644"))
+            files.append(_host_file(paths.FIREWALL_UNIT_PATH, host_files.FIREWALL_UNIT))
+            files.append(_host_file(paths.KUBELET_WANTS_FIREWALL_PATH, host_files.KUBELET_WANTS_FIREWALL))
         # 0600: the kubeadm config holds the bootstrap token.
         files.append(_file(paths.KUBEADM_CONFIG_PATH, dump_yaml_documents(kubeadm_docs), "0600"))
         files.append(_file(paths.BOOTSTRAP_ENV_PATH, render_bootstrap_env(spec, role, node), "0644"))

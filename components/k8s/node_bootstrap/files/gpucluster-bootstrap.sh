@@ -82,6 +82,12 @@ stage_host() {
   sysctl -p "$root/etc/sysctl.d/99-kubernetes.conf"  # only ours: --system fails on unrelated keys
   # Calico programs iptables/nftables itself; firewalld would fight it (Calico's requirements).
   systemctl disable --now firewalld 2>/dev/null || true
+  # Our own table instead: etcd, the kubelet and host-network job ports for the cluster only
+  # (firewall.nft). Loaded before kubeadm starts anything; on later boots the kubelet wants it.
+  if [ -f "$root/etc/gpucluster/firewall.nft" ]; then
+    systemctl start gpucluster-firewall.service ||
+      die "the node firewall did not load (journalctl -u gpucluster-firewall; nft -c -f /etc/gpucluster/firewall.nft)"
+  fi
   if systemctl is-active --quiet NetworkManager; then
     systemctl reload NetworkManager
   fi
