@@ -13,18 +13,18 @@ from components.k8s.addons.kubeflow_tuning import KubeflowTuning
 from components.k8s.addons.monitoring import GpuMonitoring
 from components.k8s.addons.mpi_operator import MpiOperator
 from components.k8s.addons.rdma_plugin import RdmaDevicePlugin
-from components.k8s.api_ready import ApiServerReady
+from components.k8s.api.ready import ApiServerReady
 from components.k8s.bootstrap import ClusterBootstrap
 from components.k8s.cluster_access import ClusterAccess
-from components.k8s.etcd_member import ControlPlaneMember
+from components.k8s.etcd.member import ControlPlaneMember
 from components.k8s.jobs.training_jobs import TrainingJobs
 from components.k8s.jobs.tuning_sample import TuningSample
-from components.k8s.join_token import JoinToken
-from components.k8s.node_drain import NodeDrain
-from components.k8s.rollout import NodeRollout
+from components.k8s.join.token import JoinToken
+from components.k8s.rollout.drain import NodeDrain
+from components.k8s.rollout.rollout import NodeRollout
 from components.vsphere.node_pool import NodePool
 from components.vsphere.rdma_fabric import RdmaFabric
-from components.vsphere.template_replicas import TemplateReplicas
+from components.vsphere.template_copies.replicas import TemplateReplicas
 from stacks.wiring import kubernetes as k8s_wiring
 from stacks.wiring import replicas as replica_wiring
 from stacks.wiring import rollout as rollout_wiring
@@ -52,7 +52,7 @@ user_data = bootstrap.user_data if bootstrap else {}
 # Rolling changes (bootstrap mode: the stack joins new VMs itself): a change to what nodes are made
 # of replaces them one at a time, each with fresh first-boot data. Each VM's datastore_path carries
 # its node's gate; the gate is replaced (and the VM with it) only once the previous node is back.
-# Day one waits for nothing (components/k8s/rollout.py).
+# Day one waits for nothing (components/k8s/rollout/rollout.py).
 rollout = (
     NodeRollout(rollout_wiring.rollout_steps(env, inventory), rollout_wiring.rollout_args(env, bootstrap))
     if bootstrap is not None
@@ -96,7 +96,7 @@ if bootstrap is not None:
     JoinToken("join-token", k8s_wiring.join_token_args(env, bootstrap, cluster, ready, control_plane))
     # A control-plane node leaving (scale in, VM replacement) is drained and its etcd member removed
     # through another member, quorum checked, before its VM goes: its new VM reuses the member's
-    # name and peer address (components/k8s/etcd_member.py).
+    # name and peer address (components/k8s/etcd/member.py).
     for node_name, node in control_plane.nodes.items():
         ControlPlaneMember(
             f"member-{node_name}",

@@ -26,8 +26,8 @@ from typing import Any
 from benchmarks import baseline
 from benchmarks.baseline import load_records, save_records, typed_class
 from stacks.environment.loader import read_stack_file
-from stacks.tools import plan as plan_module
-from stacks.tools.mock_runtime import ProgramRun, RecordedResource
+from stacks.tools.plan import command as plan_module
+from stacks.tools.plan.mock_runtime import ProgramRun, RecordedResource
 
 PROJECT_DIR = Path(__file__).resolve().parent.parent
 

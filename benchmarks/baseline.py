@@ -40,8 +40,8 @@ from pulumi import _types as sdk_types
 from pulumi.runtime import rpc
 
 from stacks.environment.loader import PROJECT
-from stacks.tools.mock_runtime import ProgramRun, RecordedResource, run_program, run_program_file
-from stacks.tools.plan import write_plan
+from stacks.tools.plan.command import write_plan
+from stacks.tools.plan.mock_runtime import ProgramRun, RecordedResource, run_program, run_program_file
 
 _PROVIDER_TYPE = "pulumi:providers:"
 

@@ -29,7 +29,7 @@ from typing import Protocol
 
 
 class GraphResource(Protocol):
-    """What the depth needs of a resource (`stacks.tools.mock_runtime.RecordedResource` has it)."""
+    """What the depth needs of a resource (`stacks.tools.plan.mock_runtime.RecordedResource` has it)."""
 
     @property
     def urn(self) -> str: ...

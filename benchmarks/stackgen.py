@@ -19,7 +19,7 @@ from typing import Any
 
 import yaml
 
-from components.vsphere.replica_plan import clones_per_source
+from components.vsphere.template_copies.plan import clones_per_source
 from stacks.environment.loader import ENVIRONMENT_KEY
 
 BASE_STACK_FILE = Path(__file__).resolve().parent.parent / "Pulumi.dev.yaml"

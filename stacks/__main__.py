@@ -28,7 +28,7 @@ def _outside_the_virtualenv(missing: str) -> int:
 
 
 try:
-    from stacks.tools.cli import main
+    from stacks.cli import main
 except ModuleNotFoundError as error:
     # Only a third-party package: a module of ours missing is a bug, and its traceback says where.
     if error.name is None or error.name.split(".")[0] in _OWN_PACKAGES:

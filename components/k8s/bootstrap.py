@@ -47,7 +47,7 @@ import pulumi
 import pulumi_random as random
 import pulumi_tls as tls
 
-from components.k8s.join_token_rotation import JoinTokenRotation, JoinTokenRotationArgs, validate_ttl_hours
+from components.k8s.join.rotation import JoinTokenRotation, JoinTokenRotationArgs, validate_ttl_hours
 from components.k8s.kubeconfig import ADMIN_GROUP, ADMIN_USER, api_server_url, render_kubeconfig
 from components.k8s.node_bootstrap import (
     ClusterPki,

@@ -1,6 +1,6 @@
 """The read-only inventory snapshot preflight judges: plain dataclasses, no pyVmomi.
 
-`components.vcenter.inventory.read_inventory` fills it from vCenter; `stacks.tools.preflight_checks`
+`components.vcenter.inventory.read_inventory` fills it from vCenter; `stacks.tools.preflight.checks`
 judges a stack against it, so every rule is testable without vCenter.
 """
 
@@ -33,7 +33,7 @@ class GpuInfo:
     graphics_type: str = ""
     """The device's *active* mode now (`graphicsType`: `basic`, `shared`, `direct`, `sharedDirect`).
     It follows the configured default only when the host's xorg service restarts while no VM
-    holds the device (components/vsphere/host_graphics_ops.py); vGPU VMs need `sharedDirect`."""
+    holds the device (components/vsphere/host_graphics/ops.py); vGPU VMs need `sharedDirect`."""
     vm_moids: tuple[str, ...] = ()
     """`vm[]`: the VMs holding the device now (powered on)."""
 

@@ -6,9 +6,9 @@ vGPU device per profile of the stack, and on large-BAR boards EFI firmware and 6
 (`vgpu_profiles`). The control plane's template must carry no vGPU (its VMs reserve no memory,
 and a vGPU VM without full reservation does not power on).
 
-Pure: no pyVmomi, no Pulumi. The facts come from plain data: `components.vsphere.vgpu_devices.
+Pure: no pyVmomi, no Pulumi. The facts come from plain data: `components.vsphere.vgpu.devices.
 template_facts` reads them from a pyVmomi VM, and preflight builds them from its inventory
-snapshot (`components.vcenter.inventory_model.VmInfo`, stacks/tools/preflight_checks/templates.py);
+snapshot (`components.vcenter.inventory_model.VmInfo`, stacks/tools/preflight/checks/templates.py);
 `gpu_template_findings` and `control_plane_template_findings` judge them without vCenter.
 """
 
@@ -20,8 +20,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Literal
 
-from components.k8s.gpu_runtime import MINIMUM_NVIDIA_CONTAINER_TOOLKIT
-from components.vsphere.vgpu_profiles import MMIO_SIZE_GB, USE_64BIT_MMIO, mmio_size_gb, needs_64bit_mmio
+from components.vsphere.vgpu.profiles import MMIO_SIZE_GB, USE_64BIT_MMIO, mmio_size_gb, needs_64bit_mmio
 
 Level = Literal["OK", "WARN", "BLOCKER"]
 
@@ -118,9 +117,7 @@ installed (templates/packer/gpu: `nvidia_container_toolkit_version`). A plain ke
 _VERSION = re.compile(r"v?(\d+)\.(\d+)\.(\d+)(?:[-+.~].*)?")
 
 
-def toolkit_findings(
-    facts: TemplateFacts, *, minimum: str = MINIMUM_NVIDIA_CONTAINER_TOOLKIT, key: str = "vcenter.gpuTemplate"
-) -> list[Finding]:
+def toolkit_findings(facts: TemplateFacts, *, minimum: str, key: str = "vcenter.gpuTemplate") -> list[Finding]:
     """The GPU template's NVIDIA Container Toolkit must have the CVE-2025-23266 fix (device-plugin
     mode: the template's toolkit is the one containerd runs containers with). Only what its build
     recorded can be judged here; the bootstrap checks `nvidia-ctk --version` on every node too."""

@@ -28,8 +28,8 @@ import pulumi_vsphere as vsphere
 
 from components.vsphere.clone_source import CloneSource, replaced_with
 from components.vsphere.first_boot import GUESTINFO_KEYS, NicAddress, guestinfo_extra_config, metadata_document
-from components.vsphere.vgpu import VgpuAttachment
-from components.vsphere.vgpu_profiles import vgpu_extra_config
+from components.vsphere.vgpu.attachment import VgpuAttachment
+from components.vsphere.vgpu.profiles import vgpu_extra_config
 
 Placement = Literal["vm-host-rules", "anti-affinity", "none"]
 
@@ -178,7 +178,7 @@ class NodePoolArgs:
     clones `template_name` itself. A copy has the template's devices, firmware and disk."""
     replacement_keys: Mapping[str, pulumi.Resource] = field(default_factory=dict)
     """Node name to the resource whose replacement replaces the VM (`clone_source.replaced_with`):
-    the node's rolling-update gate (`components.k8s.rollout`). When the gate is replaced
+    the node's rolling-update gate (`components.k8s.rollout.rollout`). When the gate is replaced
     delete-first, Pulumi deletes the VM before it and re-creates it with the program's current
     inputs, first-boot data included. Such a VM ignores changes to `ROLLED_PROPERTIES`, so nothing
     but its gate replaces or restarts it. Default: none (a change replaces or restarts VMs at once)."""
@@ -215,7 +215,9 @@ class NodePool(pulumi.ComponentResource):
         template = vsphere.get_virtual_machine_output(
             name=args.template_name, datacenter_id=args.datacenter_id, opts=pulumi.InvokeOutputOptions(parent=self)
         )
-        source = CloneSource.of(template, args)
+        source = CloneSource.of(
+            template, linked_clone=args.linked_clone, disk_gb=args.disk_gb, hardware_version=args.hardware_version
+        )
         self.nodes = {}
         self.changers = {}
         vms: dict[str, vsphere.VirtualMachine] = {}

@@ -25,7 +25,7 @@ import pulumi
 import pulumi_vsphere as vsphere
 
 from components.vsphere.dvs_host_member import DvsHostMember
-from components.vsphere.host_graphics import HostGraphicsMode
+from components.vsphere.host_graphics.resource import HostGraphicsMode
 from components.vsphere.pvrdma_host import PvrdmaHostSettings
 
 UPLINK = "uplink-rdma"

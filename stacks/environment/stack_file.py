@@ -6,6 +6,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
+from stacks import PROJECT_DIR
 from stacks.environment.collisions import cross_stack_problems
 from stacks.environment.copy_hints import copy_hints, name_hints
 from stacks.environment.loader import (
@@ -54,3 +55,8 @@ def check_stack_file(path: Path, stack: str | None = None) -> tuple[ConfigView, 
     if problems or inspection.env is None:
         raise InvalidEnvironment(problems, hints)
     return view, inspection.env
+
+
+def stack_file_path(stack: str, file: str | None) -> Path:
+    """The file a command reads for STACK: `--file` when given, else Pulumi.STACK.yaml of the project."""
+    return Path(file) if file else PROJECT_DIR / f"Pulumi.{stack}.yaml"

@@ -16,10 +16,10 @@ from components.k8s.addons.monitoring import GpuMonitoringArgs
 from components.k8s.addons.mpi_operator import MpiOperator, MpiOperatorArgs, MpiOperatorSettings
 from components.k8s.addons.prometheus import PrometheusSettings
 from components.k8s.addons.rdma_plugin import RdmaDevicePluginArgs, RdmaPluginSettings, RdmaResource
-from components.k8s.api_ready import ApiServerReadyArgs
+from components.k8s.api.ready import ApiServerReadyArgs
 from components.k8s.bootstrap import ClusterBootstrap, ClusterBootstrapArgs
 from components.k8s.cluster_access import ClusterAccess, ClusterAccessArgs
-from components.k8s.etcd_member import ControlPlaneMemberArgs
+from components.k8s.etcd.member import ControlPlaneMemberArgs
 from components.k8s.jobs.benchmark import BenchmarkJob
 from components.k8s.jobs.fabric_check import FabricCheckJob
 from components.k8s.jobs.pods import WorkerShape
@@ -27,8 +27,8 @@ from components.k8s.jobs.pytorch_ddp import PytorchDdpJob
 from components.k8s.jobs.training_jobs import TrainingJobsArgs
 from components.k8s.jobs.trainjob import TuningSampleJob
 from components.k8s.jobs.tuning_sample import TuningSampleArgs
-from components.k8s.join_token import JoinTokenArgs
-from components.k8s.node_drain import NodeDrainArgs
+from components.k8s.join.token import JoinTokenArgs
+from components.k8s.rollout.drain import NodeDrainArgs
 from components.vsphere.node_pool import NodePool
 from stacks.environment.cluster_spec import cluster_name, cluster_spec, control_plane_endpoint
 from stacks.environment.loader import KUBECONFIG_KEY, LICENSE_TOKEN_KEY

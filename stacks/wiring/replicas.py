@@ -8,10 +8,10 @@ from __future__ import annotations
 import pulumi
 import pulumi_vsphere as vsphere
 
-from components.vsphere.replica_plan import ReplicaSite, assign
-from components.vsphere.template_replicas import ReplicaPlacement, TemplateReplicas, TemplateReplicasArgs
+from components.vsphere.template_copies.plan import ReplicaSite, assign
+from components.vsphere.template_copies.replicas import ReplicaPlacement, TemplateReplicas, TemplateReplicasArgs
 from stacks.environment.model import Environment
-from stacks.environment.replicas import replica_sites
+from stacks.environment.template_sites import replica_sites
 from stacks.wiring.vsphere import Inventory
 
 

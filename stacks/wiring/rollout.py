@@ -1,4 +1,4 @@
-"""The rolling-update order of the nodes and each node's generation (`components.k8s.rollout`).
+"""The rolling-update order of the nodes and each node's generation (`components.k8s.rollout.rollout`).
 
 Order: the control plane before the workers (a kubelet must not be newer than the API server it
 talks to: Kubernetes' version skew policy), in the stack file's order, so the node that ran
@@ -20,7 +20,7 @@ A node's generation hashes what the node is made of, so that a change to it repl
 A change to `kubernetes.secretsEncryptionKeys` (a key rotation step) rolls the control plane too:
 only a new control-plane VM gets the new EncryptionConfiguration. Beside it, each step carries `kubernetes.version`: a new version rolls every node the same way
 (control plane first, so no kubelet is newer than its API server), after the cluster's stored
-ClusterConfiguration moved to it and before kube-proxy and CoreDNS do (`components.k8s.cluster_upgrade`).
+ClusterConfiguration moved to it and before kube-proxy and CoreDNS do (`components.k8s.upgrade.upgrade`).
 It is kept out of the hash so that generations recorded before it keep their value: folding it in
 would have rolled every node of every stack once. Not in it either: the disk size (grown online).
 """
@@ -34,8 +34,8 @@ import pulumi
 import pulumi_vsphere as vsphere
 
 from components.k8s.bootstrap import ClusterBootstrap
-from components.k8s.rollout import RolloutArgs, RolloutStep
-from components.vsphere.replica_plan import ReplicaSite
+from components.k8s.rollout.rollout import RolloutArgs, RolloutStep
+from components.vsphere.template_copies.plan import ReplicaSite
 from stacks.environment.model import Environment
 from stacks.wiring.replicas import worker_sites
 from stacks.wiring.vsphere import Inventory

@@ -6,7 +6,7 @@ import pulumi
 import pulumi_vsphere as vsphere
 
 from benchmarks.baseline import recorded_shape, replay_program, typed_class
-from stacks.tools.mock_runtime import ProgramRun, run_program
+from stacks.tools.plan.mock_runtime import ProgramRun, run_program
 
 
 def _run(program: object) -> ProgramRun:

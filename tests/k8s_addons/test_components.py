@@ -22,7 +22,7 @@ from components.k8s.addons import (
     RdmaDevicePluginArgs,
 )
 from components.k8s.addons.gpu_operator import CHART_REPOSITORY
-from stacks.tools.mock_runtime import ProgramRun, RecordedResource, contains_secret, run_program
+from stacks.tools.plan.mock_runtime import ProgramRun, RecordedResource, contains_secret, run_program
 from tests.k8s_addons.k8s_checks import check_policy, validate_strict
 
 os.environ["PULUMI_ERROR_OUTPUT_STRING"] = "true"

@@ -25,7 +25,7 @@ from components.k8s.addons.monitoring import GpuMonitoring, GpuMonitoringArgs
 from components.k8s.addons.prometheus import PrometheusSettings, render_prometheus
 from components.k8s.facts import DCGM_EXPORTER_IMAGE
 from stacks.environment.loader import ENVIRONMENT_KEY, LICENSE_TOKEN_KEY, ConfigView, load_environment
-from stacks.tools.mock_runtime import run_program
+from stacks.tools.plan.mock_runtime import run_program
 from stacks.wiring import kubernetes as k8s_wiring
 from tests.k8s_addons.k8s_checks import check_policy, pod_specs, validate_strict
 from tests.program.conftest import run_view, stack_view

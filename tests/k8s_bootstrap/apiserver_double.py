@@ -21,8 +21,8 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
 
-from components.k8s.api_probe import ACCESS_REVIEW_PATH, KUBEADM_DONE_PATH
-from components.k8s.api_ready import ClientCredentials
+from components.k8s.api.probe import ACCESS_REVIEW_PATH, KUBEADM_DONE_PATH
+from components.k8s.api.ready import ClientCredentials
 
 LOOPBACK = "127.0.0.1"
 ADMIN_GROUP = "kubeadm:cluster-admins"

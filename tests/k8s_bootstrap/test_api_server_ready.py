@@ -8,8 +8,8 @@ from typing import Any
 
 import pytest
 
-from components.k8s.api_probe import ACCESS_REVIEW_PATH, KUBEADM_DONE_PATH
-from components.k8s.api_ready import (
+from components.k8s.api.probe import ACCESS_REVIEW_PATH, KUBEADM_DONE_PATH
+from components.k8s.api.ready import (
     ApiServerCredentialsRefusedError,
     ApiServerNotReadyError,
     ApiServerReadyArgs,
@@ -143,7 +143,7 @@ def test_nothing_listening_is_reported_not_raised(pki: Pki, server: FakeApiServe
 
 
 def test_timeout_arithmetic_with_a_fake_clock(monkeypatch: pytest.MonkeyPatch) -> None:
-    from components.k8s import api_ready
+    from components.k8s.api import ready as api_ready
 
     now = [0.0]
     sleeps: list[float] = []

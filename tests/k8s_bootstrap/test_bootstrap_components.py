@@ -12,12 +12,12 @@ import pytest
 import yaml
 from pulumi.runtime import rpc
 
-from components.k8s.api_ready import ApiServerReady, ApiServerReadyArgs
+from components.k8s.api.ready import ApiServerReady, ApiServerReadyArgs
 from components.k8s.bootstrap import ClusterBootstrap, ClusterBootstrapArgs
 from components.k8s.cluster_access import ClusterAccess, ClusterAccessArgs
 from components.k8s.node_bootstrap import KUBEADM_CONFIG_PATH, ClusterNode
-from stacks.tools.mock_runtime import ProgramRun, RecordedResource, run_program
-from stacks.tools.mock_values import fake_outputs
+from stacks.tools.plan.mock_runtime import ProgramRun, RecordedResource, run_program
+from stacks.tools.plan.mock_values import fake_outputs
 from tests.k8s_bootstrap.cluster_settings import GPU_WORKER, cluster_settings
 
 PROJECT = "vsphere-gpu-cluster"

@@ -23,14 +23,14 @@ import pytest
 import yaml
 from pulumi.runtime import rpc
 
-from components.k8s import join_token_rotation as rotation
 from components.k8s.bootstrap import ClusterBootstrapArgs
-from components.k8s.join_token import NODE_BOOTSTRAP_GROUP, SECRET_TYPE
-from components.k8s.join_token_rotation import JoinTokenRotationArgs, JoinTokenRotationProvider
+from components.k8s.join import rotation
+from components.k8s.join.rotation import JoinTokenRotationArgs, JoinTokenRotationProvider
+from components.k8s.join.token import NODE_BOOTSTRAP_GROUP, SECRET_TYPE
 from components.k8s.node_bootstrap import KUBEADM_CONFIG_PATH, ClusterNode
 from stacks.environment.loader import PROJECT, config_for_runtime, read_stack_file
-from stacks.tools.mock_runtime import ProgramRun, RecordedResource, contains_secret, run_program, run_project_main
-from stacks.tools.mock_values import MOCK_JOIN_TOKEN_ISSUED_AT
+from stacks.tools.plan.mock_runtime import ProgramRun, RecordedResource, contains_secret, run_program, run_project_main
+from stacks.tools.plan.mock_values import MOCK_JOIN_TOKEN_ISSUED_AT
 
 ROOT = Path(__file__).resolve().parents[2]
 SECRET_RESOURCE = "kubernetes:core/v1:Secret"

@@ -28,7 +28,7 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
-from components.k8s.etcd_gateway import EtcdGateway, GatewayResponse
+from components.k8s.etcd.gateway import EtcdGateway, GatewayResponse
 from tests.k8s_day2.etcd_pki import EtcdPki
 from tests.real_parts import require_program
 

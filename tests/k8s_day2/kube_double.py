@@ -25,7 +25,7 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 from urllib.parse import parse_qs, unquote, urlparse
 
-from components.k8s.kube_api import Response
+from components.k8s.api.client import Response
 
 PDB_REFUSAL = "Cannot evict pod as it would violate the pod's disruption budget."
 

@@ -15,18 +15,18 @@ from typing import Any
 import pytest
 import yaml
 
-from components.k8s.cluster_upgrade import ClusterUpgradeProvider
-from components.k8s.cluster_upgrade_steps import (
+from components.k8s.api.client import Response
+from components.k8s.facts import SUPPORTED_KUBERNETES_MINORS
+from components.k8s.rollout.steps import CONTROL_PLANE_LABEL
+from components.k8s.upgrade.steps import (
     KUBEADM_CONFIG,
     UpgradeError,
     set_addon_versions,
     set_cluster_version,
     stored_version,
 )
-from components.k8s.facts import SUPPORTED_KUBERNETES_MINORS
-from components.k8s.kube_api import Response
-from components.k8s.rollout_steps import CONTROL_PLANE_LABEL
-from components.k8s.versions import KUBEADM_COREDNS_VERSIONS, upgrade_refusal, with_tag
+from components.k8s.upgrade.upgrade import ClusterUpgradeProvider
+from components.k8s.upgrade.versions import KUBEADM_COREDNS_VERSIONS, upgrade_refusal, with_tag
 from tests.k8s_day2.kube_double import KubeDouble, served
 
 CLUSTER_CONFIGURATION_1_34 = """\

@@ -11,11 +11,11 @@ from typing import Any
 import pulumi
 import pytest
 
-from components.k8s import etcd_member
-from components.k8s.etcd_gateway import MEMBER_REMOVE
-from components.k8s.etcd_member import ControlPlaneMember, ControlPlaneMemberArgs, ControlPlaneMemberProvider
-from components.k8s.node_drain import DrainError
-from stacks.tools.mock_runtime import run_program
+from components.k8s.etcd import member as etcd_member
+from components.k8s.etcd.gateway import MEMBER_REMOVE
+from components.k8s.etcd.member import ControlPlaneMember, ControlPlaneMemberArgs, ControlPlaneMemberProvider
+from components.k8s.rollout.drain import DrainError
+from stacks.tools.plan.mock_runtime import run_program
 from tests.k8s_day2.etcd_pki import EtcdPki, make_etcd_pki
 from tests.k8s_day2.etcd_real import RealEtcd, RecordingGateway, real_etcd, require_etcd
 from tests.k8s_day2.kube_double import KubeDouble, served

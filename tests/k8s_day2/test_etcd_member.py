@@ -16,8 +16,8 @@ from typing import Any
 
 import pytest
 
-from components.k8s.etcd_gateway import MEMBER_REMOVE, MEMBER_STATUS, GatewayResponse
-from components.k8s.etcd_removal import EtcdMemberError, Removal, remove_etcd_member
+from components.k8s.etcd.gateway import MEMBER_REMOVE, MEMBER_STATUS, GatewayResponse
+from components.k8s.etcd.removal import EtcdMemberError, Removal, remove_etcd_member
 from tests.k8s_day2.etcd_pki import EtcdPki, make_etcd_pki
 from tests.k8s_day2.etcd_real import ClusterPool, RealEtcd, RecordingGateway, real_etcd, require_etcd
 

@@ -7,8 +7,8 @@ from typing import Any
 
 import pytest
 
-from components.k8s.kube_api import KubeApi
-from components.k8s.node_drain import DrainError, NodeDrainProvider, drain_node
+from components.k8s.api.client import KubeApi
+from components.k8s.rollout.drain import DrainError, NodeDrainProvider, drain_node
 from tests.k8s_day2.kube_double import PDB_REFUSAL, KubeDouble
 from tests.k8s_day2.kube_double import served as serve_kube
 

@@ -13,9 +13,9 @@ from typing import Any
 
 import pytest
 
-from components.k8s.kube_api import Response
-from components.k8s.rollout import RolloutGateProvider, RolloutGenerationProvider, RolloutSettleProvider
-from components.k8s.rollout_steps import (
+from components.k8s.api.client import Response
+from components.k8s.rollout.rollout import RolloutGateProvider, RolloutGenerationProvider, RolloutSettleProvider
+from components.k8s.rollout.steps import (
     CONTROL_PLANE_LABEL,
     GENERATION_LABEL,
     GPU_RESOURCE,

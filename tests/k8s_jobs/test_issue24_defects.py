@@ -15,7 +15,7 @@ from components.k8s.jobs import BenchmarkJob, FabricCheckJob, PytorchDdpJob, Run
 from components.k8s.jobs.benchmark import render_benchmark
 from components.k8s.jobs.fabric_check import render_fabric_check
 from components.k8s.jobs.pytorch_ddp import render_pytorch_ddp
-from stacks.tools.verify_logs import peak_bus_bandwidth
+from stacks.tools.verify.logs import peak_bus_bandwidth
 from tests.k8s_jobs.crd_schema import MPIJOB_CRD, load_crd_schema, validate
 
 # 10. The nccl-tests result-row regex spanned lines: `\s` under MULTILINE matches a newline.

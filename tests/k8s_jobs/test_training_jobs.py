@@ -12,7 +12,7 @@ from components.k8s.addons import MpiOperator, MpiOperatorArgs
 from components.k8s.jobs import BenchmarkJob, FabricCheckJob, TrainingJobs, TrainingJobsArgs
 from components.k8s.jobs.pods import WorkerShape
 from components.k8s.jobs.training_jobs import render_training_namespace
-from stacks.tools.mock_runtime import ProgramRun, run_program
+from stacks.tools.plan.mock_runtime import ProgramRun, run_program
 from tests.k8s_addons.k8s_checks import check_policy, validate_strict
 
 os.environ["PULUMI_ERROR_OUTPUT_STRING"] = "true"

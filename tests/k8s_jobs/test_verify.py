@@ -1,5 +1,5 @@
 """`python -m stacks verify`: the verdict on log fixtures in the exact formats NCCL, nccl-tests,
-tf_cnn_benchmarks and our PyTorch script print (see stacks/tools/verify_logs.py for the sources)."""
+tf_cnn_benchmarks and our PyTorch script print (see stacks/tools/verify/logs.py for the sources)."""
 
 from __future__ import annotations
 
@@ -11,7 +11,7 @@ from typing import Any
 
 import pytest
 
-from stacks.tools.verify_logs import (
+from stacks.tools.verify.logs import (
     Verdict,
     gpu_name,
     judge_benchmark,

@@ -1,4 +1,4 @@
-"""GPU health per node (stacks/tools/verify_gpu.py) on realistic Node objects and dcgm-exporter
+"""GPU health per node (stacks/tools/verify/gpu.py) on realistic Node objects and dcgm-exporter
 metrics in the format its render code writes."""
 
 from __future__ import annotations
@@ -6,7 +6,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from stacks.tools.verify_gpu import judge_node, parse_metrics
+from stacks.tools.verify.gpu import judge_node, parse_metrics
 
 FIXTURES = Path(__file__).parent / "fixtures"
 

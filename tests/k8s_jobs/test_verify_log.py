@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from stacks.tools.verify_logs import nccl_evidence, peak_bus_bandwidth
+from stacks.tools.verify.logs import nccl_evidence, peak_bus_bandwidth
 
 ROOT = Path(__file__).resolve().parents[2]
 SAMPLES = ROOT / "docs" / "samples"

@@ -20,7 +20,7 @@ from policy.gpucluster_policy import PACK_NAME, POLICIES, offline
 from policy.gpucluster_policy._common import CONFIG_GROUP_TYPE, SWITCH_TYPE, VGPU_ATTACHMENT_TYPE, VM_TYPE
 from policy.gpucluster_policy.kubernetes import containers
 from stacks.environment.loader import read_stack_file
-from stacks.tools.plan import plan_stack
+from stacks.tools.plan.command import plan_stack
 
 ROOT = Path(__file__).resolve().parents[2]
 POLICY_DIR = ROOT / "policy"

@@ -289,7 +289,7 @@ def preflight(
     planted: Planted, credentials: None, tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> Callable[..., tuple[int, list[str]]]:
     """preflight(env_dict) -> (exit status, stdout lines), credentials from the environment."""
-    from stacks.tools.cli import main
+    from stacks.cli import main
 
     def run(env: dict[str, Any], server: str | None = None, *extra: str) -> tuple[int, list[str]]:
         path = tmp_path / "Pulumi.sim.yaml"

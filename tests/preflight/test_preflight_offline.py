@@ -12,10 +12,10 @@ import pytest
 import yaml
 
 from components.vcenter.inventory_model import DatastoreInfo, GpuInfo, HostInfo, Inventory, RdmaDeviceInfo, VmInfo
+from stacks.cli import main
 from stacks.environment.loader import load_environment, read_stack_file
-from stacks.tools.cli import main
-from stacks.tools.preflight_checks import check
-from stacks.tools.preflight_checks.gpus import _free_slots
+from stacks.tools.preflight.checks import check
+from stacks.tools.preflight.checks.gpus import _free_slots
 
 ROOT = Path(__file__).resolve().parents[2]
 ENV = "vsphere-gpu-cluster:environment"
@@ -276,7 +276,7 @@ MMIO_128 = {"pciPassthru.use64bitMMIO": "TRUE", "pciPassthru.64bitMMIOSizeGB": "
 def test_gpu_template_firmware_and_mmio_rule(
     dev_env, profiles: list[str], firmware: str, extra: dict[str, str], level: str
 ) -> None:
-    """One rule (components.vsphere.vgpu_profiles) judged on the template the workers clone."""
+    """One rule (components.vsphere.vgpu.profiles) judged on the template the workers clone."""
     workers = dev_env.gpu_workers.model_copy(update={"vgpu_profiles": profiles})
     env = dev_env.model_copy(update={"gpu_workers": workers})
     inv = _inventory(vgpu_profiles=tuple(profiles))
@@ -324,7 +324,7 @@ def test_powered_off_gpu_user_does_not_block(dev_env) -> None:
 def test_the_checks_load_neither_pyvmomi_nor_pulumi() -> None:
     """The GPU template rules come from components.vsphere: importing them must stay pure."""
     code = (
-        "import sys, stacks.tools.preflight_checks; "
+        "import sys, stacks.tools.preflight.checks; "
         "print(sorted(m for m in sys.modules if m.split('.')[0] in ('pyVmomi', 'pulumi', 'pulumi_vsphere')))"
     )
     result = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, check=True)

@@ -18,9 +18,9 @@ from typing import Any
 import pytest
 import yaml
 
-from stacks.tools import preflight
-from stacks.tools.cli import main
-from stacks.tools.preflight_settings import read_cli_config
+from stacks.cli import main
+from stacks.tools.preflight import command as preflight
+from stacks.tools.preflight.settings import read_cli_config
 
 from .conftest import TEMPLATE, Planted
 from .test_preflight_vcsim import BASE

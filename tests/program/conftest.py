@@ -22,7 +22,7 @@ from stacks.environment.loader import (
     read_stack_file,
 )
 from stacks.environment.model import Environment
-from stacks.tools.mock_runtime import ProgramRun, run_program, run_project_main
+from stacks.tools.plan.mock_runtime import ProgramRun, run_program, run_project_main
 
 ROOT = Path(__file__).resolve().parents[2]
 

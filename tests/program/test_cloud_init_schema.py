@@ -23,7 +23,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from stacks.tools.mock_runtime import ProgramRun
+from stacks.tools.plan.mock_runtime import ProgramRun
 from tests.program.conftest import run_view, stack_view
 from tests.real_parts import require_program
 

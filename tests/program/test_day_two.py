@@ -19,11 +19,11 @@ import pytest
 import yaml
 
 from components.vsphere.node_pool import ROLLED_PROPERTIES
-from stacks.environment.day_two_check import day_two_report
+from stacks.environment.day_two.check import day_two_report
 from stacks.environment.model import Environment
-from stacks.tools.mock_runtime import ProgramRun, contains_secret
-from stacks.tools.plan_diff import NODE_DRAIN, ROLLOUT_GATE, VM, diff_plans
-from stacks.tools.upgrade_notes import upgrade_notes
+from stacks.tools.plan.diff import NODE_DRAIN, ROLLOUT_GATE, VM, diff_plans
+from stacks.tools.plan.mock_runtime import ProgramRun, contains_secret
+from stacks.tools.plan.upgrade_notes import upgrade_notes
 from tests.program.conftest import ROOT, EnvEdit
 
 WORKERS = [f"gpu-workers-worker-{i}" for i in range(1, 5)]
@@ -170,7 +170,7 @@ def test_while_a_change_is_pending_each_gate_waits_for_the_previous_nodes_settle
     by mock outputs saying `pending` (what the provider's update returns until the node carries its
     generation's label): every gate then depends on the previous node's settle, which depends on
     that node's VM, so the VMs are replaced strictly one after another."""
-    from stacks.tools import mock_runtime
+    from stacks.tools.plan import mock_runtime
     from tests.program.conftest import run_view, stack_view
 
     real = mock_runtime.fake_outputs
@@ -249,7 +249,7 @@ def test_a_vgpu_profile_change_replaces_the_workers_one_at_a_time(
 def test_a_template_rebuilt_under_the_same_name_rolls_too(monkeypatch: pytest.MonkeyPatch) -> None:
     """Packer's usual flow: the same name, a new VM id; pulumi-vsphere replaces every VM on it, so
     the generation must change with it (else all at once, with the old first-boot data)."""
-    from stacks.tools import mock_runtime
+    from stacks.tools.plan import mock_runtime
     from tests.program.conftest import run_view, stack_view
 
     before = run_view(stack_view("dev"), "dev")
@@ -442,7 +442,7 @@ def test_a_template_changed_in_place_changes_no_vm_and_plan_says_so(monkeypatch:
     """Converted to a VM, given a newer guest OS id, converted back: the same id, so the same
     generation. A gated VM ignores what the template gives, so no VM restarts (all at once, which
     pulumi-vsphere would do); a node replaced later takes it."""
-    from stacks.tools import mock_runtime
+    from stacks.tools.plan import mock_runtime
     from tests.program.conftest import run_view, stack_view
 
     before = run_view(stack_view("dev"), "dev")
@@ -465,8 +465,8 @@ def test_a_preview_with_new_gates_shows_no_vm_replaced(monkeypatch: pytest.Monke
     property reads as a replacement: every VM listed as replaced, and a protected one (prod) failing
     the preview. The VM's `datastorePath` must be known, "" , while still recording the gate."""
     from stacks.environment.loader import PROJECT, config_for_runtime
-    from stacks.tools import mock_runtime
-    from stacks.tools.mock_runtime import run_program, run_project_main
+    from stacks.tools.plan import mock_runtime
+    from stacks.tools.plan.mock_runtime import run_program, run_project_main
     from tests.program.conftest import stack_view
 
     real = mock_runtime.fake_resource_id
@@ -489,7 +489,7 @@ def test_a_template_with_a_bigger_disk_waits_for_the_rollout_on_linked_clones(mo
     """Linked clones (dev) take the template's disk size. A template rebuilt in place with another disk
     must not grow every VM at once (nor fail the diff: terraform-provider-vsphere refuses a smaller
     disk, "virtual disks cannot be shrunk"); the disk is the template's, so only a new VM takes it."""
-    from stacks.tools import mock_runtime
+    from stacks.tools.plan import mock_runtime
     from tests.program.conftest import run_view, stack_view
 
     before = run_view(stack_view("dev"), "dev")

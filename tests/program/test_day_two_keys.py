@@ -9,10 +9,10 @@ from __future__ import annotations
 
 from typing import Any
 
-from stacks.environment.day_two_check import DayTwoReport, day_two_report
+from stacks.environment.day_two.check import DayTwoReport, day_two_report
 from stacks.environment.loader import load_environment
-from stacks.tools.mock_runtime import ProgramRun
-from stacks.tools.plan_diff import PlanDiff, diff_plans
+from stacks.tools.plan.diff import PlanDiff, diff_plans
+from stacks.tools.plan.mock_runtime import ProgramRun
 from tests.program.conftest import EnvEdit, edited_view, run_view, stack_view
 
 WORKERS = [f"gpu-workers-worker-{i}" for i in range(1, 5)]

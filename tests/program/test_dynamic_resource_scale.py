@@ -16,7 +16,7 @@ from pulumi.dynamic.dynamic import serialize_provider
 
 from components.dynamic_resource import DynamicResource, sdk_pickler_restored
 from components.vsphere.pvrdma_host import PvrdmaHostSettings, PvrdmaHostSettingsProvider
-from stacks.tools.mock_runtime import run_program
+from stacks.tools.plan.mock_runtime import run_program
 
 COUNT = 600  # comfortably past the ~480 where the unguarded SDK overflows the recursion limit
 
@@ -45,9 +45,9 @@ def test_the_guard_does_not_change_what_the_sdk_serializes() -> None:
 
 def test_serializing_once_gives_each_resource_the_string_the_sdk_would() -> None:
     from components.dynamic_resource import serialize_once
-    from components.k8s.api_ready import ApiServerReadyProvider
-    from components.vsphere.host_graphics import HostGraphicsModeProvider
-    from components.vsphere.vgpu import VgpuAttachmentProvider
+    from components.k8s.api.ready import ApiServerReadyProvider
+    from components.vsphere.host_graphics.resource import HostGraphicsModeProvider
+    from components.vsphere.vgpu.attachment import VgpuAttachmentProvider
 
     cached = serialize_once(serialize_provider)
     providers = [

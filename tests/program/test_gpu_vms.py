@@ -13,11 +13,11 @@ from typing import Any
 import pytest
 
 from components.vsphere import node_pool
-from components.vsphere.vgpu_profiles import mmio_size_gb, needs_64bit_mmio, parse_profile, vgpu_extra_config
+from components.vsphere.vgpu.profiles import mmio_size_gb, needs_64bit_mmio, parse_profile, vgpu_extra_config
 from stacks.environment.loader import InvalidEnvironment, load_environment
-from stacks.tools import mock_runtime
-from stacks.tools.mock_runtime import ProgramRun, RecordedResource
-from stacks.tools.mock_values import fake_invoke_result
+from stacks.tools.plan import mock_runtime
+from stacks.tools.plan.mock_runtime import ProgramRun, RecordedResource
+from stacks.tools.plan.mock_values import fake_invoke_result
 from tests.program.conftest import edited_view, run_view
 
 VM = "vsphere:index/virtualMachine:VirtualMachine"

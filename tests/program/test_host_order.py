@@ -17,7 +17,7 @@ from collections.abc import Callable
 from typing import Any
 
 from stacks.environment.model import Environment
-from stacks.tools.mock_runtime import ProgramRun, RecordedResource
+from stacks.tools.plan.mock_runtime import ProgramRun, RecordedResource
 from tests.program.test_vsphere_layer import SWITCH, VM, closure, name_of, workers
 
 MEMBER = "pulumi-python:dynamic/vsphere:DvsHostMember"

@@ -15,9 +15,9 @@ import pytest
 import yaml
 
 from stacks.environment.loader import load_environment
-from stacks.tools.change_time import change_time
-from stacks.tools.deploy_time import Durations
-from stacks.tools.plan_diff import diff_plans
+from stacks.tools.plan.deploy_time.change import change_time
+from stacks.tools.plan.deploy_time.durations import Durations
+from stacks.tools.plan.diff import diff_plans
 from tests.program.conftest import ROOT, edited_view, run_view, stack_view
 
 STAGING_ORDER = ["control-plane-cp-1", "control-plane-cp-2", "control-plane-cp-3",
@@ -29,7 +29,7 @@ def to_1_35(env: dict) -> None:  # type: ignore[type-arg]
 
 
 def test_one_minor_up_rolls_every_node_control_plane_first_between_the_cluster_steps() -> None:
-    from stacks.tools.upgrade_notes import upgrade_notes  # here: the CLI tests below run without it
+    from stacks.tools.plan.upgrade_notes import upgrade_notes  # here: the CLI tests below run without it
 
     before = run_view(stack_view("staging"), "staging")
     after = run_view(edited_view("staging", to_1_35), "staging")

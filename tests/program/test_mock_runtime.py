@@ -9,7 +9,7 @@ import pulumi
 import pulumi_vsphere as vsphere
 from pulumi.runtime import rpc, settings
 
-from stacks.tools.mock_runtime import run_program
+from stacks.tools.plan.mock_runtime import run_program
 
 
 def _run_exporting_a_resource(refs: list[weakref.ref[pulumi.Resource]]) -> None:

@@ -16,7 +16,7 @@ import pytest
 import yaml
 
 from stacks.environment.loader import load_environment, read_stack_file
-from stacks.tools.plan import plan_stack
+from stacks.tools.plan.command import plan_stack
 from tests.k8s_addons.k8s_checks import check_policy
 from tests.k8s_jobs.crd_schema import MPIJOB_CRD, load_crd_schema, validate
 

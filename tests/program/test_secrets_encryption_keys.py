@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from stacks.tools.mock_runtime import ProgramRun
+from stacks.tools.plan.mock_runtime import ProgramRun
 from tests.program.conftest import edited_view, run_view, stack_view
 
 GATE = "pulumi-python:dynamic/kubernetes:RolloutGate"

@@ -11,7 +11,7 @@ import yaml
 
 from benchmarks.stackgen import BASE_STACK_FILE, scaled_document
 from stacks.environment.loader import ENVIRONMENT_KEY, ConfigView
-from stacks.tools.mock_runtime import ProgramRun, RecordedResource
+from stacks.tools.plan.mock_runtime import ProgramRun, RecordedResource
 from tests.program.conftest import run_view
 
 VM = "vsphere:index/virtualMachine:VirtualMachine"
@@ -67,7 +67,7 @@ def test_a_workers_rollout_generation_follows_its_copy() -> None:
 
 
 def _replica_uuid(resource: RecordedResource) -> str:
-    from stacks.tools.mock_values import fake_outputs
+    from stacks.tools.plan.mock_values import fake_outputs
 
     return str(fake_outputs(REPLICA, resource.name, resource.plain_inputs())["uuid"])
 

@@ -23,7 +23,7 @@ import pytest
 from components.vsphere.first_boot import GUESTINFO_KEYS
 from components.vsphere.node_pool import LINKED_CLONE_ROLLED_PROPERTIES, ROLLED_PROPERTIES
 from stacks.environment.model import Environment
-from stacks.tools.mock_runtime import SECRET_MARK, ProgramRun, RecordedResource, contains_secret
+from stacks.tools.plan.mock_runtime import SECRET_MARK, ProgramRun, RecordedResource, contains_secret
 
 SWITCH = "vsphere:index/distributedVirtualSwitch:DistributedVirtualSwitch"
 PORT_GROUP = "vsphere:index/distributedPortGroup:DistributedPortGroup"

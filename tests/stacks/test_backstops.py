@@ -10,7 +10,7 @@ import pytest
 from stacks.environment import registry, rules
 from stacks.environment.model import Environment
 from stacks.environment.registry import format_path
-from stacks.environment.rules_components import node_bootstrap_accepts_the_cluster
+from stacks.environment.rules.components import node_bootstrap_accepts_the_cluster
 
 ESCAPES = [
     ("service range /11", ("kubernetes", "serviceCidr"), "10.96.0.0/11", "kubernetes.serviceCidr"),

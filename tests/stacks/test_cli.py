@@ -12,8 +12,8 @@ from typing import Any
 import pytest
 
 from stacks.environment.loader import ENVIRONMENT_KEY, KUBECONFIG_KEY, read_stack_file
-from stacks.tools.mock_runtime import SECRET_MARK, contains_secret
-from stacks.tools.plan import SECRET_PLACEHOLDER, plan_stack
+from stacks.tools.plan.command import SECRET_PLACEHOLDER, plan_stack
+from stacks.tools.plan.mock_runtime import SECRET_MARK, contains_secret
 
 Cli = Callable[..., subprocess.CompletedProcess[str]]
 

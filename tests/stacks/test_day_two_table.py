@@ -12,8 +12,8 @@ from typing import Any
 import pytest
 from pydantic import Field
 
-from stacks.environment.day_two import DAY_TWO, DayTwo, undeclared_keys
-from stacks.environment.day_two_check import day_two_report
+from stacks.environment.day_two.check import day_two_report
+from stacks.environment.day_two.classes import DAY_TWO, DayTwo, undeclared_keys
 from stacks.environment.key_paths import model_keys
 from stacks.environment.loader import ConfigView, load_environment
 from stacks.environment.model import Environment, KubernetesSettings, Model

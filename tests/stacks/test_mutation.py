@@ -27,8 +27,8 @@ from stacks.environment.loader import (
     read_stack_file,
 )
 from stacks.environment.stack_file import stack_name_problems
-from stacks.tools.mock_runtime import run_program, run_project_main
-from stacks.tools.plan import resources_document
+from stacks.tools.plan.command import resources_document
+from stacks.tools.plan.mock_runtime import run_program, run_project_main
 from tests.stacks.mutations import Mutation, all_mutations, apply, pairs
 
 ROOT = Path(__file__).resolve().parents[2]

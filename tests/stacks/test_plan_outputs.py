@@ -17,7 +17,7 @@ from pathlib import Path
 
 import pytest
 
-from stacks.tools.plan import MANIFEST_INDEX
+from stacks.tools.plan.command import MANIFEST_INDEX
 
 ROOT = Path(__file__).resolve().parents[2]
 PNG_SIGNATURE = b"\x89PNG\r\n\x1a\n"

@@ -12,7 +12,7 @@ from typing import Any
 
 import pytest
 
-from components.vsphere.vgpu_profiles import vgpu_extra_config
+from components.vsphere.vgpu.profiles import vgpu_extra_config
 from stacks.environment.model import Environment
 from tests.stacks.test_rules import Edit, _both, _problems, _set, assert_reports
 

@@ -21,9 +21,9 @@ import pytest
 from pulumi.dynamic import Config, ConfigureRequest
 from pyVmomi import vim
 
-from stacks.tools import mock_runtime
-from stacks.tools.mock_runtime import ProgramRun
-from stacks.tools.mock_values import fake_invoke_result
+from stacks.tools.plan import mock_runtime
+from stacks.tools.plan.mock_runtime import ProgramRun
+from stacks.tools.plan.mock_values import fake_invoke_result
 from tests.program.conftest import edited_view, run_view
 from tests.vsphere import terraform_vm
 from tests.vsphere.conftest import _find

@@ -16,7 +16,7 @@ from components.vsphere.gpu_template import (
     missing_gpu_template_finding,
     toolkit_findings,
 )
-from components.vsphere.vgpu_devices import template_facts
+from components.vsphere.vgpu.devices import template_facts
 from tests.vsphere.conftest import TEMPLATE_VM
 from tests.vsphere.vm_helpers import clone, destroy, reconfigure, unique, vgpu_device_spec
 
@@ -118,6 +118,6 @@ def test_toolkit_findings_refuse_a_toolkit_before_the_cve_2025_23266_fix(
     recorded: str | None, level: str, says: str
 ) -> None:
     extra = {} if recorded is None else {"gpucluster.nvidiaContainerToolkitVersion": recorded}
-    [finding] = toolkit_findings(TemplateFacts("t4", ("grid_t4-16c",), "efi", 19, extra))
+    [finding] = toolkit_findings(TemplateFacts("t4", ("grid_t4-16c",), "efi", 19, extra), minimum="1.17.8")
     assert (finding.level, finding.key) == (level, "vcenter.gpuTemplate")
     assert says in finding.message

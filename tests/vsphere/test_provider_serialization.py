@@ -15,12 +15,12 @@ from pathlib import Path
 import pytest
 from pulumi.dynamic.dynamic import serialize_provider
 
-from components.k8s.api_ready import ApiServerReadyProvider
-from components.k8s.join_token_rotation import JoinTokenRotationProvider
+from components.k8s.api.ready import ApiServerReadyProvider
+from components.k8s.join.rotation import JoinTokenRotationProvider
 from components.vsphere.dvs_host_member import DvsHostMemberProvider
-from components.vsphere.host_graphics import HostGraphicsModeProvider
+from components.vsphere.host_graphics.resource import HostGraphicsModeProvider
 from components.vsphere.pvrdma_host import PvrdmaHostSettingsProvider
-from components.vsphere.vgpu import VgpuAttachmentProvider
+from components.vsphere.vgpu.attachment import VgpuAttachmentProvider
 
 PROJECT = Path(__file__).resolve().parents[2]
 

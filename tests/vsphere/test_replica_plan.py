@@ -1,4 +1,4 @@
-"""Where template copies go and which copy each VM clones (components/vsphere/replica_plan.py)."""
+"""Where template copies go and which copy each VM clones (components/vsphere/template_copies/plan.py)."""
 
 from __future__ import annotations
 
@@ -6,7 +6,7 @@ from collections import Counter
 
 import pytest
 
-from components.vsphere.replica_plan import ReplicaSite, assign, clones_per_source, derived_sites
+from components.vsphere.template_copies.plan import ReplicaSite, assign, clones_per_source, derived_sites
 
 HOSTS = [f"esxi-{i:03d}" for i in range(1, 513)]
 

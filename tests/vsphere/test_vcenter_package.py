@@ -31,7 +31,7 @@ def test_the_vcenter_package_does_not_import_pulumi() -> None:
 
 
 def test_preflight_checks_and_the_inventory_model_do_not_import_pyvmomi() -> None:
-    loaded = _loaded_after(["stacks.tools.preflight_checks", "components.vcenter.inventory_model"])
+    loaded = _loaded_after(["stacks.tools.preflight.checks", "components.vcenter.inventory_model"])
 
     assert "stacks" in loaded
     assert "pyVmomi" not in loaded

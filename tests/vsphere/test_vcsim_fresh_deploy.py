@@ -13,7 +13,7 @@ import pytest
 from pyVmomi import vim
 
 from components.vcenter.errors import VsphereError
-from stacks.tools.mock_runtime import ProgramRun
+from stacks.tools.plan.mock_runtime import ProgramRun
 from tests.vsphere import terraform_vm
 from tests.vsphere.conftest import CLUSTER_HOSTS, TEMPLATE_VM, _find
 from tests.vsphere.sim_deploy import Deployment, deployed, events_named, on_the_simulator

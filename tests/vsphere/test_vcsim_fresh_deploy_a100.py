@@ -20,7 +20,7 @@ from pyVmomi import vim
 from components.vcenter.errors import VsphereError
 from components.vcenter.tasks import wait_for_task
 from components.vsphere.gpu_template import gpu_template_findings
-from components.vsphere.vgpu_devices import template_facts
+from components.vsphere.vgpu.devices import template_facts
 from tests.vsphere.conftest import HARNESS, TEMPLATE_VM, Vcsim, _find, _start
 from tests.vsphere.sim_deploy import deployed, on_the_simulator
 from tests.vsphere.vm_helpers import clone, destroy, events, reconfigure, unique, vgpu_device_spec, vgpus

@@ -18,8 +18,8 @@ from pyVmomi import vim
 
 from components.vcenter.errors import VsphereError
 from components.vcenter.tasks import wait_for_task
-from components.vsphere import host_graphics
-from components.vsphere.host_graphics import HostGraphicsModeProvider
+from components.vsphere.host_graphics import resource as host_graphics
+from components.vsphere.host_graphics.resource import HostGraphicsModeProvider
 from components.vsphere.provider_base import RetryPolicy
 from tests.vsphere.graphics_helpers import set_active_graphics
 

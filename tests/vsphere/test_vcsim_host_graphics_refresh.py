@@ -12,8 +12,8 @@ import pytest
 from pyVmomi import vim
 
 from components.vcenter.errors import VsphereError
-from components.vsphere.host_graphics import HostGraphicsModeProvider
-from components.vsphere.host_graphics_ops import wait_until_active
+from components.vsphere.host_graphics.ops import wait_until_active
+from components.vsphere.host_graphics.resource import HostGraphicsModeProvider
 from components.vsphere.provider_base import RetryPolicy
 from tests.vsphere.graphics_helpers import set_active_graphics
 

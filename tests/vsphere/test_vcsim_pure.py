@@ -18,10 +18,10 @@ from components.vcenter.errors import VsphereError
 from components.vcenter.faults import fault_text
 from components.vcenter.settings import VcenterConnection, parse_server
 from components.vcenter.tasks import backoff_delays, with_retries
-from components.vsphere.host_graphics import HostGraphicsMode, HostGraphicsModeProvider
+from components.vsphere.host_graphics.resource import HostGraphicsMode, HostGraphicsModeProvider
 from components.vsphere.provider_base import RetryPolicy
 from components.vsphere.pvrdma_host import PvrdmaHostSettings, PvrdmaHostSettingsProvider, vmknic_device_from_vnic_id
-from components.vsphere.vgpu import (
+from components.vsphere.vgpu.attachment import (
     VgpuAttachment,
     VgpuAttachmentProvider,
     VgpuDevice,

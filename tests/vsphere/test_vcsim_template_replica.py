@@ -12,7 +12,7 @@ from pyVmomi import vim
 from components.vcenter.errors import VsphereError
 from components.vcenter.tasks import wait_for_task
 from components.vsphere.provider_base import RetryPolicy
-from components.vsphere.template_replica import MARK, TemplateReplicaProvider, copy_name
+from components.vsphere.template_copies.replica import MARK, TemplateReplicaProvider, copy_name
 from tests.vsphere.conftest import CLUSTER_HOSTS, TEMPLATE_VM, _find
 from tests.vsphere.vm_helpers import clone, destroy, power_on, unique
 

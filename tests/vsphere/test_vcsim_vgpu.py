@@ -19,7 +19,7 @@ from pyVmomi import vim
 from components.vcenter.errors import VsphereError
 from components.vcenter.tasks import wait_for_task
 from components.vsphere.provider_base import RetryPolicy
-from components.vsphere.vgpu import POWER_ON_MARKER, NotAtBirth, VgpuAttachmentProvider
+from components.vsphere.vgpu.attachment import POWER_ON_MARKER, NotAtBirth, VgpuAttachmentProvider
 from tests.vsphere.conftest import CLUSTER_HOSTS, TEMPLATE_VM, _find
 from tests.vsphere.graphics_helpers import set_active_graphics
 from tests.vsphere.vm_helpers import (

@@ -20,8 +20,7 @@ import yaml
 from stacks.environment.collisions import OtherStack, collisions, load_others, stack_files
 from stacks.environment.loader import ENVIRONMENT_KEY, ConfigView, load_environment, read_stack_file
 from stacks.environment.model import Environment
-from stacks.tools import plan
-from stacks.tools.clone_plan import (
+from stacks.tools.clone.plan import (
     CloneOptions,
     CloneRefused,
     derive_folder,
@@ -31,6 +30,7 @@ from stacks.tools.clone_plan import (
     plan_environment,
     replace_word,
 )
+from stacks.tools.plan import command as plan
 
 PROJECT = Path(__file__).resolve().parents[2]
 SHIPPED_STACKS = ("dev", "staging", "prod", "sim")
@@ -582,7 +582,7 @@ def _plain_inputs(result: Any) -> dict[str, Any]:
 
 @pytest.fixture(scope="module")
 def plans(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
-    from stacks.tools.plan import plan_stack  # imports the Pulumi SDK: only for these tests
+    from stacks.tools.plan.command import plan_stack  # imports the Pulumi SDK: only for these tests
 
     project = _project(tmp_path_factory.mktemp("project"))
     result = _run(*QA_ARGS, "--dir", str(project))

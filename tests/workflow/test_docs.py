@@ -15,8 +15,8 @@ from typing import Any
 import pytest
 import yaml
 
+from stacks.cli import build_parser
 from stacks.environment.model import Environment
-from stacks.tools.cli import build_parser
 
 PROJECT = Path(__file__).resolve().parents[2]
 DOCS = [PROJECT / "README.md", *sorted((PROJECT / "docs").glob("*.md"))]

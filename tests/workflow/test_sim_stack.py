@@ -26,8 +26,8 @@ import pytest
 
 from stacks.environment.loader import load_environment, read_stack_file
 from stacks.environment.model import Environment
-from stacks.tools.simulator import instructions
-from stacks.tools.simulator_plant import harness_flags, inventory_of
+from stacks.tools.simulator.command import instructions
+from stacks.tools.simulator.plant import harness_flags, inventory_of
 from tests.real_parts import unavailable
 
 ROOT = Path(__file__).resolve().parents[2]

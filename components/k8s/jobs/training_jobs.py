@@ -4,7 +4,7 @@ Jobs that run at the same time must fit in the GPUs together: each MPIJob's work
 GPUs from scheduling until the job ends, and the launcher starts only when every worker is Ready
 (`WaitForWorkersReady`). Two jobs that each want every GPU can each get some and wait forever;
 without gang scheduling nothing breaks that tie. So `gpus_available` refuses such a set (the
-stack's rule `jobs` in stacks/environment/rules.py says the same with the key to change); run the fabric
+stack's rule `jobs` in stacks/environment/rules/__init__.py says the same with the key to change); run the fabric
 check first and the benchmark after it (docs/training-jobs.md).
 
 The MPIJob kind exists only once the MPI Operator's CRD is installed. That is a real ordering

@@ -1,0 +1,1 @@
+"""The bootstrap token nodes join with, and its rotation."""

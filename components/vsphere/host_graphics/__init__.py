@@ -1,0 +1,1 @@
+"""An ESXi host's default graphics type (Shared Direct for vGPU): the resource and its vCenter calls."""

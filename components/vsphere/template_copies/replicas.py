@@ -1,0 +1,71 @@
+"""The copies of one template a stack keeps (`TemplateReplica` each), keyed by site.
+
+Which sites, and which copy each VM clones, is planned without Pulumi (`replica_plan`); this
+component only turns the sites into resources and hands back each copy's BIOS UUID, what a VM's
+`clone.template_uuid` takes (`NodePoolArgs.template_uuids`).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+import pulumi
+import pulumi_vsphere as vsphere
+
+from components.vsphere.template_copies.replica import TemplateReplica
+
+
+@dataclass(frozen=True, kw_only=True)
+class ReplicaPlacement:
+    key: str
+    """Stable key of the site (`ReplicaSite.key`): the copy's resource is `<name>-<key>`."""
+    host_name: str
+    """The ESXi host the copy is registered on (its vCenter name)."""
+    host_id: pulumi.Input[str]
+    datastore_id: pulumi.Input[str]
+    linked: bool
+    """A linked clone of the template's snapshot (only on the template's datastore) or a full copy."""
+
+
+@dataclass(frozen=True, kw_only=True)
+class TemplateReplicasArgs:
+    template_name: str
+    """The template copied (looked up by name in the datacenter)."""
+    datacenter_id: pulumi.Input[str]
+    resource_pool_id: pulumi.Input[str]
+    """Where the clone is placed before it becomes a template (vCenter wants a pool for a clone)."""
+    placements: Sequence[ReplicaPlacement]
+    snapshot_name: str = "base"
+    """The copies' one snapshot; default `base`. The stack passes `vcenter.templateSnapshot`."""
+    clone_timeout_minutes: int = 30
+    """How long one copy's clone may take (default 30: a full copy moves the template's disk)."""
+
+
+class TemplateReplicas(pulumi.ComponentResource):
+    uuids: dict[str, pulumi.Output[str]]
+    """Per site key, the copy's BIOS UUID."""
+
+    def __init__(self, name: str, args: TemplateReplicasArgs, opts: pulumi.ResourceOptions | None = None) -> None:
+        super().__init__("gpucluster:vsphere:TemplateReplicas", name, None, opts)
+        template_id = vsphere.get_virtual_machine_output(
+            name=args.template_name, datacenter_id=args.datacenter_id, opts=pulumi.InvokeOutputOptions(parent=self)
+        ).id
+        self.uuids = {}
+        for place in args.placements:
+            copy = TemplateReplica(
+                f"{name}-{place.key}",
+                name=f"{args.template_name}-{place.host_name.split('.')[0]}",
+                source_uuid=template_id,
+                source_name=args.template_name,
+                host_id=place.host_id,
+                host_name=place.host_name,
+                datastore_id=place.datastore_id,
+                resource_pool_id=args.resource_pool_id,
+                linked=place.linked,
+                snapshot_name=args.snapshot_name,
+                clone_timeout_minutes=args.clone_timeout_minutes,
+                opts=pulumi.ResourceOptions(parent=self),
+            )
+            self.uuids[place.key] = copy.uuid
+        self.register_outputs({"uuids": self.uuids})

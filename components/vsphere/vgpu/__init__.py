@@ -1,0 +1,1 @@
+"""NVIDIA vGPU devices on a VM: profiles, the device diff, power handling and the attachment resource."""

@@ -1,0 +1,5 @@
+"""The `clone` command."""
+
+from stacks.tools.clone.command import register
+
+__all__ = ["register"]

@@ -1,0 +1,194 @@
+"""What `python -m stacks.tools.simulator` derives from a stack and plants in the simulator.
+
+Two halves, both driven by the validated `Environment` only, so the simulator follows the stack file:
+
+- `inventory_of` (pure): the JSON that `build/vcsim-harness -stack-inventory` reads to name its
+  datacenter, cluster, datastore, network and hosts (vcsim/stack_inventory.go), with host facts a
+  vSphere API cannot set (ESXi version, memory);
+- `plant` (pyVmomi, over the API like any client): the parent of `vcenter.folder` and the two
+  templates as templates/README.md builds them: the control plane's without a vGPU, the GPU
+  workers' with one vGPU per `gpuWorkers.vgpuProfiles` and all memory reserved, each with the one
+  snapshot `vcenter.templateSnapshot` that linked clones need.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from components.vsphere.vgpu.profiles import needs_64bit_mmio, vgpu_extra_config
+from stacks.environment.model import Environment
+from stacks.tools.preflight.checks.hardware import MIN_ESXI
+from stacks.tools.preflight.checks.report import version_tuple
+
+SIM_ESXI_VERSION = "8.0.3"
+"""What every simulated host runs unless the stack needs newer: a current release, which runs every
+hardware version up to 21 and a distributed switch up to 8.0.3."""
+SIM_HOST_MEMORY_MB = 256 * 1024
+"""A GPU host's memory; the model's own 4 GB would not hold one worker's reservation."""
+GUEST_ID = "rockylinux_64Guest"
+"""vSphere's guest id for Rocky Linux (vSphere 8.0 guest OS list); the simulator stores any id."""
+
+
+def esxi_version(env: Environment) -> str:
+    """The newest of SIM_ESXI_VERSION, the switch's version and what the hardware version needs."""
+    candidates = [SIM_ESXI_VERSION, env.rdma_network.switch_version]
+    if env.vm.hardware_version in MIN_ESXI:
+        candidates.append(".".join(str(p) for p in MIN_ESXI[env.vm.hardware_version][0]))
+    return max(candidates, key=version_tuple)
+
+
+def inventory_of(env: Environment) -> dict[str, Any]:
+    """The `-stack-inventory` JSON for `env` : its names, hosts in file order."""
+    version = esxi_version(env)
+    return {
+        "datacenter": env.vcenter.datacenter,
+        "cluster": env.vcenter.compute_cluster,
+        "datastore": env.vcenter.datastore,
+        "network": env.management_network.network_name,
+        "hosts": [{"name": h.name, "esxiVersion": version, "memoryMb": SIM_HOST_MEMORY_MB} for h in env.hosts],
+    }
+
+
+def harness_flags(env: Environment, inventory_file: str) -> list[str]:
+    """The harness flags besides the port: the inventory, and the hosts as a ready GPU host has them."""
+    vmnics = sorted({vmnic for host in env.hosts for vmnic in host.rdma_vmnics})
+    return [
+        "-stack-inventory",
+        inventory_file,
+        # vCenter 7.0 U3: reports HostNetworkInfo.rdmaDevice, so the RDMA pairing is checked (vcsim/preflight.go).
+        "-api-version",
+        "7.0.3.0",
+        # The stack's RDMA uplinks, each paired with a RoCE device (ConnectX-style).
+        "-pnics",
+        ",".join(vmnics),
+        # The vGPU profiles the stack asks for, on hosts whose GPU already runs Shared Direct.
+        "-vgpu-profiles",
+        ",".join(sorted(set(env.gpu_workers.vgpu_profiles))),
+        "-graphics-default",
+        "sharedDirect",
+    ]
+
+
+def _find(si: Any, vimtype: Any, name: str) -> Any:
+    content = si.RetrieveContent()
+    view = content.viewManager.CreateContainerView(content.rootFolder, [vimtype], True)
+    try:
+        return next(obj for obj in view.view if obj.name == name)
+    finally:
+        view.Destroy()
+
+
+def _folder(parent: Any, path: str) -> Any:
+    """The folder `path` below `parent`, created where missing."""
+    from pyVmomi import vim
+
+    folder = parent
+    for part in [p for p in path.split("/") if p]:
+        child = next((c for c in folder.childEntity if isinstance(c, vim.Folder) and c.name == part), None)
+        folder = child if child is not None else folder.CreateFolder(part)
+    return folder
+
+
+def _template(
+    si: Any, env: Environment, *, name: str, disk_gb: int, memory_mb: int, vgpu_profiles: list[str], folder: Any
+) -> None:
+    from pyVmomi import vim
+
+    from components.vcenter.tasks import wait_for_task
+
+    cluster = _find(si, vim.ClusterComputeResource, env.vcenter.compute_cluster)
+    device = vim.vm.device
+    changes = [
+        device.VirtualDeviceSpec(
+            operation=device.VirtualDeviceSpec.Operation.add,
+            fileOperation=device.VirtualDeviceSpec.FileOperation.create,
+            device=device.VirtualDisk(
+                key=-1,
+                unitNumber=0,
+                controllerKey=1000,
+                capacityInKB=disk_gb * 2**20,
+                backing=device.VirtualDisk.FlatVer2BackingInfo(diskMode="persistent", thinProvisioned=True),
+            ),
+        ),
+        device.VirtualDeviceSpec(
+            operation=device.VirtualDeviceSpec.Operation.add,
+            device=device.ParaVirtualSCSIController(key=1000, busNumber=0, sharedBus="noSharing"),
+        ),
+    ]
+    for i, profile in enumerate(vgpu_profiles):
+        changes.append(
+            device.VirtualDeviceSpec(
+                operation=device.VirtualDeviceSpec.Operation.add,
+                device=device.VirtualPCIPassthrough(
+                    key=-100 - i, backing=device.VirtualPCIPassthrough.VmiopBackingInfo(vgpu=profile)
+                ),
+            )
+        )
+    large_bar = bool(vgpu_profiles) and needs_64bit_mmio(vgpu_profiles)
+    spec = vim.vm.ConfigSpec(
+        name=name,
+        guestId=GUEST_ID,
+        version=f"vmx-{env.vm.hardware_version}",
+        numCPUs=2,
+        memoryMB=memory_mb,
+        # Large-BAR boards need EFI and 64-bit MMIO (components/vsphere/vgpu/profiles.py); a T4 runs on either.
+        firmware="efi" if large_bar else "bios",
+        extraConfig=[vim.option.OptionValue(key=k, value=v) for k, v in vgpu_extra_config(vgpu_profiles).items()],
+        # A vGPU VM powers on only with all its memory reserved (NVIDIA vGPU user guide).
+        memoryReservationLockedToMax=bool(vgpu_profiles),
+        files=vim.vm.FileInfo(vmPathName=f"[{env.vcenter.datastore}]"),
+        deviceChange=changes,
+    )
+    task = folder.CreateVM_Task(config=spec, pool=cluster.resourcePool)
+    wait_for_task(task)
+    vm = task.info.result
+    if env.vm.linked_clone:
+        wait_for_task(
+            vm.CreateSnapshot_Task(
+                name=env.vcenter.template_snapshot, description="sealed guest", memory=False, quiesce=False
+            )
+        )
+    vm.MarkAsTemplate()
+
+
+def plant(si: Any, env: Environment) -> list[str]:
+    """Plant `env`'s folder parent and templates; what was planted, one line each."""
+    from pyVmomi import vim
+
+    datacenter = _find(si, vim.Datacenter, env.vcenter.datacenter)
+    planted = []
+    folder_path = env.vcenter.folder.strip("/")
+    parent = folder_path.rsplit("/", 1)[0] if "/" in folder_path else ""
+    # The program creates only the last folder of vcenter.folder (preflight's placement check).
+    if parent:
+        _folder(datacenter.vmFolder, parent)
+        planted.append(f"VM folder {parent!r}")
+    templates_folder = _folder(datacenter.vmFolder, "templates")
+    disk_gb = max(env.control_plane.disk_gb, env.gpu_workers.disk_gb)
+    _template(
+        si,
+        env,
+        name=env.vcenter.template,
+        disk_gb=disk_gb,
+        memory_mb=env.control_plane.memory_mb,
+        vgpu_profiles=[],
+        folder=templates_folder,
+    )
+    planted.append(f"template {env.vcenter.template!r} (no vGPU)")
+    if env.vcenter.gpu_template:
+        profiles = list(env.gpu_workers.vgpu_profiles)
+        _template(
+            si,
+            env,
+            name=env.vcenter.gpu_template,
+            disk_gb=disk_gb,
+            memory_mb=env.gpu_workers.memory_mb,
+            vgpu_profiles=profiles,
+            folder=templates_folder,
+        )
+        planted.append(f"GPU template {env.vcenter.gpu_template!r} (vGPU {', '.join(profiles)})")
+    if env.vm.linked_clone:
+        planted = [
+            line + f", snapshot {env.vcenter.template_snapshot!r}" if "template" in line else line for line in planted
+        ]
+    return planted

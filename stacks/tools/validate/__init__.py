@@ -1,0 +1,5 @@
+"""The `validate` command."""
+
+from stacks.tools.validate.command import register
+
+__all__ = ["register"]

@@ -1,0 +1,42 @@
+"""`python -m stacks validate STACK`: check a stack file, one line per problem, or a summary."""
+
+from __future__ import annotations
+
+import argparse
+from typing import Any
+
+from stacks.environment.copy_hints import name_hints
+from stacks.environment.stack_file import check_stack_file, stack_file_path
+from stacks.environment.version_change import checked_old_environment
+
+
+def cmd_validate(args: argparse.Namespace) -> int:
+    path = stack_file_path(args.stack, args.file)
+    _, env = check_stack_file(path, args.stack)
+    upgrade = ""
+    if args.against:
+        old_version = checked_old_environment(args.against, env).kubernetes.version
+        if old_version != env.kubernetes.version:
+            upgrade = f"; upgrade {old_version} -> {env.kubernetes.version} from {args.against}"
+    workers, hosts = len(env.gpu_workers.nodes), len(env.hosts)
+    print(
+        f"{path.name}: valid: environment {env.name!r}, {hosts} GPU hosts, "
+        f"{len(env.control_plane.nodes)} control-plane + {workers} GPU worker VMs, "
+        f"RDMA {env.rdma_network.subnet} (VLAN {env.rdma_network.vlan_id}), Kubernetes {env.kubernetes.version} ({env.kubernetes.mode})"
+        f"{upgrade}"
+    )
+    for hint in name_hints(path, args.stack, env):  # valid, but the mark of a hand copy
+        print(f"hint: {hint}")
+    return 0
+
+
+def register(commands: Any) -> None:
+    validate = commands.add_parser("validate", help="check a stack file; one line per problem")
+    validate.add_argument("stack", help="stack name: reads Pulumi.STACK.yaml")
+    validate.add_argument("--file", help="read this file instead (same format)")
+    validate.add_argument(
+        "--against",
+        metavar="OLD_STACK_FILE",
+        help="also check the change from this (deployed) stack file: kubernetes.version one minor at a time, no downgrade",
+    )
+    validate.set_defaults(func=cmd_validate)
