@@ -200,3 +200,31 @@ def test_job_pods_accept_connections_only_from_their_own_namespace() -> None:
     assert policy["metadata"]["namespace"] == NAMESPACE
     assert policy["spec"]["podSelector"] == {} and policy["spec"]["policyTypes"] == ["Ingress"]
     assert policy["spec"]["ingress"] == [{"from": [{"podSelector": {}}]}]
+
+
+# --- the tuning sample's namespace (Katib trials as TrainJobs) ---------------------------------
+def tuning_objects(transport: str) -> tuple[list[dict[str, Any]], dict[str, Any]]:
+    """The tuning namespace's objects and a trial's trainer pod as the API server sees it."""
+    from components.k8s.jobs.trainjob import TuningSampleJob, render_tuning_objects
+    from components.k8s.jobs.tuning_sample import render_tuning_namespace, render_tuning_pod_policy
+    from stacks.tools.plan.admission.trainer import trainer_pods
+
+    job = TuningSampleJob(namespace="tuning", shape=WorkerShape(gpus=1, transport=transport), katib=True)  # type: ignore[arg-type]
+    objs = render_tuning_objects(job)
+    [experiment] = [o for o in objs if o["kind"] == "Experiment"]
+    _, spec = trainer_pods(experiment["spec"]["trialTemplate"]["trialSpec"]["spec"], "tuning", objs)  # type: ignore[misc]
+    spec = copy.deepcopy(spec)
+    if spec.get("hostNetwork"):
+        for container in spec["containers"]:
+            for port in container.get("ports", []):
+                port.setdefault("hostPort", port["containerPort"])
+    pod = {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "trial", "namespace": "tuning"}, "spec": spec}
+    return [render_tuning_namespace(job), *render_tuning_pod_policy(job)], pod
+
+
+@pytest.mark.parametrize("transport", ["roce", "tcp"])
+def test_the_tuning_namespace_admits_its_trials_and_refuses_escapes(transport: str) -> None:
+    objects, trial = tuning_objects(transport)
+    assert admission(objects, trial) == []
+    for escape, pod in ESCAPES.items():
+        assert admission(objects, pod), f"{escape} admitted in the {transport} tuning namespace"
