@@ -12,7 +12,7 @@ from __future__ import annotations
 from ipaddress import IPv4Network
 from typing import Annotated, Literal
 
-from pydantic import Field
+from pydantic import AfterValidator, Field
 
 from components.k8s.facts import DEFAULT_CALICO_VERSION, DNS_LABEL, DNS_SUBDOMAIN, SUPPORTED_KUBERNETES_MINORS
 from stacks.environment.base import Model
@@ -287,9 +287,28 @@ class KubernetesSettings(Model):
     new one. Shorter narrows the window for a leaked token; longer rotates less often."""
 
 
+OLDEST_SAFE_GPU_OPERATOR = (25, 3, 1)
+"""GPU Operator charts up to 25.3.0 ship an NVIDIA Container Toolkit hit by CVE-2025-23266 (a
+container image reaches host root through the toolkit's hook); 25.3.1 ships 1.17.8 (the CVE
+record's affected versions; `components/k8s/gpu_runtime.py`)."""
+
+
+def _gpu_operator_has_the_toolkit_fix(version: str) -> str:
+    parts = tuple(int(p) for p in version.removeprefix("v").split("."))
+    if parts < OLDEST_SAFE_GPU_OPERATOR:
+        raise ValueError(
+            f"{version} installs an NVIDIA Container Toolkit before 1.17.8, through whose hook a container "
+            "image reaches host root (CVE-2025-23266); use v25.3.1 or later"
+        )
+    return version
+
+
 class GpuOperatorSettings(Model):
-    chart_version: Annotated[str, Field(pattern=r"^v\d+\.\d+\.\d+$")] = "v26.7.0"
-    """GPU Operator Helm chart version, pinned (quote it); default v26.7.0."""
+    chart_version: Annotated[
+        str, Field(pattern=r"^v\d+\.\d+\.\d+$"), AfterValidator(_gpu_operator_has_the_toolkit_fix)
+    ] = "v26.7.0"
+    """GPU Operator Helm chart version, pinned (quote it); default v26.7.0. At least v25.3.1: older
+    charts install an NVIDIA Container Toolkit before 1.17.8 (CVE-2025-23266)."""
     driver_repository: NonEmpty
     """Private registry holding the vGPU guest driver image (NVIDIA does not publish it)."""
     driver_version: NonEmpty
