@@ -79,6 +79,7 @@ class ClusterSpec(Protocol):
     @property
     def secrets_encryption_key_names(self) -> Sequence[str]: ...
 
+
 KUBEADM_API_VERSION = "kubeadm.k8s.io/v1beta4"
 """kubeadm's config API; v1beta4 is served by kubeadm 1.31 and later (v1beta3 is deprecated)."""
 
