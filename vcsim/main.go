@@ -17,6 +17,8 @@
 //     addresses, and HostFirewallSystem.UpdateRuleset (host_firewall.go),
 //   - extraConfig as vCenter keeps it: one value per key, a key sent empty removed (extra_config.go),
 //   - the host advanced option Net.PVRDMAVmknic (empty by default),
+//   - HasPrivilegeOnEntities answered from the permissions set on the inventory, where the
+//     simulator grants everything (privileges.go),
 //   - per-host copies of the firewall and advanced option state: 0.24's
 //     simulator shares one esx template between all hosts, so enabling a ruleset
 //     on one host would flip it on every host.
@@ -216,6 +218,7 @@ func main() {
 	}
 	registerGpuPowerHook()
 	registerDvsMemberHook()
+	extendAuthorization() // vcsim/privileges.go
 	extendHostsForPreflight(pnics) // vcsim/preflight.go
 
 	// Loopback only, plain HTTP (TLS stays nil): tests never leave the machine.

@@ -43,7 +43,6 @@ MIN_CLONE_TIMEOUT_MINUTES = 10
 (virtual_machine_clone_subresource.go: `validation.IntAtLeast(10)`)."""
 
 
-
 def _dns_label(value: str) -> str:
     if not DNS_LABEL.match(value):
         raise ValueError(
@@ -196,6 +195,16 @@ def _quantity(value: str) -> str:
 
 
 DnsLabel = Annotated[str, AfterValidator(_dns_label)]
+
+
+def _distinct(values: list[str]) -> list[str]:
+    repeated = sorted({v for v in values if values.count(v) > 1})
+    if repeated:
+        raise ValueError(f"{', '.join(repeated)} listed more than once; each name must be different")
+    return values
+
+
+DistinctDnsLabels = Annotated[list[DnsLabel], AfterValidator(_distinct)]
 VgpuProfile = Annotated[str, AfterValidator(_vgpu_profile)]
 KubernetesVersion = Annotated[str, AfterValidator(_kubernetes_version)]
 PinnedImage = Annotated[str, AfterValidator(_pinned_image)]
@@ -226,9 +235,12 @@ def _manifest_url(value: str) -> str:
 
 ManifestUrl = Annotated[str, AfterValidator(_manifest_url)]
 
+
 def _env_name(value: str) -> str:
     if not re.match(r"^[A-Za-z_][A-Za-z0-9_]*$", value):
-        raise ValueError(f"{value!r} is not an environment variable name: letters, digits and '_', not starting with a digit")
+        raise ValueError(
+            f"{value!r} is not an environment variable name: letters, digits and '_', not starting with a digit"
+        )
     return value
 
 

@@ -186,7 +186,12 @@ def monitoring_args(env: Environment, cluster: ClusterAccess) -> GpuMonitoringAr
         )
     if exporter is None and prometheus is None:
         return None
-    return GpuMonitoringArgs(provider=cluster.provider, exporter=exporter, prometheus=prometheus)
+    return GpuMonitoringArgs(
+        provider=cluster.provider,
+        exporter=exporter,
+        prometheus=prometheus,
+        api_server_addresses=[str(node.management_ip) for node in env.control_plane.nodes],
+    )
 
 
 def rdma_support_args(env: Environment, cluster: ClusterAccess) -> RdmaDevicePluginArgs:

@@ -188,7 +188,7 @@ def test_component_registers_the_objects_and_refuses_a_prometheus_that_cannot_sc
     run = run_program(program, project="vsphere-gpu-cluster", stack="test", config={}, secret_keys=[])
     [component] = [r for r in run.resources if r.type == "gpucluster:kubernetes:GpuMonitoring"]
     groups = {r.name: r for r in run.resources if r.type == "kubernetes:yaml/v2:ConfigGroup"}
-    assert set(groups) == {"monitoring-exporter", "monitoring-prometheus"}
+    assert set(groups) == {"monitoring-exporter", "monitoring-prometheus", "monitoring-network-policies"}
     assert all(g.parent == component.urn for g in groups.values())
     with pytest.raises(ValueError, match="ignores ServiceMonitors"):
         GpuMonitoringArgs(

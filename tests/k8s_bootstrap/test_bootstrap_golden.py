@@ -9,13 +9,13 @@ on purpose, regenerate them and commit the diff with the change that caused it:
 
 from __future__ import annotations
 
-import dataclasses
 import os
 from pathlib import Path
 
 import pytest
 
 from components.k8s.node_bootstrap import ClusterNode, ClusterPki, ClusterSpec, UserDataRenderer
+from tests.k8s_bootstrap.cluster_settings import PEM_FIELDS, TEST_ENCRYPTION_KEYS
 
 GOLDEN = Path(__file__).parent / "golden"
 UPDATE = os.environ.get("GPUCLUSTER_UPDATE_GOLDEN") == "1"
@@ -26,8 +26,9 @@ CA_HASH = "sha256:" + "0" * 64
 PKI = ClusterPki(
     **{
         name: f"-----BEGIN FAKE {name.upper()}-----\nnot-a-real-key\n-----END FAKE {name.upper()}-----\n"
-        for name in (f.name for f in dataclasses.fields(ClusterPki))
-    }
+        for name in PEM_FIELDS
+    },
+    secrets_encryption_keys=TEST_ENCRYPTION_KEYS,
 )
 SPEC = ClusterSpec(
     cluster_name="lab-k8s",

@@ -5,14 +5,13 @@ must be loud (missing RDMA devices, driver, toolkit)."""
 
 from __future__ import annotations
 
-import dataclasses
 import shutil
 from pathlib import Path
 
 import pytest
 
 from components.k8s.node_bootstrap import ClusterPki, ClusterSpec, UserDataRenderer
-from tests.k8s_bootstrap.cluster_settings import cluster_settings
+from tests.k8s_bootstrap.cluster_settings import PEM_FIELDS, TEST_ENCRYPTION_KEYS, cluster_settings
 from tests.k8s_bootstrap.node_harness import Node
 
 pytestmark = pytest.mark.skipif(shutil.which("bash") is None, reason="the bootstrap script needs bash")
@@ -20,10 +19,8 @@ pytestmark = pytest.mark.skipif(shutil.which("bash") is None, reason="the bootst
 TOKEN = "abc123.0123456789abcdef"
 CA_HASH = "sha256:" + "ab" * 32
 PKI = ClusterPki(
-    **{
-        name: f"-----BEGIN TEST-----\n{name}\n-----END TEST-----\n"
-        for name in (f.name for f in dataclasses.fields(ClusterPki))
-    }
+    **{name: f"-----BEGIN TEST-----\n{name}\n-----END TEST-----\n" for name in PEM_FIELDS},
+    secrets_encryption_keys=TEST_ENCRYPTION_KEYS,
 )
 CALICO = "https://raw.githubusercontent.com/projectcalico/calico/v3.31.3/manifests/tigera-operator.yaml"
 
@@ -194,6 +191,30 @@ def test_missing_driver_or_toolkit_fails_loudly_before_joining(tmp_path: Path, m
     assert run.returncode == 1
     assert message in run.output
     assert not node.calls_of("kubeadm")
+
+
+@pytest.mark.parametrize("version", ["1.17.7", "1.16.2", "1.9.10"])
+def test_a_toolkit_older_than_the_cve_2025_23266_fix_stops_the_bootstrap(tmp_path: Path, version: str) -> None:
+    """Toolkits before 1.17.8 let a container image reach host root through the toolkit's hook:
+    the node must not join with one, nor get containerd's NVIDIA runtime from it."""
+    node = make_node(tmp_path, "gpu-1")
+    node.set("nvidia-ctk-version", version)
+    run = node.start()
+    assert run.returncode == 1
+    assert f"NVIDIA Container Toolkit {version} is older than 1.17.8" in run.output
+    assert "CVE-2025-23266" in run.output
+    assert not node.calls_of("nvidia-ctk runtime configure --runtime")
+    assert not node.calls_of("kubeadm")
+
+
+@pytest.mark.parametrize("version", ["1.17.8", "1.17.10", "1.18.0", "2.0.0"])
+def test_a_toolkit_with_the_fix_is_accepted(tmp_path: Path, version: str) -> None:
+    node = make_node(tmp_path, "gpu-1")
+    node.set("nvidia-ctk-version", version)
+    run = node.boot()
+    assert run.returncode == 0, run.output
+    assert node.calls_of("nvidia-ctk --version")
+    assert node.calls_of("nvidia-ctk runtime configure --runtime")
 
 
 # --- late API server, failed joins -------------------------------------------------------------

@@ -71,6 +71,9 @@ def make_vm(request: Any) -> Iterator[Callable[..., Any]]:
         made.append(vm)
         reserve_all_memory(vm)
         if on:
+            # A vGPU VM powers on only where the GPU runs Shared Direct (vcsim/graphics_power.go):
+            # set it here, not rely on an earlier test file having left the host so.
+            set_active_graphics(vm.runtime.host, "sharedDirect")
             power_on(vm)
         return vm
 

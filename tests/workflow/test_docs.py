@@ -27,7 +27,7 @@ TOP_KEYS = set(SCHEMA["properties"])
 KEY_PATH = re.compile(
     r"`(?:vsphere-gpu-cluster:environment\.)?([a-z][A-Za-z0-9]*(?:\.[A-Za-z0-9]+|\[[^\]`]*\])+)(?:[:= ][^`]*)?`"
 )
-COMMAND = re.compile(r"python -m stacks (\w+)((?: [^\n|`#]*)?)")
+COMMAND = re.compile(r"python -m stacks (\w[\w-]*)((?: [^\n|`#]*)?)")
 
 
 def _resolve(node: dict[str, Any]) -> dict[str, Any]:

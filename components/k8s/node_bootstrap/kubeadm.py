@@ -18,6 +18,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from components.k8s.node_bootstrap.api_server import api_server_extra_args, api_server_extra_volumes
 from components.k8s.node_bootstrap.checks import KUBEADM_API_VERSION
 from components.k8s.node_bootstrap.paths import CRI_SOCKET, PKI_DIR
 from components.k8s.node_bootstrap.spec import ClusterNode, ClusterSpec, node_labels, node_taints
@@ -83,7 +84,13 @@ def kubeadm_init_documents(spec: ClusterSpec, *, token: str) -> list[dict[str, A
             "serviceSubnet": spec.service_cidr,
             "dnsDomain": "cluster.local",
         },
-        "apiServer": {"certSANs": list(dict.fromkeys(cert_sans))},
+        # Pod Security defaults, the audit log and Secrets encryption (api_server.py): every
+        # control-plane node has the files, since joining ones read this back from the cluster.
+        "apiServer": {
+            "certSANs": list(dict.fromkeys(cert_sans)),
+            "extraArgs": api_server_extra_args(),
+            "extraVolumes": api_server_extra_volumes(),
+        },
     }
     kubelet = {
         "apiVersion": "kubelet.config.k8s.io/v1beta1",

@@ -380,6 +380,12 @@ cri_section() {  # cri_section CONFIG: the CRI plugin's tables of `containerd co
 
 run_nvidia_ctk() {
   local config="" runtime_name="" source=file arg table drop_in base=""
+  if [ "$*" = --version ]; then
+    # As the real CLI prints it (urfave/cli's version flag): the version, then the commit.
+    echo "NVIDIA Container Toolkit CLI version $(cat "$SIM/nvidia-ctk-version" 2>/dev/null || echo 1.18.0)"
+    echo "commit: 0000000000000000000000000000000000000000"
+    return 0
+  fi
   [ "$1 $2" = "runtime configure" ] || fail "unexpected: nvidia-ctk $*" || return 1
   if has_arg --help "$@"; then
     [ -f "$SIM/nvidia-ctk-without-config-source" ] || echo "   --config-source value  the source to retrieve the container runtime configuration; one of [command, file]"

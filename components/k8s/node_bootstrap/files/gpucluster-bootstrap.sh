@@ -23,6 +23,7 @@ api_endpoint=${GPUCLUSTER_API_ENDPOINT:-}
 gpu=${GPUCLUSTER_GPU:-false}
 rdma=${GPUCLUSTER_RDMA:-false}
 nvidia_handler=${GPUCLUSTER_NVIDIA_RUNTIME_HANDLER:-}
+nvidia_toolkit_minimum=${GPUCLUSTER_NVIDIA_TOOLKIT_MINIMUM:-}
 calico_manifest=${GPUCLUSTER_CALICO_MANIFEST:-}
 control_plane_peers=${GPUCLUSTER_CONTROL_PLANE_PEERS:-}
 
@@ -81,6 +82,12 @@ stage_host() {
   sysctl -p "$root/etc/sysctl.d/99-kubernetes.conf"  # only ours: --system fails on unrelated keys
   # Calico programs iptables/nftables itself; firewalld would fight it (Calico's requirements).
   systemctl disable --now firewalld 2>/dev/null || true
+  # Our own table instead: etcd, the kubelet and host-network job ports for the cluster only
+  # (firewall.nft). Loaded before kubeadm starts anything; on later boots the kubelet wants it.
+  if [ -f "$root/etc/gpucluster/firewall.nft" ]; then
+    systemctl start gpucluster-firewall.service ||
+      die "the node firewall did not load (journalctl -u gpucluster-firewall; nft -c -f /etc/gpucluster/firewall.nft)"
+  fi
   if systemctl is-active --quiet NetworkManager; then
     systemctl reload NetworkManager
   fi
@@ -142,6 +149,40 @@ containerd_keeps_its_default_runtime() {
   grep -Eq "\\.runtimes\\.[\"']?${default}[\"']?[].]" <<<"$dump"
 }
 
+# version_at_least VERSION MINIMUM: true when the dotted VERSION (1.17.10) is MINIMUM (1.17.8) or
+# later, comparing each part as a number.
+version_at_least() {
+  local -a have want
+  local i
+  IFS=. read -ra have <<<"$1"
+  IFS=. read -ra want <<<"$2"
+  for i in 0 1 2; do
+    if [ "$((10#${have[i]:-0}))" -ne "$((10#${want[i]:-0}))" ]; then
+      [ "$((10#${have[i]:-0}))" -gt "$((10#${want[i]:-0}))" ]
+      return
+    fi
+  done
+}
+
+# The template's NVIDIA Container Toolkit must have the fix for CVE-2025-23266 (a container image
+# reaching host root through the toolkit's hook): `nvidia-ctk --version` prints
+# "NVIDIA Container Toolkit CLI version 1.17.8" and the commit; nvidia-ctk ships in the same
+# release as the runtime and its hooks.
+check_nvidia_toolkit_version() {
+  local output version
+  [ -n "$nvidia_toolkit_minimum" ] ||
+    die "GPUCLUSTER_NVIDIA_TOOLKIT_MINIMUM is not set (/etc/gpucluster/bootstrap.env)"
+  output=$(nvidia-ctk --version) || die "'nvidia-ctk --version' failed: the NVIDIA Container Toolkit is broken"
+  version=$(sed -En '1s/.*version v?([0-9]+\.[0-9]+\.[0-9]+).*/\1/p' <<<"$output")
+  [ -n "$version" ] ||
+    die "cannot read the NVIDIA Container Toolkit's version from 'nvidia-ctk --version': $output"
+  version_at_least "$version" "$nvidia_toolkit_minimum" ||
+    die "NVIDIA Container Toolkit $version is older than $nvidia_toolkit_minimum: a container image can" \
+      "reach host root through its hook (CVE-2025-23266). Rebuild the GPU template with toolkit" \
+      "$nvidia_toolkit_minimum or later (templates/README.md); this node does not join."
+  log "NVIDIA Container Toolkit $version (at least $nvidia_toolkit_minimum)"
+}
+
 stage_gpu() {
   [ "$gpu" = true ] || return 0
   # A vGPU attached after the clone comes with a power cycle of the VM, which interrupts this
@@ -161,6 +202,7 @@ stage_gpu() {
     die "nvidia-smi -L failed: the NVIDIA driver does not see the vGPU (driver/vGPU manager mismatch?)"
   command -v nvidia-ctk >/dev/null ||
     die "nvidia-ctk not found: the template lacks the NVIDIA Container Toolkit (docs/bootstrap.md)"
+  check_nvidia_toolkit_version
   if containerd_has_handler; then
     containerd_keeps_its_default_runtime ||
       die "containerd has the runtime handler '$nvidia_handler' but lost its default runtime: a drop-in replaced the CRI section; remove it or rerun nvidia-ctk with --config-source=command (NVIDIA Container Toolkit 1.17+)"
