@@ -52,7 +52,7 @@ DEFAULT_EXECUTOR = 64
 PARALLEL_PER_CPU = 4
 """pulumi/pulumi `defaultParallel`: 4 x GOMAXPROCS when neither `--parallel` nor PULUMI_PARALLEL is set."""
 DEFAULT_RUNNER_CPUS = 4
-SAVE_MS = {"marshal": (34.963, 12.965), "file": (0.0, 2.123), "s3": (11.025, 10.22)}
+SAVE_MS = {"marshal": (37.293, 10.982), "file": (0.0, 1.08), "s3": (31.645, 13.744)}
 """Checkpoint save cost, `fixed ms + per-MB ms`, measured (checkpoint_cost.json): the engine's
 indented-JSON marshalling, and the write (`.bak` copy + new file) per backend."""
 BYTES_PER_RESOURCE = 2_800
