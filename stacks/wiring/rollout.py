@@ -34,6 +34,7 @@ import pulumi_vsphere as vsphere
 
 from components.k8s.bootstrap import ClusterBootstrap
 from components.k8s.rollout.rollout import RolloutArgs, RolloutStep
+from components.k8s.upgrade.upgrade import EtcdAccess
 from components.vsphere.template_copies.plan import ReplicaSite
 from stacks.environment.model import Environment
 from stacks.wiring.replicas import worker_sites
@@ -55,7 +56,9 @@ def control_plane_generation(env: Environment, inventory: Inventory) -> pulumi.O
     return _template_id(env.vcenter.template, inventory).apply(lambda template_id: generation(*parts, template_id))
 
 
-def gpu_worker_generation(env: Environment, inventory: Inventory, site: ReplicaSite | None = None) -> pulumi.Output[str]:
+def gpu_worker_generation(
+    env: Environment, inventory: Inventory, site: ReplicaSite | None = None
+) -> pulumi.Output[str]:
     """`site`: the copy of the template the worker clones (None: the template itself). A worker
     moved to another copy rolls, before its old copy is removed (TemplateReplica's module doc)."""
     pool, vm, template = env.gpu_workers, env.vm, env.vcenter.gpu_template or env.vcenter.template
@@ -113,4 +116,11 @@ def rollout_args(env: Environment, bootstrap: ClusterBootstrap) -> RolloutArgs:
         kubeconfig=bootstrap.kubeconfig,
         timeout_seconds=env.kubernetes.rollout_timeout_minutes * 60,
         kubernetes_version=env.kubernetes.version,
+        # The version step reads every etcd member's version before a change onto etcd 3.6.
+        etcd=EtcdAccess(
+            addresses=[str(node.management_ip) for node in env.control_plane.nodes],
+            ca_pem=bootstrap.etcd_ca_certificate_pem,
+            client_cert_pem=bootstrap.etcd_client_certificate_pem,
+            client_key_pem=bootstrap.etcd_client_key_pem,
+        ),
     )
