@@ -117,6 +117,35 @@ stage_rdma() {
     sleep 5
   done
   log "RDMA device files present under $root/dev/infiniband"
+  name_rdma_devices
+}
+
+# The PVRDMA device's name: the kernel's (vmw_pvrdma0), which the jobs select (NCCL_IB_HCA=vmw_pvrdma).
+# /etc/udev/rules.d/60-rdma-persistent-naming.rules keeps that name (NAME_KERNEL), but on the first
+# boot udev loaded vmw_pvrdma and ran rdma-core's own rule before cloud-init wrote ours: on a
+# template whose rdma-core keeps upstream's NAME_FALLBACK (Debian, Ubuntu, Fedora; RHEL patches it
+# to NAME_KERNEL) the device is already `rocep11s0`, and rdma_rename with NAME_KERNEL only ever
+# leaves a name as it is (rdma-core kernel-boot/rdma_rename.c), so it stays until a reboot that a
+# new node never gets. Renamed here, as rdma-dev(8) does it: `rdma dev set DEV name NEWNAME`
+# (iproute2). The index is the lowest free one, as the kernel's own "vmw_pvrdma%d" would be.
+name_rdma_devices() {
+  local class=$root/sys/class/infiniband dev name driver n
+  for dev in "$class"/*; do
+    [ -e "$dev/device/driver" ] || continue
+    name=${dev##*/}
+    driver=$(cd -P "$dev/device/driver" && pwd) || continue
+    [ "${driver##*/}" = vmw_pvrdma ] || continue
+    case $name in vmw_pvrdma[0-9]*) continue ;; esac
+    n=0
+    while [ -e "$class/vmw_pvrdma$n" ]; do n=$((n + 1)); done
+    command -v rdma >/dev/null ||
+      die "RDMA device $name is not named vmw_pvrdma$n, which the jobs select (NCCL_IB_HCA=vmw_pvrdma)," \
+        "and 'rdma' (iproute2) is not installed to rename it. Install iproute2 in the template, or" \
+        "reboot the node once (the NAME_KERNEL rule then applies)."
+    rdma dev set "$name" name "vmw_pvrdma$n" ||
+      die "could not rename RDMA device $name to vmw_pvrdma$n (rdma dev set $name name vmw_pvrdma$n)"
+    log "RDMA device $name renamed vmw_pvrdma$n (rdma-core's udev rule named it before ours was written)"
+  done
 }
 
 # --- GPU: the vGPU, then containerd's NVIDIA runtime handler --------------------------------------
