@@ -84,6 +84,7 @@ def test_the_counters_are_the_health_fields_users_expect() -> None:
         "DCGM_FI_DEV_FB_USED",
         "DCGM_FI_DEV_FB_FREE",
         "DCGM_FI_DEV_XID_ERRORS",
+        "DCGM_EXP_XID_ERRORS_COUNT",
         "DCGM_FI_DEV_GPU_TEMP",
         "DCGM_FI_DEV_POWER_USAGE",
     ]
@@ -138,6 +139,7 @@ def test_gpu_operator_runs_its_own_exporter_with_our_counters() -> None:
     assert values["enabled"] is True
     assert values["config"]["name"] == "gpu-health-counters" and values["config"]["create"] is True
     assert "DCGM_FI_DEV_XID_ERRORS, gauge" in values["config"]["data"]
+    assert "DCGM_EXP_XID_ERRORS_COUNT, gauge" in values["config"]["data"]
     assert values["annotations"]["prometheus.io/port"] == "9400"
     assert values["serviceMonitor"] == {"enabled": False}
     assert operator_exporter_values("service-monitor")["dcgmExporter"]["serviceMonitor"] == {"enabled": True}

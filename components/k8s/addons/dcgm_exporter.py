@@ -13,7 +13,9 @@ and `deployment/values.yaml`, release 4.5.3-4.8.2), with three deliberate differ
   the container (the image sets `NVIDIA_VISIBLE_DEVICES=all`, docker/Dockerfile), and the exporter
   asks for no `nvidia.com/gpu`, so it sees every vGPU of the node without taking one from the jobs.
 - The counters are ours (a ConfigMap mounted over the file named by `-f`): utilisation, framebuffer
-  used and free, the last XID error, temperature and power.
+  used and free, the last XID error, the XIDs within the exporter's window
+  (`DCGM_EXP_XID_ERRORS_COUNT`), temperature and power (which a vGPU guest does not export:
+  `stacks.tools.verify.gpu` says so per node).
 
 It still runs as uid 0 (as upstream): the kubelet's pod-resources socket, read to label each GPU
 with the pod using it, is owned by root. `NODE_NAME` (upstream's chart sets it too) makes the
@@ -71,6 +73,13 @@ HEALTH_COUNTERS: tuple[Counter, ...] = (
     Counter("DCGM_FI_DEV_FB_USED", "gauge", "Framebuffer memory used (in MiB)."),
     Counter("DCGM_FI_DEV_FB_FREE", "gauge", "Framebuffer memory free (in MiB)."),
     Counter("DCGM_FI_DEV_XID_ERRORS", "gauge", "Value of the last XID error encountered."),
+    # The exporter's own per-XID count over its window (default 5 minutes); `stacks verify` judges
+    # XIDs by it, since the field above keeps the last XID until the exporter restarts.
+    Counter(
+        "DCGM_EXP_XID_ERRORS_COUNT",
+        "gauge",
+        "Count of XID Errors within user-specified time window (see xid-count-window-size param).",
+    ),
     Counter("DCGM_FI_DEV_GPU_TEMP", "gauge", "GPU temperature (in C)."),
     Counter("DCGM_FI_DEV_POWER_USAGE", "gauge", "Power draw (in W)."),
 )
