@@ -21,10 +21,8 @@ EXIT_INVALID = 2
 
 
 def cmd_plan(args: argparse.Namespace) -> int:
-    from stacks.tools.admission.check import admission_report
-    from stacks.tools.deploy_time import durations as deploy_time
-    from stacks.tools.deploy_time.change import change_time
     from stacks.tools.plan import diff as plan_diff
+    from stacks.tools.plan.admission.check import admission_report
     from stacks.tools.plan.change_notes import config_notes
     from stacks.tools.plan.command import (  # imports the Pulumi SDK: only when planning
         plan_stack,
@@ -32,6 +30,8 @@ def cmd_plan(args: argparse.Namespace) -> int:
         run_plan,
         summary_tree,
     )
+    from stacks.tools.plan.deploy_time import durations as deploy_time
+    from stacks.tools.plan.deploy_time.change import change_time
     from stacks.tools.plan.scrape_note import scrape_lines
     from stacks.tools.plan.upgrade_notes import upgrade_notes
 

@@ -31,9 +31,9 @@ from dataclasses import dataclass, field
 from fractions import Fraction
 from typing import Any
 
+from components.k8s.facts import GPU_RESOURCE
 from stacks.tools.verify.xid import describe, fails_node
 
-GPU_RESOURCE = "nvidia.com/gpu"
 XID_METRIC = "DCGM_FI_DEV_XID_ERRORS"
 XID_WINDOW_METRIC = "DCGM_EXP_XID_ERRORS_COUNT"
 WINDOW_LABEL = "window_size_in_ms"
