@@ -151,6 +151,8 @@ def test_a_single_quoted_default_runtime_of_containerd_2_is_checked(tmp_path: Pa
     node.with_containerd(3)
     table = (
         "[plugins.'io.containerd.cri.v1.runtime'.containerd.runtimes.crun]\n  runtime_type = 'io.containerd.runc.v2'\n"
+        # The default runtime's own SystemdCgroup is what the kubelet's systemd driver must match.
+        "[plugins.'io.containerd.cri.v1.runtime'.containerd.runtimes.crun.options]\n  SystemdCgroup = true\n"
     )
     config = node.file("/etc/containerd/config.toml")
     config.write_text(

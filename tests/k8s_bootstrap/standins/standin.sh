@@ -385,7 +385,7 @@ cri_section() {  # cri_section CONFIG: the CRI plugin's tables of `containerd co
       [[ $line =~ ^[[:space:]]*\[plugins\.[\"\'](io\.containerd\.grpc\.v1\.cri|io\.containerd\.cri\.v1\.runtime)[\"\'] ]] && keep=true
     fi
     [ "$keep" = true ] && printf '%s\n' "$line"
-  done < <(containerd --config "$1" config dump)
+  done < <(if [ -f "$SIM/nvidia-ctk-from-defaults" ]; then containerd config default; else containerd --config "$1" config dump; fi)
 }
 
 run_nvidia_ctk() {
@@ -413,7 +413,9 @@ run_nvidia_ctk() {
   fi
   # With `--config-source=command` it starts from `containerd config dump` and its drop-in carries
   # the whole CRI section; from the file it carries only what it changed (config_drop_in.go).
-  if [ "$source" = command ]; then
+  # $SIM/nvidia-ctk-from-defaults: a toolkit that builds its drop-in's CRI section from containerd's
+  # defaults instead of the running configuration (the template's sandbox image and SystemdCgroup lost).
+  if [ "$source" = command ] || [ -f "$SIM/nvidia-ctk-from-defaults" ]; then
     base=$(cri_section "$config")
   fi
   # What nvidia-ctk >= 1.18 does: a drop-in with the runtime, imported from the main config.
