@@ -13,7 +13,9 @@
 //     DvsOperationBulkFault) and refused for a stale configVersion (dvs_reconfigure.go),
 //   - vGPU profiles offered by every host (HostConfigInfo.sharedPassthruGpuTypes),
 //   - extra physical NICs (default vmnic4, vmnic5: ConnectX-style RDMA uplinks),
-//   - the ESXi firewall ruleset "pvrdma" (TCP/UDP 28250), disabled by default,
+//   - the ESXi firewall ruleset "pvrdma" (TCP/UDP 28250), disabled by default, open to all
+//     addresses, and HostFirewallSystem.UpdateRuleset (host_firewall.go),
+//   - extraConfig as vCenter keeps it: one value per key, a key sent empty removed (extra_config.go),
 //   - the host advanced option Net.PVRDMAVmknic (empty by default),
 //   - per-host copies of the firewall and advanced option state: 0.24's
 //     simulator shares one esx template between all hosts, so enabling a ruleset
@@ -76,6 +78,10 @@ func pvrdmaRuleset() types.HostFirewallRuleset {
 	}
 }
 
+func sortRulesets(rulesets []types.HostFirewallRuleset) {
+	sort.Slice(rulesets, func(i, j int) bool { return rulesets[i].Key < rulesets[j].Key })
+}
+
 func splitList(s string) []string {
 	var out []string
 	for _, item := range strings.Split(s, ",") {
@@ -113,22 +119,8 @@ func extendHost(host *simulator.HostSystem, profiles, pnics []string, graphicsDe
 		})
 	}
 
-	// A private firewall: 0.24 copies esx.HostFirewallInfo by value, which
-	// shares the Ruleset slice between all hosts.
-	fw := simulator.Map.Get(*host.ConfigManager.FirewallSystem).(*simulator.HostFirewallSystem)
-	info := *fw.FirewallInfo
-	info.Ruleset = append([]types.HostFirewallRuleset(nil), fw.FirewallInfo.Ruleset...)
-	found := false
-	for _, rs := range info.Ruleset {
-		if rs.Key == "pvrdma" {
-			found = true
-		}
-	}
-	if !found {
-		info.Ruleset = append(info.Ruleset, pvrdmaRuleset())
-	}
-	sort.Slice(info.Ruleset, func(i, j int) bool { return info.Ruleset[i].Key < info.Ruleset[j].Key })
-	fw.FirewallInfo = &info
+	// A private firewall with the pvrdma ruleset and UpdateRuleset (vcsim/host_firewall.go).
+	extendHostFirewall(host)
 
 	// Private advanced options, plus Net.PVRDMAVmknic (ESXi ships it empty).
 	opts := simulator.Map.Get(*host.ConfigManager.AdvancedOption).(*simulator.OptionManager)

@@ -27,9 +27,10 @@ from components.k8s.jobs.pytorch_ddp import PytorchDdpJob
 from components.k8s.jobs.training_jobs import TrainingJobsArgs
 from components.k8s.jobs.trainjob import TuningSampleJob
 from components.k8s.jobs.tuning_sample import TuningSampleArgs
+from components.k8s.join.joined import NodeJoinedArgs
 from components.k8s.join.token import JoinTokenArgs
 from components.k8s.rollout.drain import NodeDrainArgs
-from components.vsphere.node_pool import NodePool
+from components.vsphere.node_pool import NodeOutputs, NodePool
 from stacks.environment.cluster_spec import cluster_name, cluster_spec, control_plane_endpoint
 from stacks.environment.loader import KUBECONFIG_KEY, LICENSE_TOKEN_KEY
 from stacks.environment.model import Environment
@@ -91,6 +92,21 @@ def node_drain_args(
         vm_id=vm_id,
         kubeconfig=cluster.kubeconfig,
         timeout_seconds=env.kubernetes.drain_timeout_minutes * 60,
+    )
+
+
+def node_joined_args(
+    env: Environment, node_name: str, node: NodeOutputs, bootstrap: ClusterBootstrap, *, control_plane: bool
+) -> NodeJoinedArgs:
+    """The wait for a node VM's join, after which its first-boot secrets leave vCenter
+    (`GuestinfoScrub`). The kubeconfig is the bootstrap's (it does not wait for the VMs); the wait
+    is the rollout's."""
+    return NodeJoinedArgs(
+        node_name=node_name,
+        vm_id=node.vm_id,
+        control_plane=control_plane,
+        kubeconfig=bootstrap.kubeconfig,
+        timeout_seconds=env.kubernetes.rollout_timeout_minutes * 60,
     )
 
 

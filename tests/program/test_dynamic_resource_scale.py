@@ -26,7 +26,9 @@ def test_many_dynamic_resources_register_and_leave_the_pickler_as_it_was() -> No
 
     def program() -> None:
         for i in range(COUNT):
-            PvrdmaHostSettings(f"host-{i}", host_name=f"esxi-{i}", vmknic_device="vmk1")
+            PvrdmaHostSettings(
+                f"host-{i}", host_name=f"esxi-{i}", vmknic_device="vmk1", allowed_network="192.168.50.0/24"
+            )
         pulumi.export("done", True)
 
     run = run_program(program, project="vsphere-gpu-cluster", stack="test", config={}, secret_keys=[])
@@ -73,7 +75,9 @@ def test_output_annotations_are_for_type_checkers_and_outputs_still_arrive() -> 
     seen: dict[str, Any] = {}
 
     def program() -> None:
-        settings = PvrdmaHostSettings("host-0", host_name="esxi-0", vmknic_device="vmk1")
+        settings = PvrdmaHostSettings(
+            "host-0", host_name="esxi-0", vmknic_device="vmk1", allowed_network="192.168.50.0/24"
+        )
         settings.vmknic_device.apply(lambda device: seen.setdefault("device", device))
 
     run_program(program, project="vsphere-gpu-cluster", stack="test", config={}, secret_keys=[])

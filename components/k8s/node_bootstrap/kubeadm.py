@@ -6,7 +6,12 @@ control-plane VM that is created late (a slow clone, a replacement months later)
 join. With the four shared items (cluster CA, front-proxy CA, etcd CA, service-account key) in its
 user-data, any control-plane node joins whenever it boots; this is kubeadm's documented "manual
 certificate distribution". The cost is that those keys sit in every control-plane node's
-user-data, which is a secret end to end and is wiped from guestinfo after first boot.
+user-data, which is a secret end to end, is removed from the VM's extraConfig once the node has
+joined (`components.vsphere.guestinfo_scrub`) and from the node's disk once it is bootstrapped.
+A short-lived `--certificate-key` would not keep them from whoever reads that guestinfo: kubeadm
+lets every bootstrap token read the `kubeadm-certs` Secret (the `kubeadm:kubeadm-certs` Role,
+cmd/kubeadm/app/phases/copycerts/copycerts.go), and the same user-data carries the join token;
+docs/bootstrap.md, "Why these choices", weighs it in full.
 """
 
 from __future__ import annotations

@@ -443,6 +443,21 @@ stage_join() {
   touch "$state_dir/join.complete"
 }
 
+# cloud-init's own copies of this node's user-data, which carried the join token and, on
+# control-plane nodes, the CA keys: the raw and processed user-data, the merged cloud-config and
+# the pickled datasource under each instance directory (cloud-init's helpers.Paths: user-data.txt,
+# user-data.txt.i, cloud-config.txt, obj.pkl), and the merged configuration newer cloud-init keeps
+# in /run. cloud-init has run this instance's user-data by now and never reads these to decide it
+# (its per-instance semaphores under sem/ do, and they stay). Without obj.pkl a later boot reads the
+# datasource afresh, as the VMware datasource does on every boot anyway, and writes the copies again
+# from what guestinfo then holds: "---" once cloud-init redacted it, nothing once the stack removed
+# it (components/vsphere/guestinfo_scrub.py).
+forget_cloud_init_copies() {
+  local instances=$root/var/lib/cloud/instances
+  rm -f "$instances"/*/user-data.txt "$instances"/*/user-data.txt.i "$instances"/*/cloud-config.txt \
+    "$instances"/*/obj.pkl "$root/run/cloud-init/combined-cloud-config.json"
+}
+
 main() {
   if [ -f "$done_marker" ]; then
     log "already bootstrapped ($done_marker exists)"
@@ -481,7 +496,10 @@ main() {
   else
     stage_join
   fi
-  # Neither the join token nor the staged key copies are needed any more.
+  # Neither the join token nor the staged key copies are needed any more, nor cloud-init's copies
+  # of the user-data that carried them. Those first: a cut between the two finds the kubeadm config
+  # still there on the next start, which then runs to here again.
+  forget_cloud_init_copies
   rm -rf "$kubeadm_config" "$kubeadm_join_config" "$pki_staging"
   touch "$done_marker"
   log "bootstrap of ${HOSTNAME:-this node} as $role finished"
