@@ -156,8 +156,9 @@ func main() {
 	standalone := flag.Int("standalone-host", 1, "standalone hosts per datacenter")
 	machines := flag.Int("vm", 2, "VMs per resource pool")
 	profilesFlag := flag.String("vgpu-profiles",
-		"grid_t4-1c,grid_t4-2c,grid_t4-4c,grid_t4-8c,grid_t4-16c",
-		"comma-separated vGPU profiles every host offers")
+		"grid_t4-4c,grid_t4-8c,grid_t4-16c",
+		"comma-separated vGPU profiles every host offers (default: the T4's C-series, NVIDIA's "+
+			"vGPU types T4-16C, T4-8C and T4-4C; there is no T4-2C or T4-1C)")
 	pnicsFlag := flag.String("pnics", "vmnic4,vmnic5", "comma-separated physical NICs to add to every host")
 	graphicsDefault := flag.String("graphics-default", "shared",
 		"initial host default graphics type: shared or sharedDirect")
@@ -224,8 +225,19 @@ func main() {
 	// Loopback only, plain HTTP (TLS stays nil): tests never leave the machine.
 	// Explicit credentials: the simulator then refuses other logins, as vCenter does (with its
 	// default it accepts any non-empty user and password).
+	address := net.JoinHostPort("127.0.0.1", strconv.Itoa(*port))
+	// govmomi's NewServer panics when it cannot listen (simulator/internal/server.go,
+	// newLocalListener): a busy -port would print a Go stack trace instead of the reason. Try the
+	// address first and say it in one line; it is closed again at once for NewServer to take.
+	if probe, err := net.Listen("tcp", address); err != nil {
+		fmt.Fprintf(os.Stderr, "vcsim-harness: cannot listen on %s (%v): another program uses the port; "+
+			"stop it or pass another -port (0: any free port)\n", address, err)
+		os.Exit(2)
+	} else {
+		_ = probe.Close()
+	}
 	model.Service.Listen = &url.URL{
-		Host: net.JoinHostPort("127.0.0.1", strconv.Itoa(*port)),
+		Host: address,
 		User: url.UserPassword(*username, *password),
 	}
 	server := model.Service.NewServer()

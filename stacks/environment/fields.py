@@ -194,7 +194,34 @@ def _quantity(value: str) -> str:
     return value
 
 
+# Kubernetes label syntax (apimachinery validation `IsQualifiedName`, `IsValidLabelValue`): a name
+# of at most 63 characters, alphanumerics with '-', '_', '.' inside, optionally after a DNS
+# subdomain prefix and '/'; a value the same name syntax, or empty.
+_LABEL_NAME = re.compile(r"^[A-Za-z0-9]([-A-Za-z0-9_.]{0,61}[A-Za-z0-9])?$")
+
+
+def _label_key(value: str) -> str:
+    prefix, _, name = value.rpartition("/")
+    if not _LABEL_NAME.match(name) or (prefix and not DNS_SUBDOMAIN.match(prefix)):
+        raise ValueError(
+            f"{value!r} is not a Kubernetes label key: a name of at most 63 letters, digits, '-', '_' or '.' "
+            "(starting and ending with a letter or digit), optionally after a DNS prefix and '/'"
+        )
+    return value
+
+
+def _label_value(value: str) -> str:
+    if value and not _LABEL_NAME.match(value):
+        raise ValueError(
+            f"{value!r} is not a Kubernetes label value: at most 63 letters, digits, '-', '_' or '.', "
+            "starting and ending with a letter or digit"
+        )
+    return value
+
+
 DnsLabel = Annotated[str, AfterValidator(_dns_label)]
+LabelKey = Annotated[str, AfterValidator(_label_key)]
+LabelValue = Annotated[str, AfterValidator(_label_value)]
 
 
 def _distinct(values: list[str]) -> list[str]:

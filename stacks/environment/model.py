@@ -130,7 +130,9 @@ class RdmaNetwork(Model):
     mtu: int = Field(default=9000, ge=1280, le=9000)
     """Switch MTU; 9000 (jumbo frames) is what RoCE wants, and the policy pack refuses less."""
     vmknic_mtu: int = Field(default=9000, ge=1280, le=9000)
-    """MTU of each host's PVRDMA vmknic and of the workers' PVRDMA NIC; default 9000, at most `mtu`."""
+    """MTU of each host's PVRDMA vmknic and of the workers' PVRDMA NIC; default 9000, at most `mtu`,
+    and high enough that RoCE keeps the switch's path MTU (4096 needs at least 4192): a lower one
+    only splits every RDMA transfer into smaller packets, so `validate` refuses it."""
     lldp: Literal["listen", "advertise", "both", "none"] = "both"
     """LLDP on the switch, so the physical switch ports can be traced from vCenter."""
 

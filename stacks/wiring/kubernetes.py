@@ -166,7 +166,7 @@ def operator_monitoring_values(env: Environment) -> dict[str, Any]:
     monitoring = env.monitoring
     if not monitoring.enabled:
         return {"dcgmExporter": {"enabled": False}}
-    return operator_exporter_values(monitoring.scrape)
+    return operator_exporter_values(monitoring.scrape, service_monitor_labels=monitoring.service_monitor_labels)
 
 
 def monitoring_args(env: Environment, cluster: ClusterAccess) -> GpuMonitoringArgs | None:
@@ -175,7 +175,11 @@ def monitoring_args(env: Environment, cluster: ClusterAccess) -> GpuMonitoringAr
     monitoring = env.monitoring
     exporter = None
     if monitoring.enabled and env.gpu.mode == "device-plugin":
-        exporter = DcgmExporterSettings(image=monitoring.exporter_image, scrape=monitoring.scrape)
+        exporter = DcgmExporterSettings(
+            image=monitoring.exporter_image,
+            scrape=monitoring.scrape,
+            service_monitor_labels=monitoring.service_monitor_labels,
+        )
     prometheus = None
     if monitoring.prometheus.enabled:
         settings = monitoring.prometheus

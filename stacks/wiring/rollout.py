@@ -35,6 +35,7 @@ import pulumi_vsphere as vsphere
 
 from components.k8s.bootstrap import ClusterBootstrap
 from components.k8s.rollout.rollout import RolloutArgs, RolloutStep
+from components.k8s.upgrade.upgrade import EtcdAccess
 from components.vsphere.template_copies.plan import ReplicaSite
 from stacks.environment.model import Environment
 from stacks.wiring.replicas import worker_sites
@@ -131,4 +132,11 @@ def rollout_args(env: Environment, bootstrap: ClusterBootstrap) -> RolloutArgs:
         kubeconfig=bootstrap.kubeconfig,
         timeout_seconds=env.kubernetes.rollout_timeout_minutes * 60,
         kubernetes_version=env.kubernetes.version,
+        # The version step reads every etcd member's version before a change onto etcd 3.6.
+        etcd=EtcdAccess(
+            addresses=[str(node.management_ip) for node in env.control_plane.nodes],
+            ca_pem=bootstrap.etcd_ca_certificate_pem,
+            client_cert_pem=bootstrap.etcd_client_certificate_pem,
+            client_key_pem=bootstrap.etcd_client_key_pem,
+        ),
     )

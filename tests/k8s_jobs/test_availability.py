@@ -17,8 +17,9 @@ import pytest
 import yaml
 
 from stacks.environment.loader import load_environment, read_stack_file
-from stacks.environment.model import Environment
+from stacks.environment.model import Environment, GpuOperatorSettings
 from stacks.kubectl import Kubectl, VerifyError
+from stacks.tools.verify.availability.objects import probe_pod
 from stacks.tools.verify.availability.probe import PROBE_NAME, run_availability
 from tests.k8s_jobs.fake_cluster import DEV_WORKERS, gpu_world, install, read_world
 
@@ -188,3 +189,21 @@ def test_a_protected_stack_needs_disrupt_protected(tmp_path: Path) -> None:
     assert result.returncode == 2
     assert "protect: true" in result.stderr and "--disrupt-protected" in result.stderr
     assert "calls" not in read_world(tmp_path)
+
+
+def test_in_gpu_operator_mode_the_probe_runs_an_image_with_sleep_the_nodes_have() -> None:
+    """The operator runs the distroless dcgm-exporter build, which has no `sleep`: the probe would
+    crash-loop. Its validator image runs on every GPU node with `sleep infinity`."""
+    base = dev()
+    operator = GpuOperatorSettings.model_validate(
+        {"driverRepository": "registry.example.com/nvidia", "driverVersion": "570.172.08"}
+    )
+    env = base.model_copy(
+        update={"gpu": base.gpu.model_copy(update={"mode": "gpu-operator", "gpu_operator": operator})}
+    )
+    [container] = probe_pod(env, "worker-1")["spec"]["containers"]
+    assert container["image"] == "nvcr.io/nvidia/cloud-native/gpu-operator-validator:v26.7.0"
+    assert container["image"] != env.monitoring.exporter_image
+    assert container["command"] == ["sleep", "infinity"]
+    [device_plugin_mode] = probe_pod(base, "worker-1")["spec"]["containers"]
+    assert device_plugin_mode["image"] == base.monitoring.exporter_image

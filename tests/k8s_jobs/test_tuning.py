@@ -254,3 +254,19 @@ def test_experiment_maximises_the_metric_the_script_prints() -> None:
     script = render_tuning_objects(_job())[0]["data"]["ddp_resnet50.py"]
     assert 'print(f"images_per_sec={total:.2f}"' in script
     assert render_runtime(_job())["spec"]["mlPolicy"] == {"numNodes": 2, "torch": {}}
+
+
+def test_the_ports_a_tcp_job_takes_on_a_node_are_the_ones_the_docs_name() -> None:
+    """docs/training-jobs.md tells operators which node ports a TCP job holds; the TrainJob's torchrun
+    rendezvous is Trainer's ContainerTrainerPort, 29500 (kubeflow/trainer pkg/constants)."""
+    from pathlib import Path
+
+    from components.k8s.jobs.mpijob import SSH_PORT
+    from components.k8s.jobs.pytorch_ddp import PytorchDdpJob
+    from components.k8s.jobs.trainjob import TORCHRUN_PORT
+
+    doc = (Path(__file__).resolve().parents[2] / "docs" / "training-jobs.md").read_text()
+    sentence = " ".join(doc.split("while a TCP job runs, ports ", 1)[1].split("are taken on the nodes", 1)[0].split())
+    assert sentence.startswith(f"{SSH_PORT} (the workers' sshd")
+    assert f"and {TORCHRUN_PORT} (the PyTorch rendezvous" in sentence
+    assert PytorchDdpJob.__dataclass_fields__["master_port"].default == TORCHRUN_PORT

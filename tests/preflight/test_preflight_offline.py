@@ -297,7 +297,7 @@ def test_gpu_template_firmware_and_mmio_rule(
         ([16], ["grid_t4-8c"], "grid_t4-8c", 1),  # same profile: the second half is free
         ([16, 16], ["grid_t4-4c"] * 5, "grid_t4-4c", 3),
         ([16, 16], ["grid_t4-4c"] * 5, "grid_t4-16c", 0),
-        ([16, 16, 16], ["grid_t4-2c"], "grid_t4-8c", 4),
+        ([16, 16, 16], ["grid_t4-4c"], "grid_t4-8c", 4),
     ],
 )
 def test_free_vgpu_slots(gpus: list[int], others: list[str], profile: str, free: int) -> None:

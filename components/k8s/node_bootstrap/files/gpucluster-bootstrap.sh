@@ -124,6 +124,35 @@ stage_rdma() {
     sleep 5
   done
   log "RDMA device files present under $root/dev/infiniband"
+  name_rdma_devices
+}
+
+# The PVRDMA device's name: the kernel's (vmw_pvrdma0), which the jobs select (NCCL_IB_HCA=vmw_pvrdma).
+# /etc/udev/rules.d/60-rdma-persistent-naming.rules keeps that name (NAME_KERNEL), but on the first
+# boot udev loaded vmw_pvrdma and ran rdma-core's own rule before cloud-init wrote ours: on a
+# template whose rdma-core keeps upstream's NAME_FALLBACK (Debian, Ubuntu, Fedora; RHEL patches it
+# to NAME_KERNEL) the device is already `rocep11s0`, and rdma_rename with NAME_KERNEL only ever
+# leaves a name as it is (rdma-core kernel-boot/rdma_rename.c), so it stays until a reboot that a
+# new node never gets. Renamed here, as rdma-dev(8) does it: `rdma dev set DEV name NEWNAME`
+# (iproute2). The index is the lowest free one, as the kernel's own "vmw_pvrdma%d" would be.
+name_rdma_devices() {
+  local class=$root/sys/class/infiniband dev name driver n
+  for dev in "$class"/*; do
+    [ -e "$dev/device/driver" ] || continue
+    name=${dev##*/}
+    driver=$(cd -P "$dev/device/driver" && pwd) || continue
+    [ "${driver##*/}" = vmw_pvrdma ] || continue
+    case $name in vmw_pvrdma[0-9]*) continue ;; esac
+    n=0
+    while [ -e "$class/vmw_pvrdma$n" ]; do n=$((n + 1)); done
+    command -v rdma >/dev/null ||
+      die "RDMA device $name is not named vmw_pvrdma$n, which the jobs select (NCCL_IB_HCA=vmw_pvrdma)," \
+        "and 'rdma' (iproute2) is not installed to rename it. Install iproute2 in the template, or" \
+        "reboot the node once (the NAME_KERNEL rule then applies)."
+    rdma dev set "$name" name "vmw_pvrdma$n" ||
+      die "could not rename RDMA device $name to vmw_pvrdma$n (rdma dev set $name name vmw_pvrdma$n)"
+    log "RDMA device $name renamed vmw_pvrdma$n (rdma-core's udev rule named it before ours was written)"
+  done
 }
 
 # --- GPU: the vGPU, then containerd's NVIDIA runtime handler --------------------------------------
@@ -183,6 +212,54 @@ check_nvidia_toolkit_version() {
   log "NVIDIA Container Toolkit $version (at least $nvidia_toolkit_minimum)"
 }
 
+# What the template's containerd must keep through nvidia-ctk, from its config dump: the sandbox
+# (pause) image (`sandbox_image` in the CRI section of config version 2, `sandbox` under pinned_images
+# in version 3) and whether the default runtime runs with `SystemdCgroup = true` (the kubelet is set
+# to the systemd cgroup driver: both must agree). A drop-in that replaces the CRI section with one
+# built from defaults keeps a runc table, so the runtime check alone passes it, but resets both
+# (containerd config default: pause:3.6, SystemdCgroup = false). Prints "SANDBOX SYSTEMD".
+containerd_settings() {
+  local dump line table="" default sandbox="" systemd=false
+  dump=$(containerd --config "$containerd_config" config dump) || return 1
+  default=$(sed -En "/^[[:space:]]*default_runtime_name[[:space:]]*=/{s/^[[:space:]]*default_runtime_name[[:space:]]*=[[:space:]]*[\"']([^\"']*)[\"'].*/\\1/p;q;}" <<<"$dump")
+  default=${default:-runc}
+  while IFS= read -r line; do
+    if [[ $line =~ ^[[:space:]]*\[(.*)\][[:space:]]*$ ]]; then
+      table=${BASH_REMATCH[1]}
+    elif [[ $line =~ ^[[:space:]]*(sandbox_image|sandbox)[[:space:]]*=[[:space:]]*[\"\']([^\"\']*)[\"\'] ]]; then
+      sandbox=${BASH_REMATCH[2]}
+    elif [[ $table =~ \.runtimes\.[\"\']?${default}[\"\']?\.options$ && $line =~ ^[[:space:]]*SystemdCgroup[[:space:]]*=[[:space:]]*true ]]; then
+      systemd=true
+    fi
+  done <<<"$dump"
+  echo "${sandbox:-unset} $systemd"
+}
+
+# The settings as the template had them, kept from before the first nvidia-ctk run (a later boot
+# compares against these, not against what a broken drop-in left).
+containerd_settings_kept() {
+  local kept=$state_dir/containerd-settings now=""
+  [ -f "$kept" ] && read -r now <"$kept"
+  # Written before nvidia-ctk runs, so a file cut short by a power cut is written again from the
+  # same, still untouched configuration.
+  if ! [[ $now =~ ^[^[:space:]]+\ (true|false)$ ]]; then
+    now=$(containerd_settings) || die "'containerd config dump' failed: containerd's configuration ($containerd_config) is broken"
+    mkdir -p "$state_dir"
+    echo "$now" >"$kept"
+  fi
+  echo "$now"
+}
+
+containerd_keeps_its_settings() {
+  local before after
+  before=$(containerd_settings_kept)
+  after=$(containerd_settings) || return 1
+  [ "${before% *}" = "${after% *}" ] ||
+    die "containerd's sandbox image changed from ${before% *} to ${after% *} after nvidia-ctk: its drop-in replaced the CRI section with defaults; upgrade the NVIDIA Container Toolkit in the template (1.17+ has --config-source) or set sandbox_image in the drop-in"
+  [ "${after#* }" = true ] ||
+    die "containerd's default runtime runs without SystemdCgroup = true$([ "${before#* }" = true ] && echo ' after nvidia-ctk (its drop-in replaced the CRI section with defaults)'), but the kubelet uses the systemd cgroup driver; set SystemdCgroup = true in the template's /etc/containerd/config.toml (templates/README.md) or upgrade the NVIDIA Container Toolkit (1.17+ has --config-source)"
+}
+
 stage_gpu() {
   [ "$gpu" = true ] || return 0
   # A vGPU attached after the clone comes with a power cycle of the VM, which interrupts this
@@ -206,9 +283,11 @@ stage_gpu() {
   if containerd_has_handler; then
     containerd_keeps_its_default_runtime ||
       die "containerd has the runtime handler '$nvidia_handler' but lost its default runtime: a drop-in replaced the CRI section; remove it or rerun nvidia-ctk with --config-source=command (NVIDIA Container Toolkit 1.17+)"
+    containerd_keeps_its_settings
     log "containerd already has the runtime handler '$nvidia_handler'"
     return 0
   fi
+  containerd_settings_kept >/dev/null
   log "adding the runtime handler '$nvidia_handler' to containerd (nvidia-ctk)"
   # Not the default runtime (no --nvidia-set-as-default): only pods of the RuntimeClass
   # '$nvidia_handler' get the NVIDIA runtime.
@@ -228,6 +307,7 @@ stage_gpu() {
     die "containerd still has no runtime handler '$nvidia_handler' after nvidia-ctk runtime configure"
   containerd_keeps_its_default_runtime ||
     die "containerd lost its default runtime after nvidia-ctk runtime configure: its drop-in replaced the CRI section; upgrade the NVIDIA Container Toolkit in the template (1.17+ has --config-source)"
+  containerd_keeps_its_settings
 }
 
 # --- control plane: the shared PKI, then kubeadm init or join -------------------------------------
