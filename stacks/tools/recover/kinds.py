@@ -77,7 +77,13 @@ STATE_ONLY_NOTE = (
     "ones (cluster CA, join token) at first boot; if the control plane VM is listed above, delete the imported "
     "VMs' entries or run `pulumi up --replace` on them so they boot with the new ones"
 )
-IN_CLUSTER_NOTE = "a Kubernetes object or provider: lives in the cluster, not in vCenter; nothing to import"
+IN_CLUSTER_NOTE = (
+    "a Kubernetes object or provider: lives in the cluster, not in vCenter. pulumi-kubernetes 4.34 (pinned) "
+    "creates client-side: an object the interrupted run already made fails with AlreadyExists (v4.29.0 "
+    "changelog, pulumi-kubernetes#2926) unless its provider sets upsertExistingObjects (only the join token's "
+    "does, components/k8s/join/token.py); `pulumi import` it with its `<namespace>/<name>` id, or delete it, "
+    "before `pulumi up`"
+)
 
 
 @dataclass(frozen=True)
