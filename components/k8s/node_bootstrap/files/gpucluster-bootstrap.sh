@@ -135,14 +135,14 @@ stage_rdma() {
 # template whose rdma-core keeps upstream's NAME_FALLBACK (Debian, Ubuntu, Fedora; RHEL patches it
 # to NAME_KERNEL) the device is already `rocep11s0`, and rdma_rename with NAME_KERNEL only ever
 # leaves a name as it is (rdma-core kernel-boot/rdma_rename.c), so it stays until a reboot that a
-# new node never gets. Renamed here, as rdma-dev(8) does it: `rdma dev set DEV name NEWNAME`
+# new node never gets. Renamed here with iproute2's `rdma dev set OLDNAME name NEWNAME` (its man page, section 8)
 # (iproute2). The index is the lowest free one, as the kernel's own "vmw_pvrdma%d" would be.
 name_rdma_devices() {
-  local class=$root/sys/class/infiniband dev name driver n
-  for dev in "$class"/*; do
-    [ -e "$dev/device/driver" ] || continue
-    name=${dev##*/}
-    driver=$(cd -P "$dev/device/driver" && pwd) || continue
+  local class=$root/sys/class/infiniband device name driver n
+  for device in "$class"/*; do
+    [ -e "$device/device/driver" ] || continue
+    name=${device##*/}
+    driver=$(cd -P "$device/device/driver" && pwd) || continue
     [ "${driver##*/}" = vmw_pvrdma ] || continue
     case $name in vmw_pvrdma[0-9]*) continue ;; esac
     n=0
