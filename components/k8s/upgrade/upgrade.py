@@ -38,9 +38,9 @@ from dataclasses import dataclass
 from typing import Any, Literal
 
 import pulumi
-import pulumi.dynamic as dynamic
 
-from components.dynamic_resource import DynamicResource
+from components import resource_handlers as handlers
+from components.gpucluster_resource import GpuclusterResource
 from components.k8s.api.client import KubeApi, KubeconfigError
 from components.k8s.upgrade.steps import (
     UpgradeError,
@@ -53,26 +53,24 @@ from components.k8s.upgrade.steps import (
 UpgradeStep = Literal["cluster-configuration", "addons"]
 
 
-class ClusterUpgradeProvider(dynamic.ResourceProvider):
-    serialize_as_secret_always = False  # the kubeconfig is a secret input, encrypted in state
-
-    def create(self, props: dict[str, Any]) -> dynamic.CreateResult:
+class ClusterUpgradeProvider(handlers.ResourceHandlers):
+    def create(self, props: dict[str, Any]) -> handlers.CreateResult:
         # Day one: `applied: false` (no cluster answered), and the next run checks (module docstring).
-        return dynamic.CreateResult(id_=str(props["step"]), outs={**props, "applied": _catch_up(props)})
+        return handlers.CreateResult(id_=str(props["step"]), outs={**props, "applied": _catch_up(props)})
 
-    def diff(self, _id: str, olds: dict[str, Any], news: dict[str, Any]) -> dynamic.DiffResult:
+    def diff(self, _id: str, olds: dict[str, Any], news: dict[str, Any]) -> handlers.DiffResult:
         # A new kubeconfig (a rotated client certificate) is no reason to run a step again; a step
         # created before the cluster answered (day one) is.
-        return dynamic.DiffResult(changes=olds.get("version") != news.get("version") or olds.get("applied") is False)
+        return handlers.DiffResult(changes=olds.get("version") != news.get("version") or olds.get("applied") is False)
 
-    def update(self, _id: str, olds: dict[str, Any], news: dict[str, Any]) -> dynamic.UpdateResult:
+    def update(self, _id: str, olds: dict[str, Any], news: dict[str, Any]) -> handlers.UpdateResult:
         if olds.get("version") == news.get("version"):  # only the check a day-one create left
-            return dynamic.UpdateResult(outs={**news, "applied": _catch_up(news)})
+            return handlers.UpdateResult(outs={**news, "applied": _catch_up(news)})
         _run(_api(news), str(news["step"]), str(news["version"]))
-        return dynamic.UpdateResult(outs={**news, "applied": True})
+        return handlers.UpdateResult(outs={**news, "applied": True})
 
-    def read(self, id_: str, props: dict[str, Any]) -> dynamic.ReadResult:
-        return dynamic.ReadResult(id_=id_, outs=props)
+    def read(self, id_: str, props: dict[str, Any]) -> handlers.ReadResult:
+        return handlers.ReadResult(id_=id_, outs=props)
 
     def delete(self, _id: str, _props: dict[str, Any]) -> None:
         """Nothing to undo: the cluster keeps its version."""
@@ -119,9 +117,9 @@ class ClusterUpgradeArgs:
     """Admin kubeconfig (a secret; encrypted in state); must not depend on the node VMs."""
 
 
-class ClusterUpgrade(DynamicResource, module="kubernetes", name="ClusterUpgrade"):
+class ClusterUpgrade(GpuclusterResource, module="kubernetes", name="ClusterUpgrade"):
     """One cluster-wide step of a version upgrade (see the module docstring)."""
 
     def __init__(self, name: str, args: ClusterUpgradeArgs, opts: pulumi.ResourceOptions | None = None) -> None:
         inputs = {"step": args.step, "version": args.version, "kubeconfig": pulumi.Output.secret(args.kubeconfig)}
-        super().__init__(ClusterUpgradeProvider(), name, inputs, opts)
+        super().__init__(name, inputs, opts)

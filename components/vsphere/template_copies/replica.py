@@ -41,10 +41,10 @@ from dataclasses import replace
 from typing import Any
 
 import pulumi
-import pulumi.dynamic
 from pyVmomi import vim, vmodl
 
-from components.dynamic_resource import DynamicResource
+from components import resource_handlers as handlers
+from components.gpucluster_resource import GpuclusterResource
 from components.vcenter.errors import VsphereError
 from components.vcenter.lookups import collect_properties, find_vm, find_vm_by_uuid
 from components.vcenter.tasks import wait_for_task
@@ -212,15 +212,17 @@ class TemplateReplicaProvider(VsphereProvider):
         super().__init__(retry=retry)
         self.clone_timeout_minutes = clone_timeout_minutes
 
-    def diff(self, _id: str, olds: dict[str, Any], news: dict[str, Any]) -> pulumi.dynamic.DiffResult:
+    def diff(self, _id: str, olds: dict[str, Any], news: dict[str, Any]) -> handlers.DiffResult:
         replaces = [key for key in REPLACING_INPUTS if is_unknown(news.get(key)) or news.get(key) != olds.get(key)]
         changes = replaces or [key for key in IN_PLACE_INPUTS if news.get(key) != olds.get(key)]
         # Create-before-delete: workers still hang off the old copy until they rolled (module doc).
-        return pulumi.dynamic.DiffResult(changes=bool(changes), replaces=replaces, delete_before_replace=False)
+        return handlers.DiffResult(changes=bool(changes), replaces=replaces, delete_before_replace=False)
 
-    def create(self, props: dict[str, Any]) -> pulumi.dynamic.CreateResult:
+    def create(self, props: dict[str, Any]) -> handlers.CreateResult:
         name = copy_name(props["name"], props)
-        timeout = self.clone_timeout_minutes * 60
+        # The resource's own input (a setting of the provider object while it was a dynamic
+        # provider; states from then lack it: the default applies).
+        timeout = float(props.get("clone_timeout_minutes") or self.clone_timeout_minutes) * 60
 
         made: set[str] = set()
 
@@ -237,20 +239,20 @@ class TemplateReplicaProvider(VsphereProvider):
         # The clone's own wait bounds each attempt; the deadline covers a retry after a lost session.
         policy = replace(self.retry, max_total=max(self.retry.max_total, 2 * timeout))
         outs = self.run(make, what=f"copy {name} of template {props['source_name']}", retry=policy)
-        return pulumi.dynamic.CreateResult(id_=outs["uuid"], outs=outs)
+        return handlers.CreateResult(id_=outs["uuid"], outs=outs)
 
-    def update(self, _id: str, _olds: dict[str, Any], news: dict[str, Any]) -> pulumi.dynamic.UpdateResult:
+    def update(self, _id: str, _olds: dict[str, Any], news: dict[str, Any]) -> handlers.UpdateResult:
         # IN_PLACE_INPUTS only: recorded; `snapshot` keeps reporting the copy's real snapshot (module doc).
         inputs = {key: value for key, value in public_props(news).items() if key not in ("uuid", "vm_name", "snapshot")}
-        return pulumi.dynamic.UpdateResult(outs={**_olds, **inputs})
+        return handlers.UpdateResult(outs={**_olds, **inputs})
 
-    def read(self, id_: str, props: dict[str, Any]) -> pulumi.dynamic.ReadResult:
+    def read(self, id_: str, props: dict[str, Any]) -> handlers.ReadResult:
         def look(si: Any) -> dict[str, Any] | None:
             vm = find_vm_by_uuid(si, id_)
             return None if vm is None else _outputs(si, vm, props)
 
         outs = self.run(look, what=f"read template copy {id_}")
-        return pulumi.dynamic.ReadResult(id_=id_ if outs else "", outs=outs or {})
+        return handlers.ReadResult(id_=id_ if outs else "", outs=outs or {})
 
     def delete(self, id_: str, props: dict[str, Any]) -> None:
         def destroy(si: Any) -> None:
@@ -276,10 +278,10 @@ class TemplateReplicaProvider(VsphereProvider):
         self.run(destroy, what=f"remove template copy {props.get('vm_name', id_)}")
 
 
-class TemplateReplica(DynamicResource, module="vsphere", name="TemplateReplica"):
+class TemplateReplica(GpuclusterResource, module="vsphere", name="TemplateReplica"):
     """A copy of a template on a host and datastore, itself a template with one snapshot.
 
-    Type token: `pulumi-python:dynamic/vsphere:TemplateReplica`. Its id and `uuid` are the copy's
+    Type token: `gpucluster:vsphere:TemplateReplica`. Its id and `uuid` are the copy's
     BIOS UUID: what pulumi-vsphere's `clone.template_uuid` takes."""
 
     uuid: pulumi.Output[str]
@@ -314,7 +316,6 @@ class TemplateReplica(DynamicResource, module="vsphere", name="TemplateReplica")
         :param snapshot_name: the copy's one snapshot (`vcenter.templateSnapshot`, or any name).
         """
         super().__init__(
-            TemplateReplicaProvider(clone_timeout_minutes=clone_timeout_minutes),
             resource_name,
             {
                 "name": name,
@@ -326,6 +327,7 @@ class TemplateReplica(DynamicResource, module="vsphere", name="TemplateReplica")
                 "resource_pool_id": resource_pool_id,
                 "linked": linked,
                 "snapshot_name": snapshot_name,
+                "clone_timeout_minutes": clone_timeout_minutes,
                 "uuid": None,
                 "vm_name": None,
                 "snapshot": None,

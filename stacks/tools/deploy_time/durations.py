@@ -113,7 +113,7 @@ def load_durations(path: Path | None) -> Durations:
 
 
 _VM = "vsphere:index/virtualMachine:VirtualMachine"
-_REPLICA = "pulumi-python:dynamic/vsphere:TemplateReplica"
+_REPLICA = "gpucluster:vsphere:TemplateReplica"
 _TIMES_BY_TYPE = {
     "vsphere:index/distributedVirtualSwitch:DistributedVirtualSwitch": "switch",
     "vsphere:index/distributedPortGroup:DistributedPortGroup": "port_group",
@@ -123,10 +123,10 @@ _TIMES_BY_TYPE = {
     "vsphere:index/computeClusterVmGroup:ComputeClusterVmGroup": "drs_rule",
     "vsphere:index/computeClusterVmHostRule:ComputeClusterVmHostRule": "drs_rule",
     "vsphere:index/computeClusterVmAntiAffinityRule:ComputeClusterVmAntiAffinityRule": "drs_rule",
-    "pulumi-python:dynamic/vsphere:PvrdmaHostSettings": "host_reconfigure",
-    "pulumi-python:dynamic/vsphere:HostGraphicsMode": "host_graphics",
-    "pulumi-python:dynamic/vsphere:VgpuAttachment": "vgpu_attach",
-    "pulumi-python:dynamic/vsphere:DvsHostMember": "switch_member",
+    "gpucluster:vsphere:PvrdmaHostSettings": "host_reconfigure",
+    "gpucluster:vsphere:HostGraphicsMode": "host_graphics",
+    "gpucluster:vsphere:VgpuAttachment": "vgpu_attach",
+    "gpucluster:vsphere:DvsHostMember": "switch_member",
     "kubernetes:helm.sh/v3:Release": "gpu_operator",
     "kubernetes:yaml/v2:ConfigFile": "crd",
 }
@@ -200,7 +200,7 @@ def _kind_seconds_holds(
         holds = _clone_holds(TEMPLATE_HOST, resource.inputs.get("host_id"), resource.inputs.get("datastore_id"), units)
         kind = "template copy (linked)" if linked else "template copy (full)"
         return kind, (d.linked_clone if linked else d.full_clone) + d.snapshot, holds
-    if resource.type == "pulumi-python:dynamic/kubernetes:ApiServerReady":
+    if resource.type == "gpucluster:kubernetes:ApiServerReady":
         return "guest boot + kubeadm init", d.guest_boot + d.kubeadm_init, {}
     if resource.type == "kubernetes:yaml/v2:ConfigGroup":
         objs = resource.inputs.get("objs") or []
@@ -219,9 +219,9 @@ def operations(resources: Iterable[Resource], d: Durations) -> list[Operation]:
     custom = [r for r in resources if r.custom or r.type in _REMOTE_COMPONENTS]
     keys = {r.urn for r in custom}
     ops: list[Operation] = []
-    ready = [r.urn for r in custom if r.type == "pulumi-python:dynamic/kubernetes:ApiServerReady"]
+    ready = [r.urn for r in custom if r.type == "gpucluster:kubernetes:ApiServerReady"]
     attachments = {
-        dep: r.urn for r in custom if r.type == "pulumi-python:dynamic/vsphere:VgpuAttachment" for dep in r.dependencies
+        dep: r.urn for r in custom if r.type == "gpucluster:vsphere:VgpuAttachment" for dep in r.dependencies
     }
     # A VM cloned from a template copy depends on it (its clone source is the copy's uuid): the
     # clone's source side is the copy's host.

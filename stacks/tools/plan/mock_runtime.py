@@ -60,6 +60,14 @@ class RecordedResource:
     what it diffs as unknown when one of them is replaced delete-first)."""
     """The provider plugin version the registration asks for (typed provider classes send theirs)."""
 
+    @property
+    def resource_dependencies(self) -> list[str]:
+        """`dependencies` without provider resources (every `gpucluster:*` resource waits on the
+        one `pulumi:providers:gpucluster`): what the program itself made it wait for."""
+        return [
+            urn for urn in self.dependencies if "$pulumi:providers:" not in urn and "::pulumi:providers:" not in urn
+        ]
+
     def redacted_inputs(self) -> dict[str, Any]:
         """Inputs with every secret replaced by `SECRET_MARK` and internal keys dropped."""
         return {key: redact(value) for key, value in self.inputs.items() if key not in _INTERNAL_INPUT_KEYS}

@@ -55,7 +55,7 @@ def fake_outputs(type_token: str, name: str, inputs: dict[str, Any]) -> dict[str
         }
     if type_token == "vsphere:index/distributedVirtualSwitch:DistributedVirtualSwitch":
         return {"configVersion": "1"}
-    if type_token == "pulumi-python:dynamic/vsphere:TemplateReplica":
+    if type_token == "gpucluster:vsphere:TemplateReplica":
         # The copy's BIOS UUID is what the workers' clone takes; shaped like a VM's.
         return {"uuid": _stable_uuid(name), "vm_name": f"{inputs.get('name')}-0000abcd", "snapshot": inputs.get("snapshot_name")}
     # pulumi-tls / pulumi-random: the Kubernetes bootstrap renders these into kubeconfig and
@@ -77,7 +77,7 @@ def fake_outputs(type_token: str, name: str, inputs: dict[str, Any]) -> dict[str
         "random:index/randomPassword:RandomPassword",
     ):
         return {"result": _fake_random_chars(name, int(inputs.get("length", 16)))}
-    if type_token == "pulumi-python:dynamic/kubernetes:JoinTokenRotation":
+    if type_token == "gpucluster:kubernetes:JoinTokenRotation":
         # A fixed issue time keeps plans deterministic (the real one reads the clock).
         return join_token_window(MOCK_JOIN_TOKEN_ISSUED_AT, float(inputs.get("ttl_hours", 0)))
     return {}
