@@ -91,9 +91,12 @@ class GpuclusterProvider(p.Provider):
     async def diff_config(self, request: p.DiffRequest) -> p.DiffResponse:
         # Never a replacement: new credentials or another pool size change how the plugin talks
         # to vCenter, not what exists there. This is also what the engine asks when a resource
-        # moves to this provider from the dynamic provider (pulumi PR 18509): "no" keeps it.
-        olds, news = _plain(request.old_state), _plain(request.new_inputs)
-        return p.DiffResponse(changes=olds != news, replaces=[])
+        # moves to this provider from the dynamic provider (pulumi/pulumi step_generator.go
+        # `providerChanged`, explicit providers included since PR 18509): "no" keeps it.
+        # `changes` stays unknown: the SDK's server copies it into the response's enum as it is
+        # (experimental/server.py `DiffConfig`), where True would read as DIFF_NONE; with
+        # DIFF_UNKNOWN the engine compares the provider's inputs itself.
+        return p.DiffResponse(changes=None, replaces=[])
 
     async def configure(self, request: p.ConfigureRequest) -> p.ConfigureResponse:
         args = _plain(request.args)

@@ -73,6 +73,21 @@ def _new_inputs(resource: RecordedResource) -> tuple[dict[str, Any], set[str]]:
     return {k: fingerprint(v, secret=k in secret) for k, v in plain.items()}, secret
 
 
+def test_moving_from_the_dynamic_provider_is_no_reason_to_replace(plugin: Plugin) -> None:
+    """The engine asks the NEW provider's DiffConfig, with the old provider's inputs (the dynamic
+    provider's: none), whether resources moving to it must be replaced (pulumi/pulumi
+    step_generator.go `providerChanged`, since PR 18509 for explicit providers too): never."""
+    from tests.provider.plugin_process import marshal
+
+    news = {"vsphereServer": "vc.lab", "user": "u", "password": "p", "maxConcurrentOperations": 64}
+    answer = plugin.stub.DiffConfig(
+        provider_pb2.DiffRequest(urn="urn:pulumi:dev::p::pulumi:providers:gpucluster::gpucluster", olds=marshal({}),
+                                 news=marshal(news, {"password"}))
+    )  # fmt: skip
+    assert answer.changes == provider_pb2.DiffResponse.DIFF_UNKNOWN  # the engine compares the inputs
+    assert list(answer.replaces) == []
+
+
 def test_every_resource_of_ours_finds_its_old_state_under_its_alias(
     old_state: dict[str, dict[str, Any]], new_run: ProgramRun
 ) -> None:

@@ -28,9 +28,9 @@ per node make it a rolling replacement with fresh first-boot data:
 Day one: the generation and gate are created (no call), nothing is pending, so no VM waits for
 another: the dependency on the previous settle exists only while a change is pending. A static
 one would serialise day one (each VM waiting for the previous node's clone and boot). Nothing polls
-for another node either: the Python dynamic provider serves every dynamic resource of a stack from
-one process with four gRPC worker threads (pulumi/dynamic/__main__.py), so waiting gates would
-starve the settle they wait for. One settle per chain waits at a time.
+for another node either: the gpucluster plugin serves every resource of ours from one process with
+a bounded worker pool (four threads with the dynamic providers this was designed under), so
+waiting gates would starve the settle they wait for. One settle per chain waits at a time.
 
 Failure and re-runs: a settle that times out fails its update; the engine then registers nothing
 that depends on it, so no node after it is touched. The next `pulumi up` finds that node still
