@@ -1,4 +1,4 @@
-"""ApiServerReady: a dynamic resource that waits until a new cluster's API server authorises our
+"""ApiServerReady: a resource of ours (gpucluster plugin) that waits until a new cluster's API server authorises our
 admin credentials.
 
 The control-plane VMs finish `pulumi up` as soon as vSphere powers them on; kubeadm, image pulls
@@ -16,7 +16,7 @@ credentials" (the binding, or a certificate the cluster does not trust).
 
 Inputs: the endpoint, the CA certificate (public) and the admin client certificate and key. The
 key is a secret input and a secret output (`additional_secret_outputs`), so it is encrypted in
-state like the kubeconfig that holds the same key; the pickled provider holds no secret.
+state like the kubeconfig that holds the same key; the provider holds no secret.
 
 Lifecycle: `create` waits (bounded by `timeout_seconds`); `read` reports what it waited for and
 does not probe again (readiness was a moment, not a property to drift); changing the endpoint,
@@ -142,8 +142,7 @@ def _outputs(props: dict[str, Any]) -> dict[str, Any]:
 class ApiServerReadyProvider(handlers.ResourceHandlers):
     """Create waits for readiness; the rest is honest bookkeeping (see the module docstring)."""
 
-    # Holds no secrets (the key arrives as an input, per call), so its pickled form need not be
-    # encrypted in state.
+    # Holds no secrets: the key arrives as an input, per call.
 
     def create(self, props: dict[str, Any]) -> handlers.CreateResult:
         outs = _outputs(props)

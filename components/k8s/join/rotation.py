@@ -1,4 +1,4 @@
-"""JoinTokenRotation: the clock behind the join token's lifetime (a small dynamic resource).
+"""JoinTokenRotation: the clock behind the join token's lifetime (a small resource of ours).
 
 Why a resource: Pulumi programs have no stable "now". The join token's `expiration` must be a
 fixed timestamp in state (else every preview would show a change), yet it must move forward

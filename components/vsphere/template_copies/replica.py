@@ -267,8 +267,8 @@ class TemplateReplicaProvider(VsphereProvider):
             retired = name if name.endswith(RETIRED) else f"{name[: MAX_NAME - len(RETIRED)]}{RETIRED}"
             if retired != name:
                 wait_for_task(vm.Rename_Task(newName=retired), object_name=name, what="retiring the template copy")
-            # Without an engine (a dynamic provider's process) pulumi.log.warn prints to stderr,
-            # which the engine shows as the resource's diagnostics.
+            # In the gpucluster plugin pulumi.log goes to the engine's Log service (provider/main.py),
+            # which shows it in the update's output.
             pulumi.log.warn(
                 f"template copy {retired!r} kept in vCenter: linked clones still hang off it "
                 f"({', '.join(children[:5])}{', ...' if len(children) > 5 else ''}). Delete it in vCenter "

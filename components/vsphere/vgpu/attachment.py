@@ -70,10 +70,9 @@ __all__ = [
 #: Minutes to wait for VMware Tools, then again for the guest to shut down.
 DEFAULT_POWER_TIMEOUT_MINUTES = 5.0
 
-#: One vGPU power cycle at a time in this process. Pulumi runs every Python dynamic provider of a
-#: program in the one `pulumi-python` plugin process (pulumi/pulumi#17673: deserialized providers
-#: are cached per process, `configure` runs once per program) and updates independent resources
-#: in parallel; a profile change must take GPU workers down one by one, not the whole pool at once.
+#: One vGPU power cycle at a time in this process. The gpucluster plugin serves every resource of
+#: ours from one process (provider/) and the engine updates independent resources in parallel; a
+#: profile change must take GPU workers down one by one, not the whole pool at once.
 _POWER_CYCLE = threading.Lock()
 
 
