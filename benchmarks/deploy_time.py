@@ -4,7 +4,7 @@ Plans a stack of N workers (derived from dev by `stackgen`), with linked and wit
 and reports the modelled `pulumi up` wall time, its critical-path bound (infinite parallelism,
 no vCenter queueing), their ratio, the time until the last worker joined, and what dominates.
 `--write-md` puts the table into BENCHMARKS.md between its deploy-time markers. The durations
-are the model's documented defaults (`stacks/tools/deploy_time/durations.py`); `--durations FILE` overrides.
+are the model's documented defaults (`stacks/tools/plan/deploy_time/durations.py`); `--durations FILE` overrides.
 """
 
 from __future__ import annotations
@@ -21,8 +21,8 @@ import yaml
 from benchmarks.stackgen import BASE_STACK_FILE, scaled_document
 from stacks import PROJECT_DIR
 from stacks.environment.loader import ENVIRONMENT_KEY, ConfigView, config_for_runtime, load_environment
-from stacks.tools.deploy_time.durations import Durations, Estimate, estimate, format_seconds, load_durations
 from stacks.tools.plan.command import SECRET_PLACEHOLDER
+from stacks.tools.plan.deploy_time.durations import Durations, Estimate, estimate, format_seconds, load_durations
 from stacks.tools.plan.mock_runtime import run_program, run_project_main
 
 BENCHMARKS_MD = PROJECT_DIR / "BENCHMARKS.md"

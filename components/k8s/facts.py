@@ -57,3 +57,6 @@ KATIB_TESTED_KUBERNETES: Mapping[str, range] = {"0.19.0": range(31, 35)}
 """Minors upstream's e2e runs on (kubeflow/katib v0.19.0 .github/workflows/e2e-test-*.yaml:
 v1.31.3, v1.32.2, v1.33.1, v1.34.0). Katib 0.18 predates TrainJob trials (added by #2560, first
 released in 0.19.0: `TrainJob.v1alpha1.trainer.kubeflow.org` in katib-config's trialResources)."""
+
+GPU_RESOURCE = "nvidia.com/gpu"
+"""The extended resource the NVIDIA device plugin (or the GPU Operator's) advertises per GPU."""

@@ -3,13 +3,9 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
 
 import pulumi
 import pulumi_vsphere as vsphere
-
-if TYPE_CHECKING:
-    from components.vsphere.node_pool import NodePoolArgs
 
 
 @dataclass(frozen=True)
@@ -27,7 +23,16 @@ class CloneSource:
     hardware_version: pulumi.Output[int]
 
     @classmethod
-    def of(cls, template: pulumi.Output[vsphere.GetVirtualMachineResult], args: NodePoolArgs) -> CloneSource:
+    def of(
+        cls,
+        template: pulumi.Output[vsphere.GetVirtualMachineResult],
+        *,
+        linked_clone: bool,
+        disk_gb: int,
+        hardware_version: int,
+    ) -> CloneSource:
+        """The pool's settings that decide what a clone takes: `linked_clone`, `disk_gb` and the
+        `hardware_version` floor (`NodePoolArgs`)."""
         first_disk = template.disks[0]
         return cls(
             template_uuid=template.id,
@@ -35,14 +40,14 @@ class CloneSource:
             firmware=template.firmware,
             scsi_type=template.scsi_type,
             # A linked clone keeps the template's disk size (see NodePoolArgs.disk_gb).
-            disk_size=first_disk.size if args.linked_clone else args.disk_gb,
+            disk_size=first_disk.size if linked_clone else disk_gb,
             disk_thin_provisioned=first_disk.thin_provisioned,
             disk_eagerly_scrub=first_disk.eagerly_scrub,
             # pulumi-vsphere refuses to take a clone below its template's version ("cannot
             # downgrade virtual machine hardware version": terraform-provider-vsphere,
             # SetHardwareVersion); the configured version is a floor.
             hardware_version=template.hardware_version.apply(
-                lambda version: effective_hardware_version(args.hardware_version, version)
+                lambda version: effective_hardware_version(hardware_version, version)
             ),
         )
 

@@ -215,7 +215,9 @@ class NodePool(pulumi.ComponentResource):
         template = vsphere.get_virtual_machine_output(
             name=args.template_name, datacenter_id=args.datacenter_id, opts=pulumi.InvokeOutputOptions(parent=self)
         )
-        source = CloneSource.of(template, args)
+        source = CloneSource.of(
+            template, linked_clone=args.linked_clone, disk_gb=args.disk_gb, hardware_version=args.hardware_version
+        )
         self.nodes = {}
         self.changers = {}
         vms: dict[str, vsphere.VirtualMachine] = {}

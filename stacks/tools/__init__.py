@@ -1,6 +1,6 @@
-"""The commands of `python -m stacks`, one package each (validate, plan, schema, clone, preflight,
-verify; the simulator runs as `python -m stacks.tools.simulator`), and the libraries only they use
-(admission, availability, deploy_time). Each command package exposes `register(commands)` from its
-`__init__`; `stacks.cli` registers them and nothing here imports `stacks.cli`. They sit on top:
-they import the environment, the wiring and the program; nothing imports them but the CLI, tests
-and benchmarks."""
+"""The commands of `python -m stacks`, one package each: validate, plan, schema, clone, preflight,
+verify (and the simulator, run as `python -m stacks.tools.simulator`). Each exposes
+`register(commands)` from its `__init__`; `stacks.cli` registers them and nothing here imports
+`stacks.cli`. What only one command uses lives inside that command's package (plan/admission/,
+plan/deploy_time/, verify/availability/). They sit on top: they import the environment, the wiring
+and the program; nothing imports them but the CLI, tests and benchmarks."""

@@ -11,7 +11,7 @@ import pulumi_vsphere as vsphere
 from components.vsphere.template_copies.plan import ReplicaSite, assign
 from components.vsphere.template_copies.replicas import ReplicaPlacement, TemplateReplicas, TemplateReplicasArgs
 from stacks.environment.model import Environment
-from stacks.environment.replicas import replica_sites
+from stacks.environment.template_sites import replica_sites
 from stacks.wiring.vsphere import Inventory
 
 

@@ -15,9 +15,9 @@ from components.k8s.addons.mpi_operator import MpiOperatorSettings, render_mpi_o
 from components.k8s.addons.rdma_plugin import RdmaPluginSettings, render_rdma_plugin
 from stacks.environment.loader import ENVIRONMENT_KEY, LICENSE_TOKEN_KEY, ConfigView, load_environment
 from stacks.environment.model import Environment
-from stacks.tools.admission.check import AdmissionReport, admission_report, check, driver_image_note, plan_objects
-from stacks.tools.admission.nodes import cluster_model
-from stacks.tools.admission.rules import RuntimeClassModel
+from stacks.tools.plan.admission.check import AdmissionReport, admission_report, check, driver_image_note, plan_objects
+from stacks.tools.plan.admission.nodes import cluster_model
+from stacks.tools.plan.admission.rules import RuntimeClassModel
 from tests.program.conftest import run_view, stack_view
 from tests.stacks.conftest import cli
 

@@ -15,7 +15,7 @@ from typing import Any
 
 import pytest
 
-from stacks.tools.admission.rules import (
+from stacks.tools.plan.admission.rules import (
     NodeModel,
     RuntimeClassModel,
     Taint,

@@ -5,7 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from benchmarks.deploy_time import BEGIN, END, measure, write_markdown
-from stacks.tools.deploy_time.durations import Durations
+from stacks.tools.plan.deploy_time.durations import Durations
 
 
 def test_four_workers_linked_and_full() -> None:

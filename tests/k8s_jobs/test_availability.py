@@ -19,7 +19,7 @@ import yaml
 from stacks.environment.loader import load_environment, read_stack_file
 from stacks.environment.model import Environment
 from stacks.kubectl import Kubectl
-from stacks.tools.availability.probe import PROBE_NAME, run_availability
+from stacks.tools.verify.availability.probe import PROBE_NAME, run_availability
 from tests.k8s_jobs.fake_cluster import DEV_WORKERS, gpu_world, install, read_world
 
 ROOT = Path(__file__).resolve().parents[2]

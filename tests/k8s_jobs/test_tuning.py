@@ -24,10 +24,10 @@ from components.k8s.jobs.trainjob import TuningSampleJob, render_experiment, ren
 from components.k8s.jobs.transport import nccl_transport_env
 from components.k8s.jobs.tuning_sample import render_tuning_namespace
 from stacks.environment.loader import load_environment
-from stacks.tools.admission.check import admission_report, check
-from stacks.tools.admission.nodes import cluster_model
-from stacks.tools.admission.rules import RuntimeClassModel
-from stacks.tools.admission.trainer import trainer_pods
+from stacks.tools.plan.admission.check import admission_report, check
+from stacks.tools.plan.admission.nodes import cluster_model
+from stacks.tools.plan.admission.rules import RuntimeClassModel
+from stacks.tools.plan.admission.trainer import trainer_pods
 from tests.k8s_addons.k8s_checks import validate_strict
 from tests.program.conftest import edited_view, run_view, stack_view
 

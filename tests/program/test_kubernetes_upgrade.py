@@ -15,8 +15,8 @@ import pytest
 import yaml
 
 from stacks.environment.loader import load_environment
-from stacks.tools.deploy_time.change import change_time
-from stacks.tools.deploy_time.durations import Durations
+from stacks.tools.plan.deploy_time.change import change_time
+from stacks.tools.plan.deploy_time.durations import Durations
 from stacks.tools.plan.diff import diff_plans
 from tests.program.conftest import ROOT, edited_view, run_view, stack_view
 

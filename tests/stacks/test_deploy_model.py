@@ -9,8 +9,8 @@ from pathlib import Path
 
 import pytest
 
-from stacks.tools.deploy_time.durations import TEMPLATE_HOST, Durations, estimate, load_durations
-from stacks.tools.deploy_time.model import CycleError, Operation, critical_path_bound, simulate
+from stacks.tools.plan.deploy_time.durations import TEMPLATE_HOST, Durations, estimate, load_durations
+from stacks.tools.plan.deploy_time.model import CycleError, Operation, critical_path_bound, simulate
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -206,14 +206,14 @@ def test_plan_says_the_estimate_in_words_before_the_bound_ratio(tmp_path: Path) 
      (5400, "about 1.5 hours"), (7300, "about 2 hours")],
 )  # fmt: skip
 def test_about(seconds: float, words: str) -> None:
-    from stacks.tools.deploy_time.words import about
+    from stacks.tools.plan.deploy_time.words import about
 
     assert about(seconds) == words
 
 
 def test_a_queued_path_is_said_in_waves() -> None:
     """Prod-shaped: three full clones one after another on the template's host, then small steps."""
-    from stacks.tools.deploy_time.words import path_in_words
+    from stacks.tools.plan.deploy_time.words import path_in_words
 
     kinds = [("folder", 2), *[("full clone + power-on", 490)] * 3, ("drs rule", 5), ("drs rule", 5)]
     assert path_in_words(kinds) == "3 x full clone"

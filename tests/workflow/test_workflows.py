@@ -74,7 +74,7 @@ def check_jsonschema() -> Path:
     return CHECK_JSONSCHEMA
 
 
-@pytest.mark.parametrize("path", [PREVIEW, DEPLOY], ids=lambda p: p.name)
+@pytest.mark.parametrize("path", sorted(WORKFLOWS.glob("*.yml")), ids=lambda p: p.name)
 def test_workflow_matches_the_github_workflow_schema(check_jsonschema: Path, path: Path) -> None:
     # The schema ships inside check-jsonschema: no network needed.
     result = subprocess.run(
@@ -115,33 +115,53 @@ def test_preview_runs_on_pull_requests_after_the_tests() -> None:
         assert "tests" in _ancestors(workflow, job_id), f"{job_id} must wait for the tests"
 
 
-def test_preview_comments_once_per_stack_and_edits_it() -> None:
+def test_preview_output_goes_below_the_stacks_plan_comment() -> None:
     workflow = _load(PREVIEW)
     ((job_id, step),) = _pulumi_steps(workflow).items()
     job = workflow["jobs"][job_id]
-    assert step["uses"] == "pulumi/actions@v6"
+    assert step["uses"].startswith("pulumi/actions@")  # the pin and its runtime: test_action_runtimes.py
     inputs = step["with"]
     assert inputs["command"] == "preview"
     assert inputs["stack-name"] == "${{ matrix.stack }}"
-    assert inputs["comment-on-pr"] is True
-    assert inputs["edit-pr-comment"] is True
     assert inputs["diff"] is True
-    assert inputs["comment-on-pr-number"] == "${{ github.event.pull_request.number }}"
     assert inputs["work-dir"] == "."
     assert inputs["policyPacks"] == "${{ steps.policy.outputs.packs }}"
-    assert job["permissions"]["pull-requests"] == "write"
+    # No comment of its own: plan-comment.yml puts the output under the stack's plan comment, so
+    # the job that runs the PR's code with credentials cannot write to the PR.
+    assert inputs["comment-on-pr"] is False
+    assert job["permissions"] == {"contents": "read", "id-token": "write"}  # id-token: the OIDC step
+    (outcome,) = [s for s in job["steps"] if s.get("name") == "Keep the outcome for the comment"]
+    assert outcome["env"] == {"OUTCOME": "${{ steps.preview.outcome }}"}
+    (keep,) = [s for s in job["steps"] if s.get("name") == "Keep the output for the comment"]
+    assert keep["env"] == {"OUTPUT": "${{ steps.preview.outputs.output }}"}
+    assert keep["continue-on-error"] is True  # an output too long for the environment stays in the log
+    assert step["id"] == "preview"
+    (upload,) = [s for s in job["steps"] if str(s.get("uses", "")).startswith("actions/upload-artifact@")]
+    assert upload["with"]["name"] == "pulumi-preview-${{ matrix.stack }}"
+    assert upload["if"] == keep["if"] == "${{ !cancelled() }}"  # a failed preview is shown too
     assert job["strategy"]["matrix"]["stack"] == "${{ fromJSON(needs.changes.outputs.stacks) }}"
     assert job["strategy"]["fail-fast"] is False
     assert "changes" in _needs(job)
     assert workflow["concurrency"]["group"] == "preview-${{ github.event.pull_request.number }}"
     assert workflow["concurrency"]["cancel-in-progress"] is True
-    assert workflow["permissions"] == {"contents": "read"}  # write only where the comment is made
+    assert workflow["permissions"] == {}  # per job (test_credentials.py)
 
 
-def _pick_script() -> str:
-    steps = [step for _, step in _steps(_load(PREVIEW)) if step.get("id") == "pick"]
+def _pick_step(path: Path) -> dict[str, Any]:
+    steps = [step for _, step in _steps(_load(path)) if step.get("id") == "pick"]
     assert len(steps) == 1
-    return str(steps[0]["run"])
+    return steps[0]
+
+
+@pytest.mark.parametrize("path", [PREVIEW, WORKFLOWS / "plan.yml"], ids=lambda p: p.name)
+def test_both_workflows_pick_stacks_with_the_tested_script(path: Path) -> None:
+    step = _pick_step(path)
+    assert 'json="$(bash scripts/pick_stacks.sh)"' in step["run"]
+    assert 'echo "stacks=$json" >> "$GITHUB_OUTPUT"' in step["run"]
+    assert step["env"]["BASE_SHA"] == "${{ github.event.pull_request.base.sha }}"
+    assert step["env"]["HEAD_SHA"] == "${{ github.event.pull_request.head.sha }}"
+    # The plan comment covers a deleted stack file too; a preview has nothing to run for it.
+    assert step["env"].get("INCLUDE_DELETED") == ("1" if path.name == "plan.yml" else None)
 
 
 def _git(repo: Path, *args: str) -> str:
@@ -159,7 +179,14 @@ def repo(tmp_path: Path) -> Path:
     if shutil.which("git") is None:
         pytest.skip("git is not installed")
     _git(tmp_path, "init", "-q", "-b", "main")
-    for name in ("Pulumi.yaml", "Pulumi.dev.yaml", "Pulumi.staging.yaml", "Pulumi.prod.yaml", "Pulumi.sim.yaml", "README.md"):
+    for name in (
+        "Pulumi.yaml",
+        "Pulumi.dev.yaml",
+        "Pulumi.staging.yaml",
+        "Pulumi.prod.yaml",
+        "Pulumi.sim.yaml",
+        "README.md",
+    ):
         (tmp_path / name).write_text(f"{name}\n")
     for folder in ("stacks", "components/vsphere", "docs", "policy"):
         (tmp_path / folder).mkdir(parents=True)
@@ -169,7 +196,7 @@ def repo(tmp_path: Path) -> Path:
     return tmp_path
 
 
-def _stacks_for(repo: Path, change: dict[str, str | None]) -> list[str]:
+def _stacks_for(repo: Path, change: dict[str, str | None], *, include_deleted: bool = False) -> list[str]:
     base = _git(repo, "rev-parse", "HEAD")
     for name, text in change.items():
         path = repo / name
@@ -180,19 +207,18 @@ def _stacks_for(repo: Path, change: dict[str, str | None]) -> list[str]:
             path.write_text(text)
     _git(repo, "add", "-A")
     _git(repo, "commit", "-q", "-m", "change", "--allow-empty")
-    output = repo / "github-output"
-    output.write_text("")
-    env = {
-        "PATH": "/usr/bin:/bin",
-        "BASE_SHA": base,
-        "HEAD_SHA": _git(repo, "rev-parse", "HEAD"),
-        "GITHUB_OUTPUT": str(output),
-    }
-    subprocess.run(["bash", "-c", _pick_script()], cwd=repo, env=env, check=True, capture_output=True, text=True)
-    (line,) = output.read_text().splitlines()
-    key, _, value = line.partition("=")
-    assert key == "stacks"
-    return list(json.loads(value))
+    env = {"PATH": "/usr/bin:/bin", "BASE_SHA": base, "HEAD_SHA": _git(repo, "rev-parse", "HEAD")}
+    if include_deleted:
+        env["INCLUDE_DELETED"] = "1"
+    result = subprocess.run(
+        ["bash", str(PROJECT / "scripts" / "pick_stacks.sh")],
+        cwd=repo,
+        env=env,
+        check=True,
+        capture_output=True,
+        text=True,
+    )
+    return list(json.loads(result.stdout))
 
 
 @pytest.mark.parametrize(
@@ -221,6 +247,21 @@ def test_preview_picks_the_stacks_a_change_affects(
     assert not (repo / "pwned").exists()
 
 
+@pytest.mark.parametrize(
+    ("change", "expected"),
+    [
+        ({"Pulumi.dev.yaml": None}, ["dev"]),  # the plan comment says the stack file is deleted
+        ({"Pulumi.dev.yaml": None, "Pulumi.prod.yaml": "changed\n"}, ["dev", "prod"]),
+        ({"Pulumi.sim.yaml": None}, []),
+        ({"stacks/x.py": "x = 2\n", "Pulumi.staging.yaml": None}, ["dev", "prod", "staging"]),
+    ],
+)
+def test_the_plan_workflow_also_picks_deleted_stack_files(
+    repo: Path, change: dict[str, str | None], expected: list[str]
+) -> None:
+    assert _stacks_for(repo, change, include_deleted=True) == expected
+
+
 # ---------------------------------------------------------------------------------------------
 # Deploy on main
 
@@ -238,7 +279,7 @@ def test_deploy_runs_dev_then_staging_then_prod_on_main() -> None:
     assert _ancestors(workflow, "prod") == {"tests", "dev", "staging"}
     for stack, step in pulumi.items():
         assert workflow["jobs"][stack]["environment"] == stack
-        assert step["uses"] == "pulumi/actions@v6"
+        assert step["uses"].startswith("pulumi/actions@")
         assert step["with"]["command"] == "up"
         assert step["with"]["stack-name"] == stack
         assert step["with"]["policyPacks"] == "policy"
@@ -258,14 +299,19 @@ def test_pulumi_steps_get_every_credential_from_secrets(path: Path) -> None:
     for job_id, step in _pulumi_steps(workflow).items():
         env = _effective_env(workflow, job_id, step)
         for name in SECRETS:
-            assert env.get(name) == f"${{{{ secrets.{name} }}}}", f"{path.name} {job_id}: {name}"
+            expected = f"${{{{ secrets.{name} }}}}"
+            if name == "PULUMI_ACCESS_TOKEN":  # the short-lived OIDC token first, where set up
+                expected = "${{ steps.oidc.outputs.pulumi-access-token || secrets.PULUMI_ACCESS_TOKEN }}"
+            assert env.get(name) == expected, f"{path.name} {job_id}: {name}"
 
 
 @pytest.mark.parametrize("path", [PREVIEW, DEPLOY], ids=lambda p: p.name)
 def test_no_credential_is_written_as_a_literal(path: Path) -> None:
     workflow = _load(path)
     secret_like = re.compile(r"TOKEN|PASSWORD|SECRET|USER|SERVER|KEY", re.IGNORECASE)
-    secret_expression = re.compile(r"^\$\{\{ secrets\.[A-Z0-9_]+ \}\}$")
+    secret_expression = re.compile(
+        r"^\$\{\{ (steps\.oidc\.outputs\.pulumi-access-token \|\| )?secrets\.[A-Z0-9_]+ \}\}$"
+    )
     maps = [workflow.get("env", {})]
     for job in workflow["jobs"].values():
         maps.append(job.get("env", {}))
@@ -273,12 +319,13 @@ def test_no_credential_is_written_as_a_literal(path: Path) -> None:
             maps += [step.get("env", {}), step.get("with", {})]
     for mapping in maps:
         for key, value in mapping.items():
-            if secret_like.search(key):
+            # pulumi/auth-actions' inputs that name the kind of token and its lifetime, not a credential.
+            if secret_like.search(key) and key not in ("requested-token-type", "token-expiration"):
                 assert secret_expression.match(str(value)), f"{path.name}: {key} = {value!r}"
     assert "secrets." not in "".join(str(step.get("run", "")) for _, step in _steps(workflow))
 
 
-@pytest.mark.parametrize("path", [PREVIEW, DEPLOY], ids=lambda p: p.name)
+@pytest.mark.parametrize("path", sorted(WORKFLOWS.glob("*.yml")), ids=lambda p: p.name)
 def test_every_action_is_pinned_to_a_version(path: Path) -> None:
     uses = [str(step["uses"]) for _, step in _steps(_load(path)) if "uses" in step]
     assert uses
@@ -286,7 +333,7 @@ def test_every_action_is_pinned_to_a_version(path: Path) -> None:
         assert ref.startswith("./") or PINNED.match(ref), f"{path.name}: {ref} is not pinned to a version"
 
 
-@pytest.mark.parametrize("path", [PREVIEW, DEPLOY], ids=lambda p: p.name)
+@pytest.mark.parametrize("path", sorted(WORKFLOWS.glob("*.yml")), ids=lambda p: p.name)
 def test_run_scripts_take_untrusted_values_through_env(path: Path) -> None:
     # `${{ }}` inside `run:` is pasted into the script before bash parses it: a stack or branch
     # name would become code. Such values travel through `env:` and are quoted as "$VAR".

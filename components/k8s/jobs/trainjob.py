@@ -13,7 +13,7 @@ pkg/runtime/framework/plugins/torch/torch.go): the runtime's replicated job labe
 `trainer.kubeflow.org/trainjob-ancestor-step: trainer` runs `trainer.numNodes` pods; in its
 container named `node`, `trainer.resourcesPerNode` is merged over the runtime's resources
 (strategic merge, per resource), the image and command are replaced, and torchrun's `PET_*`
-variables are set (`PET_NPROC_PER_NODE=auto`: one process per GPU). `stacks.tools.admission.trainer`
+variables are set (`PET_NPROC_PER_NODE=auto`: one process per GPU). `stacks.tools.plan.admission.trainer`
 does the same to check that trials fit.
 
 Workers look like the MPIJobs' (`pods.worker_template`): one `nvidia.com/gpu` per rank, the NVIDIA

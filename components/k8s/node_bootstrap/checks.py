@@ -1,7 +1,9 @@
 """The checks a `ClusterSpec` must pass: every problem at once, each naming its field.
 
 Facts shared with the stack's own validation (DNS patterns, the supported Kubernetes minors) come
-from `components/k8s/facts.py`, so the two cannot drift.
+from `components/k8s/facts.py`, so the two cannot drift. The checks read the spec through the
+protocols below, the fields they judge, so `spec.py` (which runs them on construction) can import
+this module without this module importing it back.
 """
 
 from __future__ import annotations
@@ -9,14 +11,71 @@ from __future__ import annotations
 import ipaddress
 import re
 from collections.abc import Mapping, Sequence
-from typing import TYPE_CHECKING
+from typing import Protocol
 
 from components.k8s.facts import DNS_LABEL as _DNS_LABEL
 from components.k8s.facts import DNS_SUBDOMAIN as _DNS_SUBDOMAIN
 from components.k8s.facts import SUPPORTED_KUBERNETES_MINORS
 
-if TYPE_CHECKING:
-    from components.k8s.node_bootstrap.spec import ClusterSpec, Taint
+
+class Taint(Protocol):
+    @property
+    def key(self) -> str: ...
+    @property
+    def value(self) -> str | None: ...
+    @property
+    def effect(self) -> str: ...
+
+
+class Node(Protocol):
+    @property
+    def name(self) -> str: ...
+    @property
+    def management_ip(self) -> str: ...
+    @property
+    def labels(self) -> Mapping[str, str]: ...
+    @property
+    def taints(self) -> Sequence[Taint]: ...
+
+
+class Calico(Protocol):
+    @property
+    def version(self) -> str: ...
+    @property
+    def block_size(self) -> int: ...
+    @property
+    def operator_manifest_url(self) -> str | None: ...
+
+
+class ClusterSpec(Protocol):
+    """What `validate_spec` reads of `components.k8s.node_bootstrap.spec.ClusterSpec`."""
+
+    @property
+    def cluster_name(self) -> str: ...
+    @property
+    def kubernetes_version(self) -> str: ...
+    @property
+    def pod_cidr(self) -> str: ...
+    @property
+    def service_cidr(self) -> str: ...
+    @property
+    def control_plane_endpoint(self) -> str: ...
+    @property
+    def control_plane_nodes(self) -> Sequence[Node]: ...
+    @property
+    def api_server_port(self) -> int: ...
+    @property
+    def search_domain(self) -> str | None: ...
+    @property
+    def ssh_authorized_keys(self) -> Sequence[str]: ...
+    @property
+    def calico(self) -> Calico: ...
+    @property
+    def gpu_node_labels(self) -> Mapping[str, str]: ...
+    @property
+    def rdma_node_labels(self) -> Mapping[str, str]: ...
+    @property
+    def bootstrap_token_ttl(self) -> str: ...
 
 KUBEADM_API_VERSION = "kubeadm.k8s.io/v1beta4"
 """kubeadm's config API; v1beta4 is served by kubeadm 1.31 and later (v1beta3 is deprecated)."""

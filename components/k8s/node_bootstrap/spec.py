@@ -13,6 +13,7 @@ from functools import cached_property
 from typing import Literal
 
 from components.k8s.facts import DEFAULT_CALICO_VERSION
+from components.k8s.node_bootstrap.checks import validate_spec
 
 TaintEffect = Literal["NoSchedule", "PreferNoSchedule", "NoExecute"]
 NodeRole = Literal["init", "control-plane", "worker"]
@@ -144,8 +145,6 @@ class ClusterSpec:
 
     def validation_errors(self) -> list[str]:
         """Every problem with these settings (subclasses add their own)."""
-        from components.k8s.node_bootstrap.checks import validate_spec  # checks reads this module's types
-
         return validate_spec(self)
 
     @property

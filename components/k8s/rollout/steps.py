@@ -12,13 +12,13 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from components.k8s.api.client import quote
+from components.k8s.facts import GPU_RESOURCE
 from components.k8s.rollout.drain import POLL_SECONDS, Api
 
 GENERATION_LABEL = "gpucluster.io/generation"
 CONTROL_PLANE_LABEL = "node-role.kubernetes.io/control-plane"
 """Set by kubeadm's `mark-control-plane` phase, the last phase of a control-plane join, after the
 node's etcd member joined (kubernetes cmd/kubeadm/app/cmd/phases/join/controlplanejoin.go)."""
-GPU_RESOURCE = "nvidia.com/gpu"
 """What the NVIDIA device plugin advertises per vGPU (device-plugin and GPU Operator modes alike)."""
 DEFAULT_WAIT_SECONDS = 45 * 60
 """How long a node may take to come back: clone (minutes for a full clone), first boot with package

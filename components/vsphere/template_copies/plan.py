@@ -20,7 +20,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
 HOST_UNITS = 16
-"""Provisioning units per ESXi host (the blog above; `stacks.tools.deploy_time.durations.Durations.host_units`)."""
+"""Provisioning units per ESXi host (the blog above; `stacks.tools.plan.deploy_time.durations.Durations.host_units`)."""
 LINKED_CLONE_UNITS = 1
 FULL_CLONE_UNITS = 2
 

@@ -334,7 +334,7 @@ class VgpuAttachment(GpuclusterResource, module="vsphere", name="VgpuAttachment"
     memory_reservation_locked_to_max: pulumi.Output[bool]
     """Whether all guest memory is reserved (vGPU requires it)."""
     # The output `extra_config` (live values of the keys the vGPUs need) is not declared as an
-    # attribute: a dict output would need the SDK's type conversion (components/dynamic_resource).
+    # attribute: a dict output would need the SDK's type conversion (components/gpucluster_resource.py).
 
     def __init__(
         self,

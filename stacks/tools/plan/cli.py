@@ -21,10 +21,8 @@ EXIT_INVALID = 2
 
 
 def cmd_plan(args: argparse.Namespace) -> int:
-    from stacks.tools.admission.check import admission_report
-    from stacks.tools.deploy_time import durations as deploy_time
-    from stacks.tools.deploy_time.change import change_time
     from stacks.tools.plan import diff as plan_diff
+    from stacks.tools.plan.admission.check import admission_report
     from stacks.tools.plan.change_notes import config_notes
     from stacks.tools.plan.command import (  # imports the Pulumi SDK: only when planning
         plan_stack,
@@ -32,6 +30,8 @@ def cmd_plan(args: argparse.Namespace) -> int:
         run_plan,
         summary_tree,
     )
+    from stacks.tools.plan.deploy_time import durations as deploy_time
+    from stacks.tools.plan.deploy_time.change import change_time
     from stacks.tools.plan.upgrade_notes import upgrade_notes
 
     path = stack_file_path(args.stack, args.file)
@@ -71,8 +71,8 @@ def cmd_plan(args: argparse.Namespace) -> int:
         )
         rolling = change_time(changes, result.run.resources, durations)
     written = [str(out_dir / "resources.json"), *map(str, result.manifest_files), *([str(graph)] if graph else [])]
-    if args.json:
-        document: dict[str, object] = {
+    if args.format != "text":
+        document: dict[str, Any] = {
             "stack": args.stack,
             "resources": len(result.run.resources),  # the total the text's `total:` line prints
             "resourceCounts": resource_counts(result.run),
@@ -92,7 +92,12 @@ def cmd_plan(args: argparse.Namespace) -> int:
                     "inWords": rolling.lines()[0],
                 },
             }
-        print(json.dumps({**document, "wrote": written}, indent=2))
+        if args.format == "markdown":
+            from stacks.tools.plan.markdown import render_markdown
+
+            print(render_markdown(document), end="")
+        else:
+            print(json.dumps({**document, "wrote": written}, indent=2))
         if day_two is not None and day_two.refused:
             print(f"error: {day_two.refusal_message()}", file=sys.stderr)
             return EXIT_INVALID
@@ -148,7 +153,14 @@ def register(commands: Any) -> None:
         help="with --against: go ahead with a change a live cluster cannot take safely (plan names the KEY, e.g. "
         "kubernetes.podCidr), having done or planned its procedure (docs/environments.md, day two); repeatable",
     )
-    plan.add_argument("--json", action="store_true", help="print a JSON summary (with the deployment estimate) instead")
+    plan.add_argument(
+        "--format",
+        choices=("text", "json", "markdown"),
+        default="text",
+        help="json: a summary with the deployment estimate; markdown: what the change does to the running "
+        "cluster, for a pull request comment (the preview workflow posts it)",
+    )
+    plan.add_argument("--json", dest="format", action="store_const", const="json", help="the same as --format json")
     plan.add_argument(
         "--durations", help="JSON/YAML file overriding the deployment model's durations (docs/deployment-time.md)"
     )

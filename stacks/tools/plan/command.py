@@ -20,7 +20,7 @@ import yaml
 
 from stacks import PROJECT_DIR
 from stacks.environment.loader import PROJECT, ConfigView, config_for_runtime, load_environment
-from stacks.tools.deploy_time.durations import Durations, Estimate, estimate
+from stacks.tools.plan.deploy_time.durations import Durations, Estimate, estimate
 from stacks.tools.plan.errors import GraphRefused, ManifestFolderRefused
 from stacks.tools.plan.graph import graph_problem, write_graph
 from stacks.tools.plan.mock_runtime import (

@@ -5,13 +5,13 @@ Reads each enabled job's MPIJob status and its launcher's log with `kubectl` and
 the transport NCCL actually used, bus bandwidth against the link rate or images/sec per GPU
 against a published reference, and PASS/FAIL; then, per GPU worker, its GPU health (devices the
 device plugin reports unhealthy, XID errors and temperature from the dcgm-exporter:
-verify_gpu_nodes.py). Exit 0 when everything passed, 1 when a job or a node failed, 2 on a usage
+gpu_nodes.py). Exit 0 when everything passed, 1 when a job or a node failed, 2 on a usage
 problem (no kubeconfig, no kubectl, an invalid stack file, an unreadable --log), always without a traceback. The
-kubeconfig is found as kubectl.py says. `--availability` runs the disruptive availability check
-instead (availability.py, guarded by availability_cli.py).
+kubeconfig is found as stacks/kubectl.py says. `--availability` runs the disruptive availability
+check instead (stacks/tools/verify/availability/, guarded by its command.py).
 
 `--log FILE` judges a saved launcher log (`kubectl logs ... > FILE`) by the same rules, without a
-cluster (verify_saved.py).
+cluster (saved.py). Which jobs the stack runs and how a log is judged live in jobs.py, shared by both.
 """
 
 from __future__ import annotations
@@ -20,54 +20,23 @@ import argparse
 import json
 import sys
 from collections.abc import Sequence
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from components.k8s.jobs.benchmark import BenchmarkJob
-from components.k8s.jobs.fabric_check import FabricCheckJob
-from components.k8s.jobs.pytorch_ddp import PytorchDdpJob
 from stacks.environment.loader import load_environment, read_stack_file
 from stacks.environment.model import Environment
+from stacks.environment.stack_file import stack_file_path
 from stacks.kubectl import Kubectl, VerifyError, kubeconfig_for
-from stacks.tools.availability import command as availability_cli
+from stacks.tools.verify.availability import command as availability_cli
 from stacks.tools.verify.gpu import NodeHealth
 from stacks.tools.verify.gpu_nodes import gpu_health
+from stacks.tools.verify.jobs import ExpectedJob, expected_jobs, judge
 from stacks.tools.verify.launcher import LogSource, launcher_selector, log_source, newest_pod
-from stacks.tools.verify.logs import Transport, Verdict, judge_benchmark, judge_fabric
+from stacks.tools.verify.logs import Verdict
+from stacks.tools.verify.saved import verify_saved_log
 
 EXIT_FAILED = 1
 EXIT_USAGE = 2
-
-
-@dataclass(frozen=True)
-class ExpectedJob:
-    name: str
-    kind: str
-    """fabric-check or benchmark."""
-    transport: Transport
-    gpus: int
-
-
-def job_of_kind(env: Environment, kind: str) -> ExpectedJob:
-    """The stack's fabric-check or benchmark MPIJob, named as the components name it (enabled or not)."""
-    jobs = env.jobs
-    workers = jobs.workers or len(env.gpu_workers.nodes)
-    gpus = workers * jobs.sample.slots_per_worker
-    if kind == "fabric-check":
-        return ExpectedJob(f"{FabricCheckJob.default_name}-{jobs.transport}", kind, jobs.transport, gpus)
-    prefix = PytorchDdpJob.default_name if jobs.sample.benchmark == "pytorch-ddp" else BenchmarkJob.default_name
-    return ExpectedJob(f"{prefix}-{jobs.transport}", "benchmark", jobs.transport, gpus)
-
-
-def expected_jobs(env: Environment) -> list[ExpectedJob]:
-    """The MPIJobs the stack creates."""
-    found = []
-    if env.jobs.fabric_check.enabled:
-        found.append(job_of_kind(env, "fabric-check"))
-    if env.jobs.sample.enabled:
-        found.append(job_of_kind(env, "benchmark"))
-    return found
 
 
 def mpijob_of(kubectl: Kubectl, name: str) -> dict[str, Any] | None:
@@ -81,7 +50,7 @@ def mpijob_of(kubectl: Kubectl, name: str) -> dict[str, Any] | None:
 
 
 def launcher_log(kubectl: Kubectl, name: str) -> tuple[LogSource | None, str]:
-    """The newest launcher pod's newest finished run, and its log (verify_launcher.py says why not
+    """The newest launcher pod's newest finished run, and its log (launcher.py says why not
     `kubectl logs job/<name>-launcher`). (None, "") when no launcher pod is left."""
     pod = newest_pod(kubectl.items("get", "pods", "--selector", launcher_selector(name)))
     if pod is None:
@@ -133,22 +102,6 @@ def verify_job(kubectl: Kubectl, env: Environment, job: ExpectedJob) -> Verdict:
     return verdict
 
 
-def judge(env: Environment, job: ExpectedJob, log: str, *, gpus: int, succeeded: bool, verdict: Verdict) -> None:
-    """The verdict on one job's launcher log: the same for a live cluster and a saved log."""
-    if job.kind == "fabric-check":
-        check = env.jobs.fabric_check
-        judge_fabric(
-            verdict,
-            log,
-            want=job.transport,
-            link_gbps=check.link_gbps,
-            min_share=check.min_bus_bandwidth_share,
-            succeeded=succeeded,
-        )
-    else:
-        judge_benchmark(verdict, log, want=job.transport, gpus=gpus, succeeded=succeeded)
-
-
 def report(verdicts: list[Verdict], health: Sequence[NodeHealth] = ()) -> int:
     """Print every job's verdict, every GPU node's health and the overall verdict; the exit status."""
     for verdict in verdicts:
@@ -161,9 +114,7 @@ def report(verdicts: list[Verdict], health: Sequence[NodeHealth] = ()) -> int:
 
 
 def cmd_verify(args: argparse.Namespace) -> int:
-    from stacks.environment.stack_file import stack_file_path as stack_file
-
-    env = load_environment(read_stack_file(stack_file(args.stack, args.file)))
+    env = load_environment(read_stack_file(stack_file_path(args.stack, args.file)))
     refused = availability_cli.refusal(args, env)
     if refused is None and args.log and args.availability:
         refused = "--log judges a saved log; --availability disrupts a live cluster: give one of them"
@@ -171,8 +122,6 @@ def cmd_verify(args: argparse.Namespace) -> int:
         print(f"error: {refused}", file=sys.stderr)
         return EXIT_USAGE
     if args.log:
-        from stacks.tools.verify.saved import verify_saved_log
-
         try:
             return report([verify_saved_log(env, Path(args.log))])
         except VerifyError as error:

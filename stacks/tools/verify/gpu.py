@@ -18,7 +18,8 @@ from dataclasses import dataclass, field
 from fractions import Fraction
 from typing import Any
 
-GPU_RESOURCE = "nvidia.com/gpu"
+from components.k8s.facts import GPU_RESOURCE
+
 XID_METRIC = "DCGM_FI_DEV_XID_ERRORS"
 TEMP_METRIC = "DCGM_FI_DEV_GPU_TEMP"
 DEFAULT_MAX_TEMP_C = 85.0

@@ -1,6 +1,6 @@
 """`python -m stacks verify STACK --log FILE`: the verdict on a saved launcher log, no cluster.
 
-The same judges as the live path (verify.py `judge`, verify_logs.py); what only the cluster knows
+The same judges as the live path (jobs.py `judge`, logs.py); what only the cluster knows
 is taken from the log or said to be unknown:
 - which job wrote it: nccl-tests output is the fabric check, a `total images/sec:` line (or our
   PyTorch script's banner) a benchmark; a log with neither is judged as the job the stack runs
@@ -18,7 +18,8 @@ import re
 from pathlib import Path
 
 from stacks.environment.model import Environment
-from stacks.tools.verify.command import ExpectedJob, VerifyError, expected_jobs, job_of_kind, judge
+from stacks.kubectl import VerifyError
+from stacks.tools.verify.jobs import ExpectedJob, expected_jobs, job_of_kind, judge
 from stacks.tools.verify.logs import Verdict
 
 _NCCL_TESTS = re.compile(r"^# (?:Collective test starting: \w+|nThread \d+ nGpus \d+ minBytes)", re.MULTILINE)

@@ -11,7 +11,7 @@ from __future__ import annotations
 from components.vcenter.inventory_model import Inventory
 from components.vsphere.template_copies.plan import ReplicaSite
 from stacks.environment.model import Environment
-from stacks.environment.replicas import replica_sites
+from stacks.environment.template_sites import replica_sites
 from stacks.tools.preflight.checks.report import Report
 
 LINKED_COPY_GB = 1.0

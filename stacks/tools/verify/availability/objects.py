@@ -7,9 +7,9 @@ from typing import Any
 
 from components.k8s.addons.device_plugin import DevicePluginSettings
 from components.k8s.addons.gpu_operator import GpuOperatorArgs
+from components.k8s.facts import GPU_RESOURCE
 from components.k8s.objects import app_labels, gpu_runtime_fields, gpu_toleration
 from stacks.environment.model import Environment
-from stacks.tools.verify.gpu import GPU_RESOURCE
 from stacks.tools.verify.gpu_nodes import PodSet
 
 PROBE_NAME = "gpu-availability-probe"

@@ -19,8 +19,8 @@ from typing import Any
 
 import yaml
 
-from stacks.tools.deploy_time.model import Operation, Schedule, critical_path_bound, simulate
-from stacks.tools.deploy_time.words import estimate_in_words, ratio_in_words
+from stacks.tools.plan.deploy_time.model import Operation, Schedule, critical_path_bound, simulate
+from stacks.tools.plan.deploy_time.words import estimate_in_words, ratio_in_words
 
 TEMPLATE_HOST = "host:template"
 """The ESXi host the template is registered on: every clone is a provisioning operation there too."""

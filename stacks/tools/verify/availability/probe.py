@@ -33,7 +33,7 @@ from typing import Any
 
 from stacks.environment.model import Environment
 from stacks.kubectl import Kubectl, VerifyError
-from stacks.tools.availability.objects import (
+from stacks.tools.verify.availability.objects import (
     PROBE_NAME,
     describe_node,
     describe_pod,

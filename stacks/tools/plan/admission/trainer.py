@@ -30,7 +30,7 @@ import copy
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from stacks.tools.admission.model import PodGroup, Workload
+from stacks.tools.plan.admission.model import PodGroup, Workload
 
 ANCESTOR_LABEL = "trainer.kubeflow.org/trainjob-ancestor-step"
 NODE = "node"
@@ -115,7 +115,7 @@ def suggestion_pod(algorithm: str) -> dict[str, Any]:
 
 def trainer_workloads(obj: Mapping[str, Any], objs: list[Any]) -> list[Workload]:
     """A TrainJob's trainer pods; an Experiment's trials at once (TrainJobs) and its suggestion
-    service (stacks/tools/admission/trainer.py)."""
+    service (stacks/tools/plan/admission/trainer.py)."""
     meta = obj.get("metadata") or {}
     namespace, name, spec = meta.get("namespace", "default"), meta["name"], obj.get("spec") or {}
     if obj["kind"] == "TrainJob":

@@ -26,7 +26,7 @@ from components.k8s.gpu_runtime import NVIDIA_RUNTIME_HANDLER
 from components.k8s.node_bootstrap.spec import node_labels, node_taints
 from components.k8s.objects import CONTROL_PLANE_LABEL
 from stacks.environment.model import Environment
-from stacks.tools.admission.rules import NodeModel, Taint
+from stacks.tools.plan.admission.rules import NodeModel, Taint
 from stacks.wiring.kubernetes import bootstrap_args
 
 MAX_PODS = 110

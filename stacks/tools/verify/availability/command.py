@@ -14,7 +14,7 @@ from typing import Any
 
 from stacks.environment.model import Environment
 from stacks.kubectl import Kubectl, VerifyError, kubeconfig_for
-from stacks.tools.availability.probe import run_availability
+from stacks.tools.verify.availability.probe import run_availability
 
 EXIT_FAILED = 1
 EXIT_USAGE = 2

@@ -1,9 +1,9 @@
 """The plan's admission check: would every workload the stack renders actually run, and where?
 
-From the environment it models the nodes (`stacks.tools.admission.nodes`); from the plan it takes every
+From the environment it models the nodes (`stacks.tools.plan.admission.nodes`); from the plan it takes every
 pod template: Deployments, DaemonSets, Jobs, Pods, MPIJob Launcher/Worker replicas from the
 ConfigGroups, TrainJobs and Katib Experiments (their trials and suggestion service, through
-`stacks.tools.admission.trainer`), and the Helm-rendered GPU Operator's workloads as far as the
+`stacks.tools.plan.admission.trainer`), and the Helm-rendered GPU Operator's workloads as far as the
 chart values decide their placement. Then, as the cluster would:
 
 1. DaemonSets: on each node, its pod is placed when the node passes nodeSelector/affinity, taints
@@ -30,16 +30,16 @@ from typing import Any
 from components.k8s.addons.gpu_operator import driver_image_tag, visible_pod_templates
 from components.k8s.gpu_runtime import NVIDIA_RUNTIME_CLASS, NVIDIA_RUNTIME_HANDLER
 from stacks.environment.model import Environment
-from stacks.tools.admission.model import PodGroup, Workload
-from stacks.tools.admission.nodes import ClusterModel, PlannedNode, cluster_model
-from stacks.tools.admission.rules import (
+from stacks.tools.plan.admission.model import PodGroup, Workload
+from stacks.tools.plan.admission.nodes import ClusterModel, PlannedNode, cluster_model
+from stacks.tools.plan.admission.rules import (
     RuntimeClassModel,
     placement_problem,
     pod_requests,
     shortfall,
     with_runtime_class,
 )
-from stacks.tools.admission.trainer import trainer_workloads
+from stacks.tools.plan.admission.trainer import trainer_workloads
 from stacks.tools.plan.command import kubernetes_objects
 from stacks.tools.plan.mock_runtime import ProgramRun
 

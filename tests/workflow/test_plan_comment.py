@@ -1,0 +1,346 @@
+"""Issue 35: the pull request says what the change does to the running cluster.
+
+- `plan --against --format markdown` is compared with golden files made from real stack-file
+  changes (tests/workflow/plan_comments/; scripts/regenerate-plan-comment-goldens.sh rewrites them
+  by hand, never this test);
+- the plan workflow's own script step runs here, on a base and a head stack file in a scratch git
+  repository, as the runner would run it (not the runner): its comment's verdict line and its exit
+  status for a rolling change, a refused change, an accepted rebuild, a no-op, an added and a
+  deleted stack file;
+- the posting step's logic (`plan_comment.py collect`) keeps one comment per stack, found by its
+  marker, replaces only its own section, and trusts nothing in the artifacts.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+
+from stacks.cli import main as stacks_main
+
+PROJECT = Path(__file__).resolve().parents[2]
+GOLDEN = Path(__file__).resolve().parent / "plan_comments"
+PLAN_WORKFLOW = PROJECT / ".github" / "workflows" / "plan.yml"
+COMMENT_WORKFLOW = PROJECT / ".github" / "workflows" / "plan-comment.yml"
+SCRIPT = PROJECT / "scripts" / "plan_comment.py"
+CASES = ["scale-out", "template-change", "version-upgrade", "pod-cidr-change"]
+
+
+def _load(path: Path) -> dict[str, Any]:
+    document = yaml.safe_load(path.read_text())
+    if True in document:
+        document["on"] = document.pop(True)
+    return document
+
+
+def _verdict(text: str) -> str:
+    (line,) = [line for line in text.splitlines() if line.startswith("**Verdict:")]
+    return line
+
+
+# ---------------------------------------------------------------------------------------------
+# plan --format markdown, against golden files
+
+
+@pytest.mark.parametrize("case", CASES)
+def test_plan_markdown_matches_its_golden_file(case: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    head, expected = GOLDEN / f"{case}.yaml", GOLDEN / f"{case}.md"
+    argv = ["plan", "dev", "--file", str(head), "--against", str(GOLDEN / "base.yaml")]
+    status = stacks_main([*argv, "--out", str(tmp_path), "--format", "markdown"])
+    rendered = capsys.readouterr().out
+    assert rendered == expected.read_text(), (
+        f"{expected.name} differs from what plan prints now; if the change is meant, run "
+        "scripts/regenerate-plan-comment-goldens.sh and review its diff"
+    )
+    assert status == (2 if "**Verdict: refused**" in rendered else 0)
+
+
+def test_the_golden_files_say_what_each_change_does() -> None:
+    # The goldens themselves are checked for the facts a reviewer reads first.
+    verdicts = {case: _verdict((GOLDEN / f"{case}.md").read_text()) for case in CASES}
+    assert verdicts["scale-out"].startswith("**Verdict: adds 1 node** (worker-5)")
+    assert verdicts["template-change"].startswith("**Verdict: rolls 4 nodes** (worker-1, worker-2, worker-3, worker-4)")
+    assert "1 down at once, about " in verdicts["template-change"]
+    assert verdicts["version-upgrade"].startswith("**Verdict: refused**")
+    assert "`kubernetes.version`" in verdicts["version-upgrade"]
+    assert verdicts["pod-cidr-change"].startswith("**Verdict: refused**")
+    refused = (GOLDEN / "pod-cidr-change.md").read_text()
+    assert "- `--accept-rebuild kubernetes.podCidr`: keep the old value, or migrate" in refused
+    assert "| `kubernetes.podCidr` | 10.244.0.0/16 -> 10.245.0.0/16 | **refused**" in refused
+
+
+def test_plan_markdown_names_the_workloads_that_will_not_run(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # GPU workers with too little memory for the fabric check's pods: the admission check fails it.
+    text = (GOLDEN / "base.yaml").read_text()
+    assert text.count("      memoryMb: 24576\n") == 1
+    head = tmp_path / "head.yaml"
+    head.write_text(text.replace("      memoryMb: 24576\n", "      memoryMb: 4096\n"))
+    status = stacks_main(
+        [
+            "plan",
+            "dev",
+            "--file",
+            str(head),
+            "--against",
+            str(GOLDEN / "base.yaml"),
+            "--out",
+            str(tmp_path / "o"),
+            "--format",
+            "markdown",
+        ]
+    )
+    rendered = capsys.readouterr().out
+    assert status == 2
+    assert "**Workloads that will not run** (admission check): 1 workload" in rendered
+    assert "- `MPIJob training/nccl-fabric-check-roce`:" in rendered
+
+
+# ---------------------------------------------------------------------------------------------
+# The plan workflow's script step, run as the runner runs it
+
+
+def _step(workflow: Path, step_id: str) -> dict[str, Any]:
+    steps = [s for job in _load(workflow)["jobs"].values() for s in job.get("steps", []) if s.get("id") == step_id]
+    assert len(steps) == 1, step_id
+    return steps[0]
+
+
+def _git(repo: Path, *args: str) -> str:
+    return subprocess.run(
+        ["git", "-c", "user.name=t", "-c", "user.email=t@example.com", *args],
+        cwd=repo,
+        check=True,
+        capture_output=True,
+        text=True,
+    ).stdout.strip()
+
+
+def _run_render_step(tmp_path: Path, base: str | None, head: str | None, description: str = "") -> tuple[str, str]:
+    """The step `render` of plan.yml in a scratch checkout: (the comment's plan section, status)."""
+    repo = tmp_path / "checkout"
+    repo.mkdir(parents=True)
+    # What the job has: the PR's checkout with the project's scripts and the virtualenv it made.
+    (repo / "scripts").symlink_to(PROJECT / "scripts")
+    (repo / ".venv").symlink_to(PROJECT / ".venv")
+    stack_file = repo / "Pulumi.dev.yaml"
+    _git(repo, "init", "-q", "-b", "main")
+    if base is not None:
+        stack_file.write_text(base)
+    (repo / "README.md").write_text("x\n")
+    _git(repo, "add", "README.md", *(["Pulumi.dev.yaml"] if base is not None else []))
+    _git(repo, "commit", "-q", "-m", "base")
+    base_sha = _git(repo, "rev-parse", "HEAD")
+    if head is None:
+        stack_file.unlink(missing_ok=True)
+    else:
+        stack_file.write_text(head)
+    output, runner_temp = tmp_path / "github-output", tmp_path / "runner-temp"
+    output.write_text("")
+    runner_temp.mkdir()
+    step = _step(PLAN_WORKFLOW, "render")
+    env = {
+        "PATH": f"{Path(sys.executable).parent}:/usr/bin:/bin",
+        "PYTHONPATH": str(PROJECT),  # the checkout's `stacks` package
+        "STACK": "dev",
+        "GITHUB_OUTPUT": str(output),
+        "RUNNER_TEMP": str(runner_temp),
+        "BASE_SHA": base_sha,
+        "PR_BODY": description,
+    }
+    assert set(step["env"]) == {"BASE_SHA", "PR_BODY"}
+    # GitHub runs `run:` with `bash -e {0}`.
+    subprocess.run(["bash", "-e", "-c", step["run"]], cwd=repo, env=env, check=True, timeout=300)
+    (line,) = output.read_text().splitlines()
+    section = (repo / "build" / "plan-comment" / "dev" / "section.md").read_text()
+    return section, line
+
+
+def _case(name: str) -> str:
+    return (GOLDEN / f"{name}.yaml").read_text()
+
+
+def test_a_rolling_change_says_which_nodes_roll_and_passes(tmp_path: Path) -> None:
+    section, status = _run_render_step(tmp_path, _case("base"), _case("template-change"))
+    assert _verdict(section) == (
+        "**Verdict: rolls 4 nodes** (worker-1, worker-2, worker-3, worker-4), 1 down at once, about 19 minutes"
+    )
+    assert status == "status=0"
+
+
+def test_a_refused_change_fails_and_says_the_way_out(tmp_path: Path) -> None:
+    section, status = _run_render_step(tmp_path, _case("base"), _case("pod-cidr-change"))
+    assert _verdict(section).startswith("**Verdict: refused** — 1 change a live cluster cannot take safely")
+    assert status == "status=1"
+    assert "\n    accept-rebuild: dev kubernetes.podCidr\n" in section
+    # The plan workflow's last step turns that status into a failed check.
+    (fail,) = [
+        s for s in _load(PLAN_WORKFLOW)["jobs"]["plan"]["steps"] if s.get("if") == "steps.render.outputs.status != '0'"
+    ]
+    assert "exit 1" in fail["run"]
+
+
+def test_a_rebuild_stated_in_the_description_is_accepted_for_that_stack_only(tmp_path: Path) -> None:
+    other = _run_render_step(
+        tmp_path / "a", _case("base"), _case("pod-cidr-change"), "accept-rebuild: prod kubernetes.podCidr"
+    )
+    assert other[1] == "status=1"  # accepted for prod, not for dev
+    section, status = _run_render_step(
+        tmp_path / "b",
+        _case("base"),
+        _case("pod-cidr-change"),
+        "Moving pods.\n\naccept-rebuild: dev kubernetes.podCidr\n",
+    )
+    assert _verdict(section) == "**Verdict: rebuild accepted** for `kubernetes.podCidr`"
+    assert status == "status=0"
+
+
+def test_a_no_op_says_so(tmp_path: Path) -> None:
+    section, status = _run_render_step(tmp_path, _case("base"), _case("base"))
+    assert _verdict(section) == "**Verdict: no change to the running cluster**"
+    assert status == "status=0"
+
+
+def test_an_added_stack_file_is_planned_as_a_new_stack(tmp_path: Path) -> None:
+    section, status = _run_render_step(tmp_path, None, _case("base"))
+    assert _verdict(section).startswith("**Verdict: new stack** — `pulumi up` creates ")
+    assert status == "status=0"
+
+
+def test_a_deleted_stack_file_says_nothing_is_destroyed(tmp_path: Path) -> None:
+    section, status = _run_render_step(tmp_path, _case("base"), None)
+    assert _verdict(section).startswith("**Verdict: stack file deleted** — the workflows never destroy a stack")
+    assert status == "status=0"
+
+
+def test_a_stale_accept_line_fails_and_says_which(tmp_path: Path) -> None:
+    # The rebuild was accepted, then the change was dropped: the line must go too.
+    section, status = _run_render_step(tmp_path, _case("base"), _case("base"), "accept-rebuild: dev kubernetes.podCidr")
+    assert _verdict(section).startswith("**Verdict: plan failed**")
+    assert "--accept-rebuild kubernetes.podCidr: no refused change has this key" in section
+    assert status == "status=1"
+
+
+def test_an_invalid_stack_file_fails_with_its_problems(tmp_path: Path) -> None:
+    broken = _case("base").replace("podCidr: 10.244.0.0/16", "podCidr: not-a-cidr")
+    section, status = _run_render_step(tmp_path, _case("base"), broken)
+    assert _verdict(section).startswith("**Verdict: plan failed**")
+    assert "kubernetes.podCidr" in section
+    assert status == "status=1"
+
+
+# ---------------------------------------------------------------------------------------------
+# The posting step: one comment per stack, each run its own section
+
+
+def _collect(
+    tmp_path: Path, workflow: str, artifacts: dict[str, dict[str, str]], comments: list[dict[str, Any]]
+) -> list[str]:
+    folder = tmp_path / "artifacts"
+    for name, files in artifacts.items():
+        for file, text in files.items():
+            (folder / name).mkdir(parents=True, exist_ok=True)
+            (folder / name / file).write_text(text)
+    folder.mkdir(exist_ok=True)
+    (tmp_path / "comments.jsonl").write_text("".join(json.dumps(c) + "\n" for c in comments))
+    result = subprocess.run(
+        [
+            sys.executable,
+            str(SCRIPT),
+            "collect",
+            "--workflow",
+            workflow,
+            "--artifacts",
+            str(folder),
+            "--comments",
+            str(tmp_path / "comments.jsonl"),
+            "--out",
+            str(tmp_path / "bodies"),
+        ],
+        capture_output=True,
+        text=True,
+        check=True,
+        timeout=60,
+        env={**os.environ, "PYTHONPATH": ""},
+    )
+    index = (tmp_path / "bodies" / "index").read_text().splitlines()
+    assert result.stdout.splitlines() == index
+    return index
+
+
+def test_the_first_plan_posts_a_new_comment_per_stack(tmp_path: Path) -> None:
+    index = _collect(
+        tmp_path,
+        "plan",
+        {
+            "plan-dev": {"section.md": "**Verdict: no change to the running cluster**\n"},
+            "plan-prod": {"section.md": "**Verdict: refused** x\n"},
+        },
+        [{"id": 7, "user": "someone", "body": "<!-- gpucluster-plan:dev --> not ours"}],
+    )
+    assert [line.split()[0] for line in index] == ["new", "new"]  # a person's comment is never edited
+    body = Path(index[0].split()[1]).read_text()
+    assert body.startswith("<!-- gpucluster-plan:dev -->\n")
+    assert "**Verdict: no change to the running cluster**" in body
+    assert "### `pulumi preview`\n\nNot run (yet)" in body
+
+
+def test_the_preview_lands_below_the_plan_and_a_new_plan_keeps_it(tmp_path: Path) -> None:
+    (plan_line,) = _collect(
+        tmp_path / "1", "plan", {"plan-dev": {"section.md": "**Verdict: rolls 4 nodes** old\n"}}, []
+    )
+    first = Path(plan_line.split()[1]).read_text()
+    ours = {"id": 41, "user": "github-actions[bot]", "body": first}
+    (preview_line,) = _collect(
+        tmp_path / "2",
+        "preview",
+        {"pulumi-preview-dev": {"output.txt": "Previewing update (dev)\n~ 4 to update\n", "outcome": "success\n"}},
+        [ours],
+    )
+    assert preview_line.split()[0] == "41"  # edited in place
+    with_preview = Path(preview_line.split()[1]).read_text()
+    assert with_preview.index("**Verdict: rolls 4 nodes** old") < with_preview.index("### `pulumi preview` (success)")
+    assert "~ 4 to update" in with_preview
+    (again,) = _collect(
+        tmp_path / "3",
+        "plan",
+        {"plan-dev": {"section.md": "**Verdict: no change to the running cluster**\n"}},
+        [{**ours, "body": with_preview}],
+    )
+    latest = Path(again.split()[1]).read_text()
+    assert "rolls 4 nodes" not in latest and "**Verdict: no change to the running cluster**" in latest
+    assert "~ 4 to update" in latest  # the preview section stays until the next preview replaces it
+
+
+def test_artifacts_cannot_forge_markers_or_stack_names(tmp_path: Path) -> None:
+    forged = "**Verdict: no change**\n<!-- /gpucluster-plan-section:plan -->\n<!-- gpucluster-plan:prod -->\n"
+    index = _collect(
+        tmp_path, "plan", {"plan-dev": {"section.md": forged}, "plan-$(touch pwned)": {"section.md": "x"}}, []
+    )
+    assert len(index) == 1  # the odd name is skipped
+    body = Path(index[0].split()[1]).read_text()
+    assert body.count("gpucluster-plan:prod") == 0
+    assert body.count("<!-- /gpucluster-plan-section:plan -->") == 1
+    assert not (tmp_path / "pwned").exists()
+
+
+def test_the_poster_runs_no_pull_request_code() -> None:
+    workflow = _load(COMMENT_WORKFLOW)
+    assert workflow["on"] == {"workflow_run": {"workflows": ["plan", "preview"], "types": ["completed"]}}
+    (job,) = workflow["jobs"].values()
+    checkout = [s for s in job["steps"] if str(s.get("uses", "")).startswith("actions/checkout@")]
+    # The default branch's own code: no `ref:` to the PR's head, nothing installed from it.
+    assert all("ref" not in (s.get("with") or {}) for s in checkout)
+    runs = "\n".join(str(s.get("run", "")) for s in job["steps"])
+    assert "pip install" not in runs and ".venv" not in runs
+    assert "python3 scripts/plan_comment.py collect" in runs
+    assert re.search(r"select\(\.head\.sha|\$1 == sha", runs), "a stale run must not post"
