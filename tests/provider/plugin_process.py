@@ -11,8 +11,9 @@ import contextlib
 import os
 import subprocess
 import sys
+import tempfile
 import threading
-from collections.abc import Iterator, Mapping
+from collections.abc import Collection, Iterator, Mapping
 from concurrent import futures
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -64,15 +65,16 @@ def engine_log() -> Iterator[tuple[str, _EngineLog]]:
 
 
 @contextlib.contextmanager
-def running_plugin(env: Mapping[str, str] | None = None) -> Iterator[Plugin]:
+def running_plugin(env: Mapping[str, str] | None = None, *, with_engine: bool = True) -> Iterator[Plugin]:
     """Start the plugin as the Python language host does for PulumiPlugin.yaml, with the engine
-    address as its argument; stop it at the end. `env`: variables to set (or blank) for it."""
-    with engine_log() as (address, log):
+    address as its argument; stop it at the end. `env`: variables to set (or blank) for it.
+    `with_engine=False`: an address nothing answers on (a benchmark driving the plugin alone)."""
+    with engine_log() as (address, log), tempfile.TemporaryFile() as stderr:
         process = subprocess.Popen(
-            [sys.executable, str(ROOT / "provider"), address],
+            [sys.executable, str(ROOT / "provider"), address if with_engine else "127.0.0.1:9"],
             cwd=ROOT / "tests",  # not the repository root: the plugin must find its code itself
             stdout=subprocess.PIPE,
-            stderr=subprocess.PIPE,
+            stderr=stderr,  # a file, not a pipe: nothing reads it while the plugin runs
             env={**os.environ, **(env or {})},
         )
         try:
@@ -80,7 +82,9 @@ def running_plugin(env: Mapping[str, str] | None = None) -> Iterator[Plugin]:
             line = process.stdout.readline().decode().strip()
             if not line.isdigit():
                 process.kill()
-                raise AssertionError(f"plugin printed {line!r}, not a port; stderr: {process.stderr.read().decode()}")
+                process.wait()
+                stderr.seek(0)
+                raise AssertionError(f"plugin printed {line!r}, not a port; stderr: {stderr.read().decode()}")
             channel = grpc.insecure_channel(f"127.0.0.1:{line}")
             grpc.channel_ready_future(channel).result(timeout=START_TIMEOUT_S)
             yield Plugin(provider_pb2_grpc.ResourceProviderStub(channel), process, log.messages)
@@ -93,7 +97,7 @@ def running_plugin(env: Mapping[str, str] | None = None) -> Iterator[Plugin]:
                 process.kill()
 
 
-def marshal(values: Mapping[str, Any], secret: set[str] = frozenset()) -> Any:  # type: ignore[assignment]
+def marshal(values: Mapping[str, Any], secret: Collection[str] = ()) -> Any:
     """A property map as the engine sends it; `secret` keys as secrets."""
     return PropertyValue.marshal_map({k: _value(v).with_secret(k in secret) for k, v in values.items()})
 
@@ -123,7 +127,7 @@ def _plain(value: PropertyValue) -> Any:
     return inner
 
 
-def configure(stub: Any, args: Mapping[str, Any], secret: set[str] = frozenset()) -> Any:  # type: ignore[assignment]
+def configure(stub: Any, args: Mapping[str, Any], secret: Collection[str] = ()) -> Any:
     return stub.Configure(
         provider_pb2.ConfigureRequest(args=marshal(args, secret), acceptSecrets=True, acceptResources=True)
     )

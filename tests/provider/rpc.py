@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Collection, Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -23,17 +23,19 @@ class Lifecycle:
     def urn(self) -> str:
         return urn(self.type_token, self.name)
 
-    def check(self, news: Mapping[str, Any], olds: Mapping[str, Any] | None = None, secret: set[str] = set()) -> Any:  # noqa: B006
+    def check(
+        self, news: Mapping[str, Any], olds: Mapping[str, Any] | None = None, secret: Collection[str] = ()
+    ) -> Any:
         return self.stub.Check(
             provider_pb2.CheckRequest(urn=self.urn, olds=marshal(olds or {}), news=marshal(news, secret))
         )
 
-    def checked(self, news: Mapping[str, Any], secret: set[str] = set()) -> dict[str, Any]:  # noqa: B006
+    def checked(self, news: Mapping[str, Any], secret: Collection[str] = ()) -> dict[str, Any]:
         answer = self.check(news, secret=secret)
         assert list(answer.failures) == [], answer.failures
         return unmarshal(answer.inputs)[0]
 
-    def create(self, props: Mapping[str, Any], secret: set[str] = set()) -> tuple[str, dict[str, Any], set[str]]:  # noqa: B006
+    def create(self, props: Mapping[str, Any], secret: Collection[str] = ()) -> tuple[str, dict[str, Any], set[str]]:
         answer = self.stub.Create(provider_pb2.CreateRequest(urn=self.urn, properties=marshal(props, secret)))
         outs, secret_keys = unmarshal(answer.properties)
         return answer.id, outs, secret_keys

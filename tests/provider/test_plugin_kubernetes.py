@@ -109,6 +109,16 @@ def test_handlers_log_through_the_engines_log_service(k8s_plugin: Plugin) -> Non
     assert f"JoinTokenRotation {id_}: nothing to delete (a timestamp leaves nothing behind)" in k8s_plugin.engine_log
 
 
+def test_without_an_engine_to_log_to_operations_still_succeed() -> None:
+    """A benchmark drives the plugin with no engine behind the address: a log line it cannot
+    deliver must not fail the operation (provider/main.py, EngineLog)."""
+    with running_plugin(with_engine=False) as alone:
+        configure(alone.stub, {})
+        rotation = Lifecycle(alone.stub, ROTATION, "join-token-rotation")
+        id_, outs, _ = rotation.create({"ttl_hours": 24, "issued_at": None, "expires_at": None})
+        rotation.delete(id_, outs)  # logs "nothing to delete"
+
+
 def test_an_unknown_type_is_refused_by_name(k8s_plugin: Plugin) -> None:
     with pytest.raises(grpc.RpcError) as refused:
         Lifecycle(k8s_plugin.stub, "gpucluster:vsphere:Nope", "x").create({"a": "b"})
