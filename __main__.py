@@ -19,9 +19,11 @@ from components.k8s.cluster_access import ClusterAccess
 from components.k8s.etcd.member import ControlPlaneMember
 from components.k8s.jobs.training_jobs import TrainingJobs
 from components.k8s.jobs.tuning_sample import TuningSample
+from components.k8s.join.joined import NodeJoined
 from components.k8s.join.token import JoinToken
 from components.k8s.rollout.drain import NodeDrain
 from components.k8s.rollout.rollout import NodeRollout
+from components.vsphere.guestinfo_scrub import GuestinfoScrub
 from components.vsphere.node_pool import NodePool
 from components.vsphere.rdma_fabric import RdmaFabric
 from components.vsphere.template_copies.replicas import TemplateReplicas
@@ -93,7 +95,24 @@ if bootstrap is not None:
     # `pulumi destroy` removes it (drains included) before any of them: etcd keeps its quorum.
     api_up: list[pulumi.Resource] = [ready, *control_plane.vms.values()]
     cluster = ClusterAccess("cluster", k8s_wiring.bootstrapped_cluster_args(env, bootstrap, api_up))
-    JoinToken("join-token", k8s_wiring.join_token_args(env, bootstrap, cluster, ready, control_plane))
+    join_token = JoinToken("join-token", k8s_wiring.join_token_args(env, bootstrap, cluster, ready, control_plane))
+    # Each node's first-boot secrets (join token, control-plane CA keys) out of its VM's extraConfig
+    # once the node joined (components/vsphere/guestinfo_scrub.py). The wait comes after the
+    # readiness check and the token, so a node waiting never holds up what the joins need.
+    for pool in (control_plane, gpu_workers):
+        for node_name, node in pool.nodes.items():
+            joined = NodeJoined(
+                f"joined-{node_name}",
+                k8s_wiring.node_joined_args(env, node_name, node, bootstrap, control_plane=pool is control_plane),
+                opts=pulumi.ResourceOptions(depends_on=[pool.vms[node_name], ready, join_token]),
+            )
+            GuestinfoScrub(
+                f"scrub-{node_name}",
+                vm_id=node.vm_id,
+                vm_name=node.vm_name,
+                node_name=node_name,
+                opts=pulumi.ResourceOptions(depends_on=[joined]),
+            )
     # A control-plane node leaving (scale in, VM replacement) is drained and its etcd member removed
     # through another member, quorum checked, before its VM goes: its new VM reuses the member's
     # name and peer address (components/k8s/etcd/member.py).

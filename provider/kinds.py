@@ -21,6 +21,7 @@ from typing import Any, TypeVar
 from components import resource_handlers as handlers
 from components.k8s.api.ready import ApiServerReady, ApiServerReadyProvider
 from components.k8s.etcd.member import ControlPlaneMember, ControlPlaneMemberProvider
+from components.k8s.join.joined import NodeJoined, NodeJoinedProvider
 from components.k8s.join.rotation import JoinTokenRotation, JoinTokenRotationProvider
 from components.k8s.rollout.drain import NodeDrain, NodeDrainProvider
 from components.k8s.rollout.rollout import (
@@ -34,6 +35,7 @@ from components.k8s.rollout.rollout import (
 from components.k8s.upgrade.upgrade import ClusterUpgrade, ClusterUpgradeProvider
 from components.vsphere.dvs_host_member import DvsHostMember, DvsHostMemberProvider, switch_lock
 from components.vsphere.dvs_member_batch import MemberChange, Outcome, apply_member_changes
+from components.vsphere.guestinfo_scrub import GuestinfoScrub, GuestinfoScrubProvider
 from components.vsphere.host_graphics.resource import HostGraphicsMode, HostGraphicsModeProvider
 from components.vsphere.pvrdma_host import PvrdmaHostSettings, PvrdmaHostSettingsProvider
 from components.vsphere.template_copies.replica import TemplateReplica, TemplateReplicaProvider
@@ -48,9 +50,11 @@ HANDLERS: Mapping[str, Callable[[], handlers.ResourceHandlers]] = {
     HostGraphicsMode.TYPE: HostGraphicsModeProvider,
     TemplateReplica.TYPE: TemplateReplicaProvider,
     VgpuAttachment.TYPE: VgpuAttachmentProvider,
+    GuestinfoScrub.TYPE: GuestinfoScrubProvider,
     ApiServerReady.TYPE: ApiServerReadyProvider,
     ClusterUpgrade.TYPE: ClusterUpgradeProvider,
     JoinTokenRotation.TYPE: JoinTokenRotationProvider,
+    NodeJoined.TYPE: NodeJoinedProvider,
     ControlPlaneMember.TYPE: ControlPlaneMemberProvider,
     NodeDrain.TYPE: NodeDrainProvider,
     RolloutGeneration.TYPE: RolloutGenerationProvider,

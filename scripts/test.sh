@@ -17,3 +17,7 @@ shellcheck components/k8s/node_bootstrap/files/*.sh tests/k8s_bootstrap/standins
 # `run:` steps and refuses actions on a runtime GitHub's runners no longer have; any finding fails.
 .venv/bin/actionlint .github/workflows/*.yml
 .venv/bin/python -m pytest "$@"
+# CI also proves every test file passes on its own (the run above proves "in any order").
+if [ "${CI:-}" = true ] && [ "$#" -eq 0 ]; then
+  bash scripts/test-files-alone.sh
+fi

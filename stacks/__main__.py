@@ -27,12 +27,16 @@ def _outside_the_virtualenv(missing: str) -> int:
     return 2
 
 
+# The commands import their heavy dependencies (the Pulumi SDK, pyVmomi) only when they run, so
+# the guard covers running the command too, not only importing the CLI.
 try:
     from stacks.cli import main
+
+    status = main()
 except ModuleNotFoundError as error:
     # Only a third-party package: a module of ours missing is a bug, and its traceback says where.
     if error.name is None or error.name.split(".")[0] in _OWN_PACKAGES:
         raise
     sys.exit(_outside_the_virtualenv(error.name.split(".")[0]))
 
-sys.exit(main())
+sys.exit(status)

@@ -13,8 +13,12 @@
 //     DvsOperationBulkFault) and refused for a stale configVersion (dvs_reconfigure.go),
 //   - vGPU profiles offered by every host (HostConfigInfo.sharedPassthruGpuTypes),
 //   - extra physical NICs (default vmnic4, vmnic5: ConnectX-style RDMA uplinks),
-//   - the ESXi firewall ruleset "pvrdma" (TCP/UDP 28250), disabled by default,
+//   - the ESXi firewall ruleset "pvrdma" (TCP/UDP 28250), disabled by default, open to all
+//     addresses, and HostFirewallSystem.UpdateRuleset (host_firewall.go),
+//   - extraConfig as vCenter keeps it: one value per key, a key sent empty removed (extra_config.go),
 //   - the host advanced option Net.PVRDMAVmknic (empty by default),
+//   - HasPrivilegeOnEntities answered from the permissions set on the inventory, where the
+//     simulator grants everything (privileges.go),
 //   - per-host copies of the firewall and advanced option state: 0.24's
 //     simulator shares one esx template between all hosts, so enabling a ruleset
 //     on one host would flip it on every host.
@@ -76,6 +80,10 @@ func pvrdmaRuleset() types.HostFirewallRuleset {
 	}
 }
 
+func sortRulesets(rulesets []types.HostFirewallRuleset) {
+	sort.Slice(rulesets, func(i, j int) bool { return rulesets[i].Key < rulesets[j].Key })
+}
+
 func splitList(s string) []string {
 	var out []string
 	for _, item := range strings.Split(s, ",") {
@@ -113,22 +121,8 @@ func extendHost(host *simulator.HostSystem, profiles, pnics []string, graphicsDe
 		})
 	}
 
-	// A private firewall: 0.24 copies esx.HostFirewallInfo by value, which
-	// shares the Ruleset slice between all hosts.
-	fw := simulator.Map.Get(*host.ConfigManager.FirewallSystem).(*simulator.HostFirewallSystem)
-	info := *fw.FirewallInfo
-	info.Ruleset = append([]types.HostFirewallRuleset(nil), fw.FirewallInfo.Ruleset...)
-	found := false
-	for _, rs := range info.Ruleset {
-		if rs.Key == "pvrdma" {
-			found = true
-		}
-	}
-	if !found {
-		info.Ruleset = append(info.Ruleset, pvrdmaRuleset())
-	}
-	sort.Slice(info.Ruleset, func(i, j int) bool { return info.Ruleset[i].Key < info.Ruleset[j].Key })
-	fw.FirewallInfo = &info
+	// A private firewall with the pvrdma ruleset and UpdateRuleset (vcsim/host_firewall.go).
+	extendHostFirewall(host)
 
 	// Private advanced options, plus Net.PVRDMAVmknic (ESXi ships it empty).
 	opts := simulator.Map.Get(*host.ConfigManager.AdvancedOption).(*simulator.OptionManager)
@@ -162,8 +156,9 @@ func main() {
 	standalone := flag.Int("standalone-host", 1, "standalone hosts per datacenter")
 	machines := flag.Int("vm", 2, "VMs per resource pool")
 	profilesFlag := flag.String("vgpu-profiles",
-		"grid_t4-1c,grid_t4-2c,grid_t4-4c,grid_t4-8c,grid_t4-16c",
-		"comma-separated vGPU profiles every host offers")
+		"grid_t4-4c,grid_t4-8c,grid_t4-16c",
+		"comma-separated vGPU profiles every host offers (default: the T4's C-series, NVIDIA's "+
+			"vGPU types T4-16C, T4-8C and T4-4C; there is no T4-2C or T4-1C)")
 	pnicsFlag := flag.String("pnics", "vmnic4,vmnic5", "comma-separated physical NICs to add to every host")
 	graphicsDefault := flag.String("graphics-default", "shared",
 		"initial host default graphics type: shared or sharedDirect")
@@ -220,13 +215,25 @@ func main() {
 	}
 	registerGpuPowerHook()
 	registerDvsMemberHook()
+	extendAuthorization() // vcsim/privileges.go
 	extendHostsForPreflight(pnics) // vcsim/preflight.go
 
 	// Loopback only, plain HTTP (TLS stays nil): tests never leave the machine.
 	// Explicit credentials: the simulator then refuses other logins, as vCenter does (with its
 	// default it accepts any non-empty user and password).
+	address := net.JoinHostPort("127.0.0.1", strconv.Itoa(*port))
+	// govmomi's NewServer panics when it cannot listen (simulator/internal/server.go,
+	// newLocalListener): a busy -port would print a Go stack trace instead of the reason. Try the
+	// address first and say it in one line; it is closed again at once for NewServer to take.
+	if probe, err := net.Listen("tcp", address); err != nil {
+		fmt.Fprintf(os.Stderr, "vcsim-harness: cannot listen on %s (%v): another program uses the port; "+
+			"stop it or pass another -port (0: any free port)\n", address, err)
+		os.Exit(2)
+	} else {
+		_ = probe.Close()
+	}
 	model.Service.Listen = &url.URL{
-		Host: net.JoinHostPort("127.0.0.1", strconv.Itoa(*port)),
+		Host: address,
 		User: url.UserPassword(*username, *password),
 	}
 	server := model.Service.NewServer()

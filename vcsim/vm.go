@@ -24,6 +24,7 @@
 //     two (VMware KB 2142307, "VMware vSphere VMDirectPath I/O: Requirements for Platforms and
 //     Devices"; NVIDIA vGPU User Guide, "Requirements for Using vGPU on GPUs Requiring 64 GB or
 //     More of MMIO Space"). Other files may add power-on rules to powerOnRules.
+//   - extraConfig: one value per key, and a key sent empty removed (vcsim/extra_config.go).
 //   - VMware Tools: not running at power-on; running toolsBootDelay after it (a guest boots
 //     before Tools answer); stopped at power-off. ShutdownGuest without running Tools fails with
 //     ToolsUnavailable (vSphere API reference, VirtualMachine.ShutdownGuest).
@@ -263,6 +264,11 @@ func (h *vmRules) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 				taskResponse(w, "ReconfigVM_Task", failedTask(vm, "reconfigVm", refusal))
 				return
 			}
+			h.next.ServeHTTP(w, r) // the simulator's task runs to its end before it answers
+			if len(req.Spec.ExtraConfig) > 0 {
+				settleExtraConfig(vm) // vcsim/extra_config.go: vCenter's extraConfig rules
+			}
+			return
 		}
 	case *types.CloneVM_Task:
 		source := lookupVM(req.This)

@@ -246,9 +246,16 @@ class ClusterBootstrap(pulumi.ComponentResource):
             )
         )
 
+        # One RandomBytes per key name: a name added later gets a new key, a name kept keeps its
+        # key, and a name removed drops its key (the rotation in node_bootstrap/api_server.py).
+        encryption_keys = {
+            key_name: random.RandomBytes(f"{name}-secrets-encryption-{key_name}", length=32, opts=child).base64
+            for key_name in spec.secrets_encryption_key_names
+        }
         ca_hash = cluster_ca.key.public_key_pem.apply(spki_sha256)
         pki: pulumi.Output[ClusterPki] = pulumi.Output.secret(
             pulumi.Output.all(
+                pulumi.Output.all(**encryption_keys),
                 cluster_ca.cert_pem,
                 cluster_ca.key_pem,
                 front_proxy_ca.cert_pem,
@@ -332,8 +339,10 @@ def _render_for(node_name: str) -> Callable[[UserDataRenderer], str]:
     return lambda renderer: renderer.render(node_name)
 
 
-def _pki_from_pems(pems: list[str]) -> ClusterPki:
-    return ClusterPki(**dict(zip(_PKI_FIELDS, pems, strict=True)))
+def _pki_from_pems(values: list[Any]) -> ClusterPki:
+    """`[encryption keys by name, *PEMs in _PKI_FIELDS order]`."""
+    keys, *pems = values
+    return ClusterPki(**dict(zip(_PKI_FIELDS, pems, strict=True)), secrets_encryption_keys=dict(keys))
 
 
 _PKI_FIELDS = (

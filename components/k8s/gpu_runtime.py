@@ -13,3 +13,10 @@ NVIDIA_RUNTIME_CLASS = "nvidia"
 
 NVIDIA_RUNTIME_HANDLER = "nvidia"
 """containerd runtime handler the RuntimeClass points at (`plugins."io.containerd.grpc.v1.cri".containerd.runtimes.nvidia`)."""
+
+MINIMUM_NVIDIA_CONTAINER_TOOLKIT = "1.17.8"
+"""The oldest NVIDIA Container Toolkit a node may run containers with. Older ones let a container
+image reach host root through the toolkit's `createContainer` hook (CVE-2025-23266, "NVIDIAScape",
+CVSS 9.0; and CVE-2025-23267 through its `update-ldcache` hook), fixed in 1.17.8 (NVIDIA security
+bulletin of July 2025; GPU Operator 25.3.1). The node bootstrap refuses an older `nvidia-ctk`
+and preflight refuses a GPU template that records one."""

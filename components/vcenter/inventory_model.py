@@ -109,6 +109,10 @@ class Inventory:
     """VM folder paths below the datacenter's VM folder, e.g. `gpu-cluster/dev`."""
     resource_pools: dict[str, set[str]] = field(default_factory=dict)
     """Per cluster: resource pool paths below its root pool, e.g. `gpu-prod` or `a/b`."""
+    missing_privileges: dict[tuple[str, str], tuple[str, ...]] | None = None
+    """(object kind, name) -> the privileges the account lacks there (`components.vcenter.
+    privileges`); None when they were not read: not asked for, or `privileges_note` says why not."""
+    privileges_note: str = ""
 
     def all_vms(self) -> Iterator[VmInfo]:
         for vms in self.vms.values():

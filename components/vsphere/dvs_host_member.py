@@ -20,11 +20,12 @@ import threading
 from typing import Any
 
 import pulumi
-from pyVmomi import vim
+from pyVmomi import vim, vmodl
 
 from components import resource_handlers as handlers
 from components.gpucluster_resource import GpuclusterResource
 from components.vcenter.errors import VsphereError
+from components.vcenter.faults import fault_text
 from components.vcenter.lookups import find_host, find_host_or_none
 from components.vcenter.tasks import wait_for_task
 from components.vsphere.provider_base import RetryPolicy, VsphereProvider, is_unknown, public_props
@@ -52,7 +53,7 @@ def switch_lock(uuid: str) -> threading.Lock:
 #: The retry reads the switch, its members and its configVersion again. DvsOperationBulkFault
 #: also wraps lasting per-host faults (a vmnic in use elsewhere); the retries are bounded
 #: (`RetryPolicy`) and the last error keeps vCenter's text.
-_CONFLICTS: tuple[type, ...] = (vim.fault.ConcurrentAccess, vim.fault.DvsOperationBulkFault)
+_CONFLICTS: tuple[type[BaseException], ...] = (vim.fault.ConcurrentAccess, vim.fault.DvsOperationBulkFault)
 
 
 def find_switch(si: Any, uuid: str) -> Any | None:
@@ -84,8 +85,21 @@ def reconfigure_member(dvs: Any, host: Any, operation: str, vmnics: list[str], *
         member.backing = backing
     # The switch's current configVersion: a concurrent edit is refused instead of overwritten.
     spec = vim.dvs.VmwareDistributedVirtualSwitch.ConfigSpec(configVersion=dvs.config.configVersion, host=[member])
+    what = f"{operation} host {host_name}"
     try:
-        wait_for_task(dvs.ReconfigureDvs_Task(spec=spec), object_name=dvs.name, what=f"{operation} host {host_name}")
+        # vCenter may refuse the call itself (pyVmomi raises the SOAP fault; no task is made) or
+        # fail the task it returned: a conflict is transient either way.
+        task = dvs.ReconfigureDvs_Task(spec=spec)
+    except _CONFLICTS as fault:
+        raise VsphereError(
+            f"{what} on {dvs.name} refused: {fault_text(fault)}", object_name=dvs.name, fault=fault, transient=True
+        ) from fault
+    except vmodl.MethodFault as fault:
+        raise VsphereError(
+            f"{what} on {dvs.name} refused: {fault_text(fault)}", object_name=dvs.name, fault=fault
+        ) from fault
+    try:
+        wait_for_task(task, object_name=dvs.name, what=what)
     except VsphereError as exc:
         if isinstance(exc.fault, _CONFLICTS):
             raise VsphereError(str(exc), object_name=dvs.name, fault=exc.fault, transient=True) from exc
@@ -132,10 +146,25 @@ class DvsHostMemberProvider(VsphereProvider):
         old_uuid, new_uuid = olds.get("switch_uuid"), news.get("switch_uuid")
         if is_unknown(new_uuid) or old_uuid != new_uuid:
             host_name = olds.get("host_name")
-            raise ValueError(
+            # Which case this is cannot be told from here for sure: an unknown id during a preview
+            # is the switch being replaced (or one not created yet); a known other id is the
+            # replacement already made, or another switch. Both are said, the likelier first.
+            replaced = (
+                "the switch itself is being replaced (terraform-provider-vsphere replaces a distributed switch "
+                "on a new datacenter_id or folder: `vcenter.datacenter`): every host and every GPU worker on it "
+                "use the old switch, so all of them must go first: revert that change, or remove every GPU worker "
+                "(`gpuWorkers.nodes`) and every host (`hosts`) from the stack, `pulumi up`, change the switch, "
+                "then add them back"
+            )
+            moved = (
                 f"moving host {host_name} from switch {old_uuid} to another switch in one update is impossible "
                 "because its vmknic and VMs use the old switch; remove the host (and its workers) from the "
                 "stack, `pulumi up`, then add it back"
+            )
+            raise ValueError(
+                f"{replaced}. Or, if only this host moves: {moved}"
+                if is_unknown(new_uuid)
+                else f"{moved}. If the switch itself is replaced, {replaced}"
             )
         replaces = ["host_name"] if olds.get("host_name") != news.get("host_name") else []
         changes = bool(replaces) or sorted(olds.get("vmnics") or []) != sorted(news.get("vmnics") or [])

@@ -5,7 +5,9 @@ NICs but cannot carry the kubeadm payload, and the cloud-init customization type
 7.0 U3 and leaves its data in the customization spec. cloud-init's VMware datasource (cloud-init
 21.3+, in every supported template OS) reads `guestinfo.metadata` (hostname, static network) and
 `guestinfo.userdata` (the bootstrap) from the VM's extraConfig, and the metadata key `redact` makes
-it blank the user-data key right after reading, so tokens and keys do not stay readable there.
+it blank the user-data key right after reading. That blanks the guest's view only: vCenter's copy
+(the VM's extraConfig, its .vmx) keeps the tokens and keys until `GuestinfoScrub`
+(`guestinfo_scrub`) removes them once the node has joined.
 
 NICs are matched by MAC address, which we set statically: interface names inside the guest
 depend on PCI slot numbering and the PVRDMA NIC's ethernet function uses the vmxnet3 driver too,
@@ -74,7 +76,8 @@ def metadata_document(
         "instance-id": instance_id,
         "local-hostname": hostname,
         "network": {"version": 2, "ethernets": ethernets},
-        # Blank guestinfo.userdata once read: it carries the bootstrap token and keys.
+        # Blank the guest's guestinfo.userdata once read: it carries the bootstrap token and keys
+        # (vCenter's copy goes with GuestinfoScrub, once the node joined).
         "redact": ["userdata", "vendordata"],
     }
     return json.dumps(document, sort_keys=True)

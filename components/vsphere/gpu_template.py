@@ -14,6 +14,7 @@ snapshot (`components.vcenter.inventory_model.VmInfo`, stacks/tools/preflight/ch
 
 from __future__ import annotations
 
+import re
 from collections import Counter
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
@@ -107,6 +108,54 @@ def gpu_template_findings(
     if not found:
         found.append(Finding("OK", key, f"template {facts.name} carries {', '.join(profiles)}"))
     return found
+
+
+TOOLKIT_VERSION_KEY = "gpucluster.nvidiaContainerToolkitVersion"
+"""extraConfig key where the GPU template's Packer build records the NVIDIA Container Toolkit it
+installed (templates/packer/gpu: `nvidia_container_toolkit_version`). A plain key, not
+`guestinfo.*`: the guest cannot change it, and every clone carries it."""
+_VERSION = re.compile(r"v?(\d+)\.(\d+)\.(\d+)(?:[-+.~].*)?")
+
+
+def toolkit_findings(facts: TemplateFacts, *, minimum: str, key: str = "vcenter.gpuTemplate") -> list[Finding]:
+    """The GPU template's NVIDIA Container Toolkit must have the CVE-2025-23266 fix (device-plugin
+    mode: the template's toolkit is the one containerd runs containers with). Only what its build
+    recorded can be judged here; the bootstrap checks `nvidia-ctk --version` on every node too."""
+    recorded = facts.extra_config.get(TOOLKIT_VERSION_KEY, "").strip()
+    if not recorded:
+        return [
+            Finding(
+                "WARN",
+                key,
+                f"template {facts.name} does not record its NVIDIA Container Toolkit version (extraConfig "
+                f"{TOOLKIT_VERSION_KEY}, written by {TEMPLATE_BUILD.split(':')[0]}'s Packer build); the bootstrap "
+                f"refuses a toolkit older than {minimum} (CVE-2025-23266) on each GPU worker at first boot",
+            )
+        ]
+    found = _VERSION.fullmatch(recorded)
+    wanted = _VERSION.fullmatch(minimum)
+    assert wanted is not None, minimum
+    if found is None:
+        return [
+            Finding(
+                "WARN",
+                key,
+                f"template {facts.name}: {TOOLKIT_VERSION_KEY} is {recorded!r}, not a version; the bootstrap checks "
+                f"the toolkit on each GPU worker (at least {minimum})",
+            )
+        ]
+    if tuple(map(int, found.groups())) < tuple(map(int, wanted.groups())):
+        return [
+            Finding(
+                "BLOCKER",
+                key,
+                f"template {facts.name} has NVIDIA Container Toolkit {recorded}, older than {minimum}: a container "
+                "image can reach host root through its hook (CVE-2025-23266), and the bootstrap refuses it on "
+                f"every GPU worker; rebuild the template with nvidia_container_toolkit_version {minimum} or later "
+                f"({TEMPLATE_BUILD.split(':')[0]})",
+            )
+        ]
+    return [Finding("OK", key, f"template {facts.name} has NVIDIA Container Toolkit {recorded} (at least {minimum})")]
 
 
 def control_plane_template_findings(facts: TemplateFacts, *, key: str = "vcenter.template") -> list[Finding]:

@@ -51,6 +51,9 @@ class RdmaFabricArgs:
     """The distributed switch's name in vCenter (required; unique in the datacenter)."""
     port_group_name: str
     """The PVRDMA port group's name in vCenter (required)."""
+    rdma_subnet: str
+    """The RDMA subnet (network/prefix, required): the hosts' vmknics and the VMs' PVRDMA NICs. Each
+    host's `pvrdma` firewall ruleset lets in this subnet only (ESXi opens it to every source)."""
     hosts: Sequence[RdmaHost]
     """The GPU hosts (required). Each becomes a switch member of its own (`DvsHostMember`), gets a
     vmknic, PVRDMA settings and, unless `host_graphics="leave"`, a graphics mode; removing one
@@ -153,6 +156,7 @@ class RdmaFabric(pulumi.ComponentResource):
                 f"{name}-pvrdma-{host.name}",
                 host_name=host.name,
                 vmknic_device=device,
+                allowed_network=args.rdma_subnet,
                 opts=child,
             )
             resources: list[pulumi.Resource] = [member, settings]

@@ -10,6 +10,7 @@ from __future__ import annotations
 from typing import Any, TypeVar
 
 from components.k8s.node_bootstrap import CalicoSettings, ClusterNode, ClusterSpec
+from components.k8s.node_bootstrap.spec import NodeFirewall
 from stacks.environment.model import Environment
 
 CLUSTER_NAME_SUFFIX = "-k8s"
@@ -25,6 +26,17 @@ def cluster_name(env: Environment) -> str:
 def control_plane_endpoint(env: Environment) -> str:
     """The API server's address: the configured DNS name/VIP, else the single control-plane node."""
     return env.kubernetes.control_plane_endpoint or str(env.control_plane.nodes[0].management_ip)
+
+
+def node_firewall(env: Environment) -> NodeFirewall | None:
+    """The nodes' allow-list: management and RDMA subnets are the node networks."""
+    settings = env.kubernetes.node_firewall
+    if not settings.enabled:
+        return None
+    return NodeFirewall(
+        node_networks=[str(env.management_network.subnet), str(env.rdma_network.subnet)],
+        admin_networks=[str(network) for network in settings.admin_networks],
+    )
 
 
 def cluster_spec(env: Environment, spec_class: type[Spec], **more: Any) -> Spec:
@@ -55,5 +67,7 @@ def cluster_spec(env: Environment, spec_class: type[Spec], **more: Any) -> Spec:
         taint_gpu_nodes=k8s.gpu_node_taint,
         # The GPU Operator installs the driver and configures containerd itself.
         configure_nvidia_runtime=env.gpu.mode == "device-plugin",
+        secrets_encryption_key_names=list(k8s.secrets_encryption_keys),
+        node_firewall=node_firewall(env),
         **more,
     )

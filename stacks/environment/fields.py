@@ -43,7 +43,6 @@ MIN_CLONE_TIMEOUT_MINUTES = 10
 (virtual_machine_clone_subresource.go: `validation.IntAtLeast(10)`)."""
 
 
-
 def _dns_label(value: str) -> str:
     if not DNS_LABEL.match(value):
         raise ValueError(
@@ -195,7 +194,44 @@ def _quantity(value: str) -> str:
     return value
 
 
+# Kubernetes label syntax (apimachinery validation `IsQualifiedName`, `IsValidLabelValue`): a name
+# of at most 63 characters, alphanumerics with '-', '_', '.' inside, optionally after a DNS
+# subdomain prefix and '/'; a value the same name syntax, or empty.
+_LABEL_NAME = re.compile(r"^[A-Za-z0-9]([-A-Za-z0-9_.]{0,61}[A-Za-z0-9])?$")
+
+
+def _label_key(value: str) -> str:
+    prefix, _, name = value.rpartition("/")
+    if not _LABEL_NAME.match(name) or (prefix and not DNS_SUBDOMAIN.match(prefix)):
+        raise ValueError(
+            f"{value!r} is not a Kubernetes label key: a name of at most 63 letters, digits, '-', '_' or '.' "
+            "(starting and ending with a letter or digit), optionally after a DNS prefix and '/'"
+        )
+    return value
+
+
+def _label_value(value: str) -> str:
+    if value and not _LABEL_NAME.match(value):
+        raise ValueError(
+            f"{value!r} is not a Kubernetes label value: at most 63 letters, digits, '-', '_' or '.', "
+            "starting and ending with a letter or digit"
+        )
+    return value
+
+
 DnsLabel = Annotated[str, AfterValidator(_dns_label)]
+LabelKey = Annotated[str, AfterValidator(_label_key)]
+LabelValue = Annotated[str, AfterValidator(_label_value)]
+
+
+def _distinct(values: list[str]) -> list[str]:
+    repeated = sorted({v for v in values if values.count(v) > 1})
+    if repeated:
+        raise ValueError(f"{', '.join(repeated)} listed more than once; each name must be different")
+    return values
+
+
+DistinctDnsLabels = Annotated[list[DnsLabel], AfterValidator(_distinct)]
 VgpuProfile = Annotated[str, AfterValidator(_vgpu_profile)]
 KubernetesVersion = Annotated[str, AfterValidator(_kubernetes_version)]
 PinnedImage = Annotated[str, AfterValidator(_pinned_image)]
@@ -226,9 +262,12 @@ def _manifest_url(value: str) -> str:
 
 ManifestUrl = Annotated[str, AfterValidator(_manifest_url)]
 
+
 def _env_name(value: str) -> str:
     if not re.match(r"^[A-Za-z_][A-Za-z0-9_]*$", value):
-        raise ValueError(f"{value!r} is not an environment variable name: letters, digits and '_', not starting with a digit")
+        raise ValueError(
+            f"{value!r} is not an environment variable name: letters, digits and '_', not starting with a digit"
+        )
     return value
 
 

@@ -12,7 +12,7 @@ from __future__ import annotations
 from ipaddress import IPv4Network
 from typing import Annotated, Literal
 
-from pydantic import Field
+from pydantic import AfterValidator, Field
 
 from components.k8s.facts import DEFAULT_CALICO_VERSION, DNS_LABEL, DNS_SUBDOMAIN, SUPPORTED_KUBERNETES_MINORS
 from stacks.environment.base import Model
@@ -23,6 +23,7 @@ from stacks.environment.fields import (
     SSH_KEY_TYPES,
     Address,
     CloneTimeout,
+    DistinctDnsLabels,
     DnsLabel,
     DnsSubdomain,
     DvsVersion,
@@ -129,7 +130,9 @@ class RdmaNetwork(Model):
     mtu: int = Field(default=9000, ge=1280, le=9000)
     """Switch MTU; 9000 (jumbo frames) is what RoCE wants, and the policy pack refuses less."""
     vmknic_mtu: int = Field(default=9000, ge=1280, le=9000)
-    """MTU of each host's PVRDMA vmknic and of the workers' PVRDMA NIC; default 9000, at most `mtu`."""
+    """MTU of each host's PVRDMA vmknic and of the workers' PVRDMA NIC; default 9000, at most `mtu`,
+    and high enough that RoCE keeps the switch's path MTU (4096 needs at least 4192): a lower one
+    only splits every RDMA transfer into smaller packets, so `validate` refuses it."""
     lldp: Literal["listen", "advertise", "both", "none"] = "both"
     """LLDP on the switch, so the physical switch ports can be traced from vCenter."""
 
@@ -232,6 +235,16 @@ class Cni(Model):
     Calico's images too)."""
 
 
+class NodeFirewallSettings(Model):
+    enabled: bool = True
+    """Lay down the nodes' nftables allow-list (etcd, kubelet, host-network job ports for the
+    cluster's networks only; docs/security.md). Default true."""
+    admin_networks: list[Network] = Field(default_factory=list)
+    """Networks operators run kubectl and Pulumi from, when outside the management network: they
+    may reach etcd's client port (the stack removes departing members through it) and, once any is
+    listed, the API server is reachable only from the cluster's and these networks. Default none."""
+
+
 class KubernetesSettings(Model):
     mode: Literal["bootstrap", "existing"] = "bootstrap"
     """bootstrap: kubeadm on the VMs; existing: target the cluster whose kubeconfig is the secret
@@ -263,15 +276,41 @@ class KubernetesSettings(Model):
     """How long one node may take to come back Ready during a rolling change (template, linked
     clone or vGPU profile): a new VM's clone, first boot and join, or a vGPU power cycle. The
     rollout stops at a node that misses it, with the nodes after it untouched. Default 45."""
+    node_firewall: NodeFirewallSettings = NodeFirewallSettings()
+    """The nodes' own firewall (nftables), see NodeFirewallSettings."""
+    secrets_encryption_keys: DistinctDnsLabels = Field(default_factory=lambda: ["key-1"], min_length=1, max_length=4)
+    """Names of the keys that encrypt Secrets in etcd (the stack generates 32 random bytes per name,
+    kept as Pulumi secrets); the first encrypts, all decrypt. Rotate in three runs, each rolling the
+    control plane: add a new name second, move it first (then rewrite every Secret), drop the old
+    one (docs/security.md). Default `[key-1]`."""
     join_token_ttl_hours: int = Field(default=168, ge=2, le=87600)
     """Lifetime of the kubeadm join token the stack keeps in the cluster (Secret
     `kube-system/bootstrap-token-<id>`); the first `pulumi up` after half of it passed issues a
     new one. Shorter narrows the window for a leaked token; longer rotates less often."""
 
 
+OLDEST_SAFE_GPU_OPERATOR = (25, 3, 1)
+"""GPU Operator charts up to 25.3.0 ship an NVIDIA Container Toolkit hit by CVE-2025-23266 (a
+container image reaches host root through the toolkit's hook); 25.3.1 ships 1.17.8 (the CVE
+record's affected versions; `components/k8s/gpu_runtime.py`)."""
+
+
+def _gpu_operator_has_the_toolkit_fix(version: str) -> str:
+    parts = tuple(int(p) for p in version.removeprefix("v").split("."))
+    if parts < OLDEST_SAFE_GPU_OPERATOR:
+        raise ValueError(
+            f"{version} installs an NVIDIA Container Toolkit before 1.17.8, through whose hook a container "
+            "image reaches host root (CVE-2025-23266); use v25.3.1 or later"
+        )
+    return version
+
+
 class GpuOperatorSettings(Model):
-    chart_version: Annotated[str, Field(pattern=r"^v\d+\.\d+\.\d+$")] = "v26.7.0"
-    """GPU Operator Helm chart version, pinned (quote it); default v26.7.0."""
+    chart_version: Annotated[
+        str, Field(pattern=r"^v\d+\.\d+\.\d+$"), AfterValidator(_gpu_operator_has_the_toolkit_fix)
+    ] = "v26.7.0"
+    """GPU Operator Helm chart version, pinned (quote it); default v26.7.0. At least v25.3.1: older
+    charts install an NVIDIA Container Toolkit before 1.17.8 (CVE-2025-23266)."""
     driver_repository: NonEmpty
     """Private registry holding the vGPU guest driver image (NVIDIA does not publish it)."""
     driver_version: NonEmpty

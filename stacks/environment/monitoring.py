@@ -8,7 +8,7 @@ from pydantic import Field
 
 from components.k8s.facts import DCGM_EXPORTER_IMAGE, PROMETHEUS_IMAGE
 from stacks.environment.base import Model
-from stacks.environment.fields import PinnedImage
+from stacks.environment.fields import LabelKey, LabelValue, PinnedImage
 
 
 class PrometheusSettings(Model):
@@ -35,5 +35,11 @@ class Monitoring(Model):
     scrape: Literal["annotations", "service-monitor"] = "annotations"
     """How Prometheus finds the exporter: annotations (prometheus.io/* on its pods) or
     service-monitor (a Prometheus Operator ServiceMonitor; its CRD must be in the cluster)."""
+    service_monitor_labels: dict[LabelKey, LabelValue] = Field(default_factory=dict)
+    """Labels on the ServiceMonitor (scrape service-monitor only), for the Prometheus Operator's
+    `serviceMonitorSelector`: a Prometheus scrapes only the ServiceMonitors its selector matches,
+    and kube-prometheus-stack's selects `release: <its Helm release name>` by default
+    (`prometheus.prometheusSpec.serviceMonitorSelectorNilUsesHelmValues`). Default none:
+    `plan` says which selector the ServiceMonitor must then match."""
     prometheus: PrometheusSettings = PrometheusSettings()
     """The optional minimal Prometheus."""

@@ -27,9 +27,10 @@ from components.k8s.jobs.pytorch_ddp import PytorchDdpJob
 from components.k8s.jobs.training_jobs import TrainingJobsArgs
 from components.k8s.jobs.trainjob import TuningSampleJob
 from components.k8s.jobs.tuning_sample import TuningSampleArgs
+from components.k8s.join.joined import NodeJoinedArgs
 from components.k8s.join.token import JoinTokenArgs
 from components.k8s.rollout.drain import NodeDrainArgs
-from components.vsphere.node_pool import NodePool
+from components.vsphere.node_pool import NodeOutputs, NodePool
 from stacks.environment.cluster_spec import cluster_name, cluster_spec, control_plane_endpoint
 from stacks.environment.loader import KUBECONFIG_KEY, LICENSE_TOKEN_KEY
 from stacks.environment.model import Environment
@@ -94,6 +95,21 @@ def node_drain_args(
     )
 
 
+def node_joined_args(
+    env: Environment, node_name: str, node: NodeOutputs, bootstrap: ClusterBootstrap, *, control_plane: bool
+) -> NodeJoinedArgs:
+    """The wait for a node VM's join, after which its first-boot secrets leave vCenter
+    (`GuestinfoScrub`). The kubeconfig is the bootstrap's (it does not wait for the VMs); the wait
+    is the rollout's."""
+    return NodeJoinedArgs(
+        node_name=node_name,
+        vm_id=node.vm_id,
+        control_plane=control_plane,
+        kubeconfig=bootstrap.kubeconfig,
+        timeout_seconds=env.kubernetes.rollout_timeout_minutes * 60,
+    )
+
+
 def control_plane_member_args(
     env: Environment, node_name: str, vm_id: pulumi.Input[str], bootstrap: ClusterBootstrap, cluster: ClusterAccess
 ) -> ControlPlaneMemberArgs:
@@ -150,7 +166,7 @@ def operator_monitoring_values(env: Environment) -> dict[str, Any]:
     monitoring = env.monitoring
     if not monitoring.enabled:
         return {"dcgmExporter": {"enabled": False}}
-    return operator_exporter_values(monitoring.scrape)
+    return operator_exporter_values(monitoring.scrape, service_monitor_labels=monitoring.service_monitor_labels)
 
 
 def monitoring_args(env: Environment, cluster: ClusterAccess) -> GpuMonitoringArgs | None:
@@ -159,7 +175,11 @@ def monitoring_args(env: Environment, cluster: ClusterAccess) -> GpuMonitoringAr
     monitoring = env.monitoring
     exporter = None
     if monitoring.enabled and env.gpu.mode == "device-plugin":
-        exporter = DcgmExporterSettings(image=monitoring.exporter_image, scrape=monitoring.scrape)
+        exporter = DcgmExporterSettings(
+            image=monitoring.exporter_image,
+            scrape=monitoring.scrape,
+            service_monitor_labels=monitoring.service_monitor_labels,
+        )
     prometheus = None
     if monitoring.prometheus.enabled:
         settings = monitoring.prometheus
@@ -170,7 +190,12 @@ def monitoring_args(env: Environment, cluster: ClusterAccess) -> GpuMonitoringAr
         )
     if exporter is None and prometheus is None:
         return None
-    return GpuMonitoringArgs(provider=cluster.provider, exporter=exporter, prometheus=prometheus)
+    return GpuMonitoringArgs(
+        provider=cluster.provider,
+        exporter=exporter,
+        prometheus=prometheus,
+        api_server_addresses=[str(node.management_ip) for node in env.control_plane.nodes],
+    )
 
 
 def rdma_support_args(env: Environment, cluster: ClusterAccess) -> RdmaDevicePluginArgs:

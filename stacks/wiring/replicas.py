@@ -49,6 +49,7 @@ def template_replicas_args(env: Environment, inventory: Inventory) -> TemplateRe
         resource_pool_id=inventory.resource_pool_id,
         snapshot_name=vc.template_snapshot or "base",
         clone_timeout_minutes=env.vm.clone_timeout_minutes,
+        stack=pulumi.get_stack(),
         placements=[
             ReplicaPlacement(
                 key=site.key,

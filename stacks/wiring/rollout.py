@@ -17,7 +17,8 @@ A node's generation hashes what the node is made of, so that a change to it repl
   and the copy of the template it clones (`vcenter.templateReplicas`), by site: a template change
   replaces the copies first (each VM's clone source depends on its copy), then the rollout
   re-creates each worker from its new copy.
-Beside it, each step carries `kubernetes.version`: a new version rolls every node the same way
+A change to `kubernetes.secretsEncryptionKeys` (a key rotation step) rolls the control plane too:
+only a new control-plane VM gets the new EncryptionConfiguration. Beside it, each step carries `kubernetes.version`: a new version rolls every node the same way
 (control plane first, so no kubelet is newer than its API server), after the cluster's stored
 ClusterConfiguration moved to it and before kube-proxy and CoreDNS do (`components.k8s.upgrade.upgrade`).
 It is kept out of the hash so that generations recorded before it keep their value: folding it in
@@ -34,10 +35,13 @@ import pulumi_vsphere as vsphere
 
 from components.k8s.bootstrap import ClusterBootstrap
 from components.k8s.rollout.rollout import RolloutArgs, RolloutStep
+from components.k8s.upgrade.upgrade import EtcdAccess
 from components.vsphere.template_copies.plan import ReplicaSite
 from stacks.environment.model import Environment
 from stacks.wiring.replicas import worker_sites
 from stacks.wiring.vsphere import Inventory
+
+DEFAULT_SECRETS_ENCRYPTION_KEYS = ["key-1"]
 
 
 def generation(*parts: object) -> str:
@@ -51,11 +55,26 @@ def _template_id(name: str, inventory: Inventory) -> pulumi.Output[str]:
 
 def control_plane_generation(env: Environment, inventory: Inventory) -> pulumi.Output[str]:
     pool, vm = env.control_plane, env.vm
-    parts = ("control-plane", env.vcenter.template, vm.linked_clone, vm.hardware_version, pool.vcpus, pool.memory_mb)
+    parts: tuple[object, ...] = (
+        "control-plane",
+        env.vcenter.template,
+        vm.linked_clone,
+        vm.hardware_version,
+        pool.vcpus,
+        pool.memory_mb,
+    )
+    keys = env.kubernetes.secrets_encryption_keys
+    if keys != DEFAULT_SECRETS_ENCRYPTION_KEYS:
+        # A rotation step (docs/security.md) reaches the API servers only on new control-plane
+        # VMs (cloud-init writes the EncryptionConfiguration once). Left out while it is the
+        # default, so that generations recorded before it keep their value.
+        parts += (("secrets-encryption-keys", *keys),)
     return _template_id(env.vcenter.template, inventory).apply(lambda template_id: generation(*parts, template_id))
 
 
-def gpu_worker_generation(env: Environment, inventory: Inventory, site: ReplicaSite | None = None) -> pulumi.Output[str]:
+def gpu_worker_generation(
+    env: Environment, inventory: Inventory, site: ReplicaSite | None = None
+) -> pulumi.Output[str]:
     """`site`: the copy of the template the worker clones (None: the template itself). A worker
     moved to another copy rolls, before its old copy is removed (TemplateReplica's module doc)."""
     pool, vm, template = env.gpu_workers, env.vm, env.vcenter.gpu_template or env.vcenter.template
@@ -113,4 +132,11 @@ def rollout_args(env: Environment, bootstrap: ClusterBootstrap) -> RolloutArgs:
         kubeconfig=bootstrap.kubeconfig,
         timeout_seconds=env.kubernetes.rollout_timeout_minutes * 60,
         kubernetes_version=env.kubernetes.version,
+        # The version step reads every etcd member's version before a change onto etcd 3.6.
+        etcd=EtcdAccess(
+            addresses=[str(node.management_ip) for node in env.control_plane.nodes],
+            ca_pem=bootstrap.etcd_ca_certificate_pem,
+            client_cert_pem=bootstrap.etcd_client_certificate_pem,
+            client_key_pem=bootstrap.etcd_client_key_pem,
+        ),
     )

@@ -68,6 +68,7 @@ def rdma_fabric_args(env: Environment, inventory: Inventory) -> RdmaFabricArgs:
         mtu=net.mtu,
         vmknic_mtu=net.vmknic_mtu,
         lldp=net.lldp,
+        rdma_subnet=str(net.subnet),
         host_graphics=("manage" if env.host_graphics.manage else "check") if uses_vgpu else "leave",
         protect=env.protect,
         hosts=[

@@ -84,6 +84,7 @@ def test_the_counters_are_the_health_fields_users_expect() -> None:
         "DCGM_FI_DEV_FB_USED",
         "DCGM_FI_DEV_FB_FREE",
         "DCGM_FI_DEV_XID_ERRORS",
+        "DCGM_EXP_XID_ERRORS_COUNT",
         "DCGM_FI_DEV_GPU_TEMP",
         "DCGM_FI_DEV_POWER_USAGE",
     ]
@@ -138,6 +139,7 @@ def test_gpu_operator_runs_its_own_exporter_with_our_counters() -> None:
     assert values["enabled"] is True
     assert values["config"]["name"] == "gpu-health-counters" and values["config"]["create"] is True
     assert "DCGM_FI_DEV_XID_ERRORS, gauge" in values["config"]["data"]
+    assert "DCGM_EXP_XID_ERRORS_COUNT, gauge" in values["config"]["data"]
     assert values["annotations"]["prometheus.io/port"] == "9400"
     assert values["serviceMonitor"] == {"enabled": False}
     assert operator_exporter_values("service-monitor")["dcgmExporter"]["serviceMonitor"] == {"enabled": True}
@@ -188,7 +190,7 @@ def test_component_registers_the_objects_and_refuses_a_prometheus_that_cannot_sc
     run = run_program(program, project="vsphere-gpu-cluster", stack="test", config={}, secret_keys=[])
     [component] = [r for r in run.resources if r.type == "gpucluster:kubernetes:GpuMonitoring"]
     groups = {r.name: r for r in run.resources if r.type == "kubernetes:yaml/v2:ConfigGroup"}
-    assert set(groups) == {"monitoring-exporter", "monitoring-prometheus"}
+    assert set(groups) == {"monitoring-exporter", "monitoring-prometheus", "monitoring-network-policies"}
     assert all(g.parent == component.urn for g in groups.values())
     with pytest.raises(ValueError, match="ignores ServiceMonitors"):
         GpuMonitoringArgs(
@@ -196,3 +198,71 @@ def test_component_registers_the_objects_and_refuses_a_prometheus_that_cannot_sc
             exporter=DcgmExporterSettings(scrape="service-monitor"),
             prometheus=PrometheusSettings(),
         )
+
+
+# --- the ServiceMonitor's labels: what a Prometheus Operator install selects by --------------------
+
+
+def _service_monitor_stack(
+    labels: dict[str, str] | None, *, operator: bool = False, scrape: str = "service-monitor"
+) -> Any:
+    def edit(env: dict[str, Any]) -> None:
+        env["monitoring"] = {"scrape": scrape, **({"serviceMonitorLabels": labels} if labels is not None else {})}
+        if operator:
+            env["gpu"] = {
+                "mode": "gpu-operator",
+                "gpuOperator": {"driverRepository": "r.example/n", "driverVersion": "1"},
+            }
+
+    if operator:
+        return _env(edit)  # with the license token the operator mode needs
+    view = stack_view("dev")
+    values = copy.deepcopy(dict(view.values))
+    edit(values[ENVIRONMENT_KEY])
+    return ConfigView(values=values, secret_keys=view.secret_keys)
+
+
+def test_the_service_monitor_carries_the_labels_a_kube_prometheus_stack_selects() -> None:
+    env = load_environment(_service_monitor_stack({"release": "kube-prometheus-stack"}))
+    cluster: Any = type("Cluster", (), {"provider": None})()
+    args = k8s_wiring.monitoring_args(env, cluster)
+    assert args is not None and args.exporter is not None
+    monitor = by_kind(render_dcgm_exporter(args.exporter), "ServiceMonitor")
+    assert monitor["metadata"]["labels"]["release"] == "kube-prometheus-stack"
+    assert "release" not in monitor["spec"]["selector"]["matchLabels"]  # it still selects the exporter's Service
+    operator = load_environment(_service_monitor_stack({"release": "kps"}, operator=True))
+    values = k8s_wiring.operator_monitoring_values(operator)["dcgmExporter"]["serviceMonitor"]
+    assert values == {"enabled": True, "additionalLabels": {"release": "kps"}}
+
+
+def test_plan_says_which_selector_the_service_monitor_must_match() -> None:
+    from stacks.tools.plan.scrape_note import scrape_lines
+
+    [labelled] = scrape_lines(load_environment(_service_monitor_stack({"release": "kps"})))
+    assert "ServiceMonitor gpu-monitoring/dcgm-exporter carries release: kps" in labelled
+    assert "serviceMonitorSelector must match them" in labelled
+    [bare] = scrape_lines(load_environment(_service_monitor_stack(None)))
+    assert "carries no label for a Prometheus to select it by" in bare
+    assert "kube-prometheus-stack selects `release: <its Helm release name>`" in bare
+    assert "set monitoring.serviceMonitorLabels" in bare
+    assert scrape_lines(load_environment(_service_monitor_stack(None, scrape="annotations"))) == []
+
+
+@pytest.mark.parametrize(
+    ("labels", "scrape", "says"),
+    [
+        ({"release": "kps"}, "annotations", "monitoring.serviceMonitorLabels: labels a ServiceMonitor"),
+        ({"-bad": "kps"}, "service-monitor", "is not a Kubernetes label key"),
+        ({"release": "no spaces"}, "service-monitor", "is not a Kubernetes label value"),
+    ],
+)
+def test_service_monitor_labels_are_refused_where_unused_or_malformed(
+    labels: dict[str, str], scrape: str, says: str
+) -> None:
+    from stacks.environment.loader import InvalidEnvironment
+
+    with pytest.raises(InvalidEnvironment) as refused:
+        load_environment(_service_monitor_stack(labels, scrape=scrape))
+    assert any(says in problem and "serviceMonitorLabels" in problem for problem in refused.value.problems), (
+        refused.value.problems
+    )

@@ -171,6 +171,7 @@ def test_mpi_operator_mirrors_upstream_release_manifest() -> None:
         ("ClusterRoleBinding", "mpi-operator"),
         ("Deployment", "mpi-operator"),
         ("Namespace", "mpi-operator"),
+        ("NetworkPolicy", "deny-all-ingress"),  # ours, not upstream's (issue 37)
         ("ServiceAccount", "mpi-operator"),
     ]
     deployment = by_kind(objs, "Deployment")

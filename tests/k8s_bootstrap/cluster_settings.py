@@ -3,6 +3,7 @@ one GPU worker; each test module adds what it needs (`cluster_settings(worker_no
 
 from __future__ import annotations
 
+import base64
 from typing import Any
 
 from components.k8s.node_bootstrap.spec import ClusterNode
@@ -26,3 +27,10 @@ def cluster_settings(**overrides: Any) -> dict[str, Any]:
     }
     settings.update(overrides)
     return settings
+
+
+TEST_ENCRYPTION_KEYS = {"key-1": base64.b64encode(bytes(range(32))).decode()}
+"""A Secrets encryption key for `ClusterPki` (the stack generates 32 random bytes per key)."""
+PEM_FIELDS = ("ca_cert_pem", "ca_key_pem", "front_proxy_ca_cert_pem", "front_proxy_ca_key_pem", "etcd_ca_cert_pem")
+PEM_FIELDS += ("etcd_ca_key_pem", "service_account_key_pem", "service_account_pub_pem")
+"""The PEM fields of `ClusterPki` (all but the encryption keys)."""

@@ -26,6 +26,7 @@ STANDIN_NAMES = (
     "kubectl",
     "systemctl",
     "modprobe",
+    "rdma",
     "sysctl",
     "swapoff",
     "curl",
@@ -111,6 +112,17 @@ class Node:
         vendor = self.root / "sys/bus/pci/devices/0000:0b:00.0/vendor"
         vendor.parent.mkdir(parents=True)
         vendor.write_text("0x10de\n")
+
+    def with_pvrdma(self, name: str) -> None:
+        """A PVRDMA NIC that udev named `name` before cloud-init ran: `vmw_pvrdma0` where the
+        template's rdma-core keeps kernel names (RHEL), `rocep11s0` where it keeps upstream's
+        NAME_FALLBACK (Debian, Ubuntu). Its sysfs entry links to the driver, as the kernel's does."""
+        self.set("pvrdma-present")
+        driver = self.root / "sys/bus/pci/drivers/vmw_pvrdma"
+        driver.mkdir(parents=True, exist_ok=True)
+        device = self.root / "sys/class/infiniband" / name / "device"
+        device.mkdir(parents=True)
+        (device / "driver").symlink_to(driver)
 
     def with_containerd(self, version: int = 2) -> None:
         config = self.root / "etc/containerd/config.toml"

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import dataclasses
 import re
 import shutil
 import subprocess
@@ -34,15 +33,13 @@ from components.k8s.node_bootstrap.paths import (
     MODULES_LOAD_RDMA_PATH,
 )
 from components.k8s.node_bootstrap.user_data import dump_yaml, render_bootstrap_script
-from tests.k8s_bootstrap.cluster_settings import GPU_WORKER, cluster_settings
+from tests.k8s_bootstrap.cluster_settings import GPU_WORKER, PEM_FIELDS, TEST_ENCRYPTION_KEYS, cluster_settings
 
 TOKEN = "abc123.0123456789abcdef"
 CA_HASH = "sha256:" + "ab" * 32
 PKI = ClusterPki(
-    **{
-        name: f"-----BEGIN TEST-----\n{name}\n-----END TEST-----\n"
-        for name in (f.name for f in dataclasses.fields(ClusterPki))
-    }
+    **{name: f"-----BEGIN TEST-----\n{name}\n-----END TEST-----\n" for name in PEM_FIELDS},
+    secrets_encryption_keys=TEST_ENCRYPTION_KEYS,
 )
 
 
@@ -254,8 +251,10 @@ def test_file_modes_keep_keys_and_token_root_only() -> None:
 def test_workers_receive_no_key_material() -> None:
     text = render_user_data(make_spec(), "gpu-1", token=TOKEN, ca_cert_hash=CA_HASH, pki=PKI)
     assert not [path for path in files(yaml.safe_load(text)) if "/pki/" in path]
-    for value in dataclasses.asdict(PKI).values():
-        assert value.strip() not in text
+    for name in PEM_FIELDS:
+        assert getattr(PKI, name).strip() not in text
+    for key in PKI.secrets_encryption_keys.values():
+        assert key not in text
 
 
 def test_control_plane_nodes_require_the_pki() -> None:
@@ -300,6 +299,7 @@ def test_each_node_gets_its_role_endpoint_gpu_and_rdma_settings() -> None:
         "GPUCLUSTER_GPU": "true",
         "GPUCLUSTER_RDMA": "true",
         "GPUCLUSTER_NVIDIA_RUNTIME_HANDLER": "nvidia",
+        "GPUCLUSTER_NVIDIA_TOOLKIT_MINIMUM": "1.17.8",
         "GPUCLUSTER_ROOT": "",
     }
     cpu = bootstrap_env(user_data(spec, "cpu-1"))
@@ -310,6 +310,7 @@ def test_each_node_gets_its_role_endpoint_gpu_and_rdma_settings() -> None:
     )
     operator = bootstrap_env(user_data(make_spec(configure_nvidia_runtime=False), "gpu-1"))
     assert operator["GPUCLUSTER_NVIDIA_RUNTIME_HANDLER"] == ""
+    assert "GPUCLUSTER_NVIDIA_TOOLKIT_MINIMUM" not in operator  # the GPU Operator's toolkit
 
 
 def test_only_rdma_nodes_load_the_rdma_modules_at_boot() -> None:

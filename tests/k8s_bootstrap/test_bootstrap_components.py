@@ -75,6 +75,11 @@ def secret_values() -> list[str]:
     values.append(
         str(fake_outputs("random:index/randomPassword:RandomPassword", "c-token-secret", {"length": 16})["result"])
     )
+    values.append(
+        str(
+            fake_outputs("random:index/randomBytes:RandomBytes", "c-secrets-encryption-key-1", {"length": 32})["base64"]
+        )
+    )
     return values
 
 
@@ -88,6 +93,7 @@ def test_children_have_stable_role_names_and_the_component_as_parent(run: Progra
     children = [r for r in run.resources if r.parent == component.urn]
     assert {(r.type, r.name) for r in children} == {
         ("tls:index/privateKey:PrivateKey", "c-ca-key"),
+        ("random:index/randomBytes:RandomBytes", "c-secrets-encryption-key-1"),
         ("tls:index/selfSignedCert:SelfSignedCert", "c-ca"),
         ("tls:index/privateKey:PrivateKey", "c-front-proxy-ca-key"),
         ("tls:index/selfSignedCert:SelfSignedCert", "c-front-proxy-ca"),

@@ -1,68 +1,48 @@
-"""Golden user-data: the whole `#cloud-config` of one node per role, from a fixed cluster,
-compared byte for byte with the documents committed under golden/.
+"""Golden user-data: the whole `#cloud-config` of one node per role, from a fixed cluster
+(`golden_cases`), compared byte for byte with the documents committed under golden/.
 
-A change to what nodes receive shows up in review as a diff of these files. To accept a change
-on purpose, regenerate them and commit the diff with the change that caused it:
-
-    GPUCLUSTER_UPDATE_GOLDEN=1 .venv/bin/python -m pytest tests/k8s_bootstrap/test_bootstrap_golden.py
+A change to what nodes receive shows up in review as a diff of these files. This run only reads
+them; to accept a change on purpose, rewrite them with the separate command in `golden_cases` and
+commit the diff with the change that caused it.
 """
 
 from __future__ import annotations
 
-import dataclasses
-import os
+import importlib
+import shutil
+import sys
 from pathlib import Path
 
 import pytest
 
-from components.k8s.node_bootstrap import ClusterNode, ClusterPki, ClusterSpec, UserDataRenderer
+from tests.k8s_bootstrap import golden_cases
+from tests.k8s_bootstrap.golden_cases import CASES, REGENERATE, golden_path, render
 
-GOLDEN = Path(__file__).parent / "golden"
-UPDATE = os.environ.get("GPUCLUSTER_UPDATE_GOLDEN") == "1"
-
-# Fixed, obviously fake credentials: the golden files are reviewed like code, never secret.
-TOKEN = "abcdef.0123456789abcdef"
-CA_HASH = "sha256:" + "0" * 64
-PKI = ClusterPki(
-    **{
-        name: f"-----BEGIN FAKE {name.upper()}-----\nnot-a-real-key\n-----END FAKE {name.upper()}-----\n"
-        for name in (f.name for f in dataclasses.fields(ClusterPki))
-    }
-)
-SPEC = ClusterSpec(
-    cluster_name="lab-k8s",
-    kubernetes_version="1.34.2",
-    pod_cidr="10.244.0.0/16",
-    service_cidr="10.96.0.0/12",
-    control_plane_endpoint="k8s-api.lab.example",
-    control_plane_nodes=[
-        ClusterNode(name="lab-cp-1", management_ip="10.10.0.11"),
-        ClusterNode(name="lab-cp-2", management_ip="10.10.0.12"),
-        ClusterNode(name="lab-cp-3", management_ip="10.10.0.13"),
-    ],
-    worker_nodes=[
-        ClusterNode(name="lab-gpu-1", management_ip="10.10.0.21", rdma_ip="192.168.0.51", gpu=True),
-    ],
-    search_domain="lab.example",
-    ssh_authorized_keys=["ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIGoldenGoldenGoldenGoldenGoldenGolden ops@lab"],
-    taint_gpu_nodes=True,
-)
-CASES = {
-    "control-plane-init": "lab-cp-1",
-    "control-plane-join": "lab-cp-2",
-    "gpu-worker": "lab-gpu-1",
-}
+GOLDEN = golden_cases.GOLDEN
 
 
 @pytest.mark.parametrize("case", sorted(CASES))
 def test_user_data_matches_the_golden_document(case: str) -> None:
-    renderer = UserDataRenderer(SPEC, token=TOKEN, ca_cert_hash=CA_HASH, pki=PKI)
-    rendered = renderer.render(CASES[case])
-    golden = GOLDEN / f"{case}.user-data.yaml"
-    if UPDATE:
-        golden.write_text(rendered)
-    assert golden.exists(), f"{golden} is missing: regenerate with GPUCLUSTER_UPDATE_GOLDEN=1 (see the docstring)"
+    rendered = render(case)
+    golden = golden_path(case, GOLDEN)
+    assert golden.exists(), f"{golden} is missing: write it with `{REGENERATE}` and review it"
     assert rendered == golden.read_text(), (
-        f"{case}: the user-data differs from {golden.name}; if the change is intended, regenerate with "
-        "GPUCLUSTER_UPDATE_GOLDEN=1 and commit the diff"
+        f"{case}: the user-data differs from {golden.name}; if the change is intended, rewrite the files with "
+        f"`{REGENERATE}` and commit the diff"
     )
+
+
+def test_no_setting_of_the_test_run_rewrites_a_golden_file(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The old switch (GPUCLUSTER_UPDATE_GOLDEN=1) made the run write the file it then compared
+    against, so it passed whatever was rendered."""
+    copy = tmp_path / "golden"
+    shutil.copytree(GOLDEN, copy)
+    stale = golden_path("gpu-worker", copy)
+    stale.write_text(stale.read_text() + "# stale\n")
+    monkeypatch.setenv("GPUCLUSTER_UPDATE_GOLDEN", "1")
+    module = importlib.reload(sys.modules[__name__])  # reads the environment anew, as a fresh run would
+    monkeypatch.setattr(module, "GOLDEN", copy)
+    monkeypatch.setattr(golden_cases, "GOLDEN", copy)
+    with pytest.raises(AssertionError, match="differs from gpu-worker"):
+        module.test_user_data_matches_the_golden_document("gpu-worker")
+    assert stale.read_text().endswith("# stale\n")

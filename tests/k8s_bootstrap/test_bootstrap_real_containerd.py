@@ -36,6 +36,18 @@ def dump(containerd: str, config: Path) -> str:
     return result.stdout
 
 
+TEMPLATE_PAUSE = "registry.example.com/mirror/pause:3.10"
+
+
+def template_config(containerd: str) -> str:
+    """A template's /etc/containerd/config.toml: the real default with `SystemdCgroup = true`
+    (templates/README.md: the kubelet uses the systemd cgroup driver) and the site's pause image."""
+    default = subprocess.run([containerd, "config", "default"], capture_output=True, text=True, check=True).stdout
+    assert default.count("SystemdCgroup = false") == 1 and default.count('sandbox_image = "') == 1
+    default = default.replace("SystemdCgroup = false", "SystemdCgroup = true")
+    return re.sub(r'sandbox_image = "[^"]*"', f'sandbox_image = "{TEMPLATE_PAUSE}"', default)
+
+
 def runtimes(dumped: str) -> dict[str, Any]:
     cri = tomllib.loads(dumped)["plugins"]["io.containerd.grpc.v1.cri"]
     found: dict[str, Any] = cri["containerd"]["runtimes"]
@@ -59,7 +71,7 @@ def test_a_gpu_worker_adds_the_nvidia_handler_that_the_real_containerd_then_repo
     node = make_node(tmp_path, "gpu-1", without=("containerd",))
     (Path(node.path) / "containerd").symlink_to(containerd)
     config = node.file("/etc/containerd/config.toml")
-    config.write_text(subprocess.run([containerd, "config", "default"], capture_output=True, text=True).stdout)
+    config.write_text(template_config(containerd))
 
     run = node.boot()
     assert run.returncode == 0, run.output
@@ -81,7 +93,7 @@ def test_the_drop_in_keeps_the_runc_runtime_of_the_main_config(tmp_path: Path) -
     node = make_node(tmp_path, "gpu-1", without=("containerd",))
     (Path(node.path) / "containerd").symlink_to(containerd)
     config = node.file("/etc/containerd/config.toml")
-    config.write_text(subprocess.run([containerd, "config", "default"], capture_output=True, text=True).stdout)
+    config.write_text(template_config(containerd))
     run = node.boot()
     assert run.returncode == 0, run.output
     # containerd 1.x replaces the whole CRI section with the drop-in's (services/server/config/
@@ -101,8 +113,40 @@ def test_a_toolkit_whose_drop_in_drops_runc_stops_the_bootstrap_with_the_fix(tmp
     (Path(node.path) / "containerd").symlink_to(containerd)
     node.set("nvidia-ctk-without-config-source")
     config = node.file("/etc/containerd/config.toml")
-    config.write_text(subprocess.run([containerd, "config", "default"], capture_output=True, text=True).stdout)
+    config.write_text(template_config(containerd))
     run = node.start()
     assert run.returncode != 0
     assert "containerd lost its default runtime after nvidia-ctk runtime configure" in run.output
     assert "runc" not in runtimes(dump(containerd, config))
+
+
+def test_a_drop_in_built_from_defaults_that_resets_the_pause_image_and_cgroups_stops_the_bootstrap(
+    tmp_path: Path,
+) -> None:
+    """The drop-in keeps a runc table, so the default-runtime check passes it; but the real
+    containerd then runs pods with pause:3.6 from registry.k8s.io (not the template's mirror) and
+    runc without SystemdCgroup, against the kubelet's systemd cgroup driver."""
+    containerd = _containerd()
+    node = make_node(tmp_path, "gpu-1", without=("containerd",))
+    (Path(node.path) / "containerd").symlink_to(containerd)
+    node.set("nvidia-ctk-from-defaults")
+    config = node.file("/etc/containerd/config.toml")
+    config.write_text(template_config(containerd))
+    run = node.start()
+    assert run.returncode != 0
+    assert f"containerd's sandbox image changed from {TEMPLATE_PAUSE} to registry.k8s.io/pause:3.6" in run.output
+    merged = tomllib.loads(dump(containerd, config))["plugins"]["io.containerd.grpc.v1.cri"]
+    assert "runc" in merged["containerd"]["runtimes"]  # what the old check looked at: still there
+    assert not node.calls_of("kubeadm")
+
+
+def test_a_template_whose_runc_lacks_systemd_cgroup_stops_the_bootstrap(tmp_path: Path) -> None:
+    containerd = _containerd()
+    node = make_node(tmp_path, "gpu-1", without=("containerd",))
+    (Path(node.path) / "containerd").symlink_to(containerd)
+    config = node.file("/etc/containerd/config.toml")
+    config.write_text(template_config(containerd).replace("SystemdCgroup = true", "SystemdCgroup = false"))
+    run = node.start()
+    assert run.returncode != 0
+    assert "containerd's default runtime runs without SystemdCgroup = true" in run.output
+    assert not node.calls_of("kubeadm")

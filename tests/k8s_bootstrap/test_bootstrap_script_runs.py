@@ -5,14 +5,13 @@ must be loud (missing RDMA devices, driver, toolkit)."""
 
 from __future__ import annotations
 
-import dataclasses
 import shutil
 from pathlib import Path
 
 import pytest
 
 from components.k8s.node_bootstrap import ClusterPki, ClusterSpec, UserDataRenderer
-from tests.k8s_bootstrap.cluster_settings import cluster_settings
+from tests.k8s_bootstrap.cluster_settings import PEM_FIELDS, TEST_ENCRYPTION_KEYS, cluster_settings
 from tests.k8s_bootstrap.node_harness import Node
 
 pytestmark = pytest.mark.skipif(shutil.which("bash") is None, reason="the bootstrap script needs bash")
@@ -20,10 +19,8 @@ pytestmark = pytest.mark.skipif(shutil.which("bash") is None, reason="the bootst
 TOKEN = "abc123.0123456789abcdef"
 CA_HASH = "sha256:" + "ab" * 32
 PKI = ClusterPki(
-    **{
-        name: f"-----BEGIN TEST-----\n{name}\n-----END TEST-----\n"
-        for name in (f.name for f in dataclasses.fields(ClusterPki))
-    }
+    **{name: f"-----BEGIN TEST-----\n{name}\n-----END TEST-----\n" for name in PEM_FIELDS},
+    secrets_encryption_keys=TEST_ENCRYPTION_KEYS,
 )
 CALICO = "https://raw.githubusercontent.com/projectcalico/calico/v3.31.3/manifests/tigera-operator.yaml"
 
@@ -32,13 +29,22 @@ def make_spec(**overrides: object) -> ClusterSpec:
     return ClusterSpec(**cluster_settings(**overrides))
 
 
-def make_node(tmp_path: Path, name: str, *, spec: ClusterSpec | None = None, without: tuple[str, ...] = ()) -> Node:
+def make_node(
+    tmp_path: Path,
+    name: str,
+    *,
+    spec: ClusterSpec | None = None,
+    without: tuple[str, ...] = (),
+    pvrdma: str = "vmw_pvrdma0",
+) -> Node:
+    """`pvrdma`: the RDMA device's name when the bootstrap starts (GPU worker only); by default a
+    RHEL-family template's, whose rdma-core keeps kernel names."""
     renderer = UserDataRenderer(spec or make_spec(), token=TOKEN, ca_cert_hash=CA_HASH, pki=PKI)
     node = Node(tmp_path / name, renderer.render(name), name, without=without)
     node.with_containerd()
     if name == "gpu-1":
         node.with_gpu()
-        node.set("pvrdma-present")
+        node.with_pvrdma(pvrdma)
     if name != "cp-1":
         node.set("api-up")  # the first control-plane node is up: the others can join
     return node
@@ -142,6 +148,8 @@ def test_a_single_quoted_default_runtime_of_containerd_2_is_checked(tmp_path: Pa
     node.with_containerd(3)
     table = (
         "[plugins.'io.containerd.cri.v1.runtime'.containerd.runtimes.crun]\n  runtime_type = 'io.containerd.runc.v2'\n"
+        # The default runtime's own SystemdCgroup is what the kubelet's systemd driver must match.
+        "[plugins.'io.containerd.cri.v1.runtime'.containerd.runtimes.crun.options]\n  SystemdCgroup = true\n"
     )
     config = node.file("/etc/containerd/config.toml")
     config.write_text(
@@ -170,6 +178,50 @@ def test_gpu_operator_mode_leaves_containerd_to_the_operator(tmp_path: Path) -> 
     assert not node.has("containerd-restarted")
 
 
+# --- the RDMA device's name on the first boot ----------------------------------------------------
+
+
+def test_a_device_rdma_core_renamed_before_our_rule_is_named_vmw_pvrdma_before_joining(tmp_path: Path) -> None:
+    """A Debian/Ubuntu template: udev ran rdma-core's NAME_FALLBACK rule before cloud-init wrote the
+    NAME_KERNEL one, and NAME_KERNEL never renames back; NCCL_IB_HCA=vmw_pvrdma would match nothing."""
+    node = make_node(tmp_path, "gpu-1", pvrdma="rocep11s0")
+    run = node.boot()
+    assert run.returncode == 0, run.output
+    assert sorted(p.name for p in node.file("/sys/class/infiniband").iterdir()) == ["vmw_pvrdma0"]
+    calls = node.calls
+    rename = calls.index("rdma dev set rocep11s0 name vmw_pvrdma0")
+    assert rename < calls.index("kubeadm join --config " + str(node.file("/etc/kubernetes/kubeadm-config.yaml")))
+    assert "rocep11s0 renamed vmw_pvrdma0" in run.output
+
+
+def test_a_boot_cut_after_the_rename_finds_the_kernels_name_next_time(tmp_path: Path) -> None:
+    reference = make_node(tmp_path / "reference", "gpu-1", pvrdma="rocep11s0")
+    assert reference.boot().returncode == 0
+    number = reference.calls.index("rdma dev set rocep11s0 name vmw_pvrdma0") + 1
+    node = make_node(tmp_path / "cut", "gpu-1", pvrdma="rocep11s0")
+    node.cut_power_at(number, "after")
+    assert node.boot().power_cut
+    node.restore_power()
+    assert node.boot().returncode == 0
+    assert node.calls_of("rdma dev set") == ["rdma dev set rocep11s0 name vmw_pvrdma0"]
+    assert sorted(p.name for p in node.file("/sys/class/infiniband").iterdir()) == ["vmw_pvrdma0"]
+
+
+def test_a_device_with_the_kernels_name_is_left_alone(tmp_path: Path) -> None:
+    node = make_node(tmp_path, "gpu-1")
+    assert node.boot().returncode == 0
+    assert not node.calls_of("rdma ")
+    assert node.file("/sys/class/infiniband/vmw_pvrdma0").exists()
+
+
+def test_a_renamed_device_without_the_rdma_tool_fails_before_joining(tmp_path: Path) -> None:
+    node = make_node(tmp_path, "gpu-1", pvrdma="rocep11s0", without=("rdma",))
+    run = node.start()
+    assert run.returncode == 1
+    assert "RDMA device rocep11s0 is not named vmw_pvrdma0" in run.output and "iproute2" in run.output
+    assert not node.calls_of("kubeadm")
+
+
 # --- loud failures before the node joins --------------------------------------------------------
 
 
@@ -194,6 +246,30 @@ def test_missing_driver_or_toolkit_fails_loudly_before_joining(tmp_path: Path, m
     assert run.returncode == 1
     assert message in run.output
     assert not node.calls_of("kubeadm")
+
+
+@pytest.mark.parametrize("version", ["1.17.7", "1.16.2", "1.9.10"])
+def test_a_toolkit_older_than_the_cve_2025_23266_fix_stops_the_bootstrap(tmp_path: Path, version: str) -> None:
+    """Toolkits before 1.17.8 let a container image reach host root through the toolkit's hook:
+    the node must not join with one, nor get containerd's NVIDIA runtime from it."""
+    node = make_node(tmp_path, "gpu-1")
+    node.set("nvidia-ctk-version", version)
+    run = node.start()
+    assert run.returncode == 1
+    assert f"NVIDIA Container Toolkit {version} is older than 1.17.8" in run.output
+    assert "CVE-2025-23266" in run.output
+    assert not node.calls_of("nvidia-ctk runtime configure --runtime")
+    assert not node.calls_of("kubeadm")
+
+
+@pytest.mark.parametrize("version", ["1.17.8", "1.17.10", "1.18.0", "2.0.0"])
+def test_a_toolkit_with_the_fix_is_accepted(tmp_path: Path, version: str) -> None:
+    node = make_node(tmp_path, "gpu-1")
+    node.set("nvidia-ctk-version", version)
+    run = node.boot()
+    assert run.returncode == 0, run.output
+    assert node.calls_of("nvidia-ctk --version")
+    assert node.calls_of("nvidia-ctk runtime configure --runtime")
 
 
 # --- late API server, failed joins -------------------------------------------------------------
@@ -315,7 +391,7 @@ def test_a_control_plane_join_failing_after_the_kubelet_registered_is_completed_
 
 
 # Every call that changes the node or the cluster, where a cut boot matters.
-EFFECTFUL = ("kubeadm", "kubectl", "nvidia-ctk", "systemctl restart", "modprobe ib_", "modprobe rdma")
+EFFECTFUL = ("kubeadm", "kubectl", "nvidia-ctk", "systemctl restart", "modprobe ib_", "modprobe rdma", "rdma dev")
 
 
 @pytest.mark.parametrize("name", ["cp-1", "cp-2", "gpu-1"])

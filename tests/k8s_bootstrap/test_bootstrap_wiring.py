@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import copy
-import dataclasses
 from pathlib import Path
 
 import pytest
@@ -12,10 +11,11 @@ import yaml
 from components.k8s.node_bootstrap import ClusterPki, UserDataRenderer
 from stacks.environment.loader import ENVIRONMENT_KEY, ConfigView, InvalidEnvironment, load_environment, read_stack_file
 from stacks.wiring.kubernetes import bootstrap_args
+from tests.k8s_bootstrap.cluster_settings import PEM_FIELDS, TEST_ENCRYPTION_KEYS
 
 ROOT = Path(__file__).resolve().parents[2]
 MIRROR = "https://mirror.example/calico/v3.31.3/tigera-operator.yaml"
-PKI = ClusterPki(**{f.name: "x\n" for f in dataclasses.fields(ClusterPki)})
+PKI = ClusterPki(**{name: "x\n" for name in PEM_FIELDS}, secrets_encryption_keys=TEST_ENCRYPTION_KEYS)
 
 
 def dev_with(**cni: str) -> ConfigView:

@@ -268,8 +268,15 @@ def delete(world: World, name: str, namespace: str, ignore_missing: bool) -> str
 
 
 def ssh(world: World, args: list[str]) -> str:
+    world.setdefault("ssh_argv", []).append(list(args))
+    # OpenSSH parses its options with getopt: `-o VALUE` pairs, then `--` ends the options. A
+    # destination that starts with "-" before any `--` is read as an option, as ssh would.
     while args and args[0] == "-o":
         args = args[2:]
+    if args and args[0] == "--":
+        args = args[1:]
+    elif args and args[0].startswith("-"):
+        fail(f"ssh: unknown option -- {args[0][1:2]}", 255)
     target, command = args[0], " ".join(args[1:])
     user, _, host = target.rpartition("@")
     node = world.get("ssh", {}).get(host)

@@ -17,8 +17,9 @@ import pytest
 import yaml
 
 from stacks.environment.loader import load_environment, read_stack_file
-from stacks.environment.model import Environment
-from stacks.kubectl import Kubectl
+from stacks.environment.model import Environment, GpuOperatorSettings
+from stacks.kubectl import Kubectl, VerifyError
+from stacks.tools.verify.availability.objects import probe_pod
 from stacks.tools.verify.availability.probe import PROBE_NAME, run_availability
 from tests.k8s_jobs.fake_cluster import DEV_WORKERS, gpu_world, install, read_world
 
@@ -116,6 +117,25 @@ def test_ssh_refused_fails_and_still_removes_the_probe(tmp_path: Path, monkeypat
     assert not [p for p in read_world(tmp_path)["pods"] if p["metadata"]["name"] == PROBE_NAME]
 
 
+def test_ssh_gets_the_node_after_a_double_dash(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """`--` ends ssh's options: whatever the user name, the destination cannot be read as one."""
+    passed, report = check(tmp_path, monkeypatch, world())
+    assert passed, report
+    (argv,) = read_world(tmp_path)["ssh_argv"]
+    assert argv[argv.index("rocky@10.10.0.51") - 1] == "--"
+
+
+@pytest.mark.parametrize("user", ["-oProxyCommand=touch /tmp/pwned", "rocky x", "ro;cky", "", "r" * 33])
+def test_an_ssh_user_that_is_not_a_user_name_is_refused_before_anything_runs(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, user: str
+) -> None:
+    with pytest.raises(VerifyError, match="--ssh-user"):
+        check(tmp_path, monkeypatch, world(), ssh_user=user)
+    seen = read_world(tmp_path)
+    assert "ssh_argv" not in seen
+    assert not [p for p in seen["pods"] if p["metadata"]["name"] == PROBE_NAME]
+
+
 def cli(*args: str, tmp_path: Path) -> subprocess.CompletedProcess[str]:
     env = install(tmp_path, world())
     return subprocess.run(
@@ -147,6 +167,7 @@ def test_help_shows_the_availability_check(tmp_path: Path) -> None:
             "--timeout-minutes",
         ),
         (("dev", "--node", "worker-1"), "only with --availability"),
+        (("dev", "--availability", "--confirm", "dev", "--ssh-user=-oProxyCommand=sh"), "--ssh-user"),
     ],
 )
 def test_guards_refuse_before_touching_the_cluster(tmp_path: Path, args: tuple[str, ...], message: str) -> None:
@@ -168,3 +189,21 @@ def test_a_protected_stack_needs_disrupt_protected(tmp_path: Path) -> None:
     assert result.returncode == 2
     assert "protect: true" in result.stderr and "--disrupt-protected" in result.stderr
     assert "calls" not in read_world(tmp_path)
+
+
+def test_in_gpu_operator_mode_the_probe_runs_an_image_with_sleep_the_nodes_have() -> None:
+    """The operator runs the distroless dcgm-exporter build, which has no `sleep`: the probe would
+    crash-loop. Its validator image runs on every GPU node with `sleep infinity`."""
+    base = dev()
+    operator = GpuOperatorSettings.model_validate(
+        {"driverRepository": "registry.example.com/nvidia", "driverVersion": "570.172.08"}
+    )
+    env = base.model_copy(
+        update={"gpu": base.gpu.model_copy(update={"mode": "gpu-operator", "gpu_operator": operator})}
+    )
+    [container] = probe_pod(env, "worker-1")["spec"]["containers"]
+    assert container["image"] == "nvcr.io/nvidia/cloud-native/gpu-operator-validator:v26.7.0"
+    assert container["image"] != env.monitoring.exporter_image
+    assert container["command"] == ["sleep", "infinity"]
+    [device_plugin_mode] = probe_pod(base, "worker-1")["spec"]["containers"]
+    assert device_plugin_mode["image"] == base.monitoring.exporter_image

@@ -72,7 +72,8 @@ def test_the_switch_runs_the_pytorch_benchmark_over_tcp_with_the_extra_env(
 
 def test_the_planned_job_objects_validate_strictly(benchmark_plan: list[dict[str, Any]]) -> None:
     jobs = [o for o in benchmark_plan if o.get("metadata", {}).get("namespace") == "training"]
-    assert {o["kind"] for o in jobs} == {"ConfigMap", "MPIJob"}
+    # The NetworkPolicy guards the namespace (issue 37); it validates strictly like the ConfigMap.
+    assert {o["kind"] for o in jobs} == {"ConfigMap", "MPIJob", "NetworkPolicy"}
     for obj in jobs:
         if obj["kind"] == "MPIJob":
             if MPIJOB_CRD.is_file():

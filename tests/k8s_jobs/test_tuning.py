@@ -8,6 +8,7 @@ every pod template is validated strictly with kubernetes-validate.
 
 from __future__ import annotations
 
+import base64
 from typing import Any
 
 import pytest
@@ -17,6 +18,7 @@ from components.k8s.addons.kubeflow_tuning import (
     KatibSettings,
     TrainerSettings,
     place_on_control_plane,
+    with_mysql_root_password,
     with_storage_class,
 )
 from components.k8s.jobs.pods import WorkerShape, worker_template
@@ -154,6 +156,40 @@ def test_upstream_deployments_are_placed_on_the_control_plane_and_katib_db_gets_
         TrainerSettings(version="2.1.0")
 
 
+# kubeflow/katib v0.19.0 manifests/v1beta1/components/mysql/secret.yaml: the sample root password
+# ("test") that katib-mysql (MYSQL_ROOT_PASSWORD) and katib-db-manager (DB_PASSWORD) both read.
+UPSTREAM_KATIB_SECRET = {
+    "apiVersion": "v1",
+    "kind": "Secret",
+    "type": "Opaque",
+    "metadata": {"name": "katib-mysql-secrets", "namespace": KATIB_NAMESPACE},
+    "data": {"MYSQL_ROOT_PASSWORD": "dGVzdA=="},
+}
+
+
+def test_katibs_mysql_secret_gets_the_generated_password_not_upstreams_sample() -> None:
+    password = "k" * 32
+    patched = with_mysql_root_password("kubernetes:core/v1:Secret", UPSTREAM_KATIB_SECRET, password)
+    assert patched is not None
+    assert patched["data"] == {"MYSQL_ROOT_PASSWORD": base64.b64encode(password.encode()).decode()}
+    assert patched["metadata"] == UPSTREAM_KATIB_SECRET["metadata"]
+    other = {**UPSTREAM_KATIB_SECRET, "metadata": {"name": "katib-webhook-cert", "namespace": KATIB_NAMESPACE}}
+    assert with_mysql_root_password("kubernetes:core/v1:Secret", other, password) is None
+    assert with_mysql_root_password("kubernetes:core/v1:ConfigMap", UPSTREAM_KATIB_SECRET, password) is None
+
+
+def test_katib_enabled_generates_its_mysql_root_password_as_a_secret() -> None:
+    run = run_view(edited_view("dev", _enable), "dev")
+    passwords = [r for r in run.resources if r.type == "random:index/randomPassword:RandomPassword"]
+    katib = [r for r in passwords if "katib" in r.name]
+    assert [r.name for r in katib] == ["kubeflow-tuning-katib-mysql-root"], [r.name for r in passwords]
+    [tuning] = [r for r in run.resources if r.type == "gpucluster:kubernetes:KubeflowTuning"]
+    assert katib[0].parent == tuning.urn
+    # Alphanumeric: upstream's probes put it unquoted into `bash -c "mysql ... -p${MYSQL_ROOT_PASSWORD}"`.
+    inputs = katib[0].redacted_inputs()
+    assert inputs["length"] >= 32 and inputs["special"] is False
+
+
 def _enable(env: dict[str, Any]) -> None:
     env["tuning"] = {"enabled": True, "katib": {"dbStorageClass": "vsphere-csi"}}
     env["kubernetes"]["gpuNodeTaint"] = False
@@ -218,3 +254,19 @@ def test_experiment_maximises_the_metric_the_script_prints() -> None:
     script = render_tuning_objects(_job())[0]["data"]["ddp_resnet50.py"]
     assert 'print(f"images_per_sec={total:.2f}"' in script
     assert render_runtime(_job())["spec"]["mlPolicy"] == {"numNodes": 2, "torch": {}}
+
+
+def test_the_ports_a_tcp_job_takes_on_a_node_are_the_ones_the_docs_name() -> None:
+    """docs/training-jobs.md tells operators which node ports a TCP job holds; the TrainJob's torchrun
+    rendezvous is Trainer's ContainerTrainerPort, 29500 (kubeflow/trainer pkg/constants)."""
+    from pathlib import Path
+
+    from components.k8s.jobs.mpijob import SSH_PORT
+    from components.k8s.jobs.pytorch_ddp import PytorchDdpJob
+    from components.k8s.jobs.trainjob import TORCHRUN_PORT
+
+    doc = (Path(__file__).resolve().parents[2] / "docs" / "training-jobs.md").read_text()
+    sentence = " ".join(doc.split("while a TCP job runs, ports ", 1)[1].split("are taken on the nodes", 1)[0].split())
+    assert sentence.startswith(f"{SSH_PORT} (the workers' sshd")
+    assert f"and {TORCHRUN_PORT} (the PyTorch rendezvous" in sentence
+    assert PytorchDdpJob.__dataclass_fields__["master_port"].default == TORCHRUN_PORT

@@ -47,6 +47,14 @@ A100_BIOS_TEMPLATE = "pf-gpu-template-a100-bios"
 """A grid_a100-40c template as a T4 one would be made: BIOS, no 64-bit MMIO, no snapshot."""
 A100_TEMPLATE = "pf-gpu-template-a100"
 """A grid_a100-40c template done right: EFI, `pciPassthru.use64bitMMIO`, 128 GB of MMIO, no snapshot."""
+OLD_TOOLKIT_TEMPLATE = "pf-gpu-template-old-toolkit"
+"""As GPU_TEMPLATE, but its build recorded NVIDIA Container Toolkit 1.17.7 (before the CVE-2025-23266 fix)."""
+TOOLKIT_RECORDED = {
+    GPU_TEMPLATE: "1.18.0",
+    GPU_TEMPLATE_8C: "1.18.0",
+    OLD_TOOLKIT_TEMPLATE: "1.17.7",
+}
+"""The toolkit version each T4 template's build recorded in its extraConfig (templates/packer/gpu)."""
 A100_MMIO = {"pciPassthru.use64bitMMIO": "TRUE", "pciPassthru.64bitMMIOSizeGB": "128"}
 TAKEN_VM = "taken-worker-1"
 """A VM whose name a stack with namePrefix `taken` would create again."""
@@ -225,8 +233,16 @@ def planted(simulator: Simulator) -> Iterator[Planted]:
             wait_for_task(vm.ReconfigVM_Task(spec=spec))
             return vm
 
-        for name, profile in ((GPU_TEMPLATE, "grid_t4-16c"), (GPU_TEMPLATE_8C, GPU_USER_PROFILE)):
-            gpu = gpu_template(name, profile)
+        for name, profile in (
+            (GPU_TEMPLATE, "grid_t4-16c"),
+            (GPU_TEMPLATE_8C, GPU_USER_PROFILE),
+            (OLD_TOOLKIT_TEMPLATE, "grid_t4-16c"),
+        ):
+            # The key the Packer build writes (templates/packer/gpu/rocky9-vgpu.pkr.hcl).
+            recorded = [
+                vim.option.OptionValue(key="gpucluster.nvidiaContainerToolkitVersion", value=TOOLKIT_RECORDED[name])
+            ]
+            gpu = gpu_template(name, profile, extraConfig=recorded)
             wait_for_task(gpu.CreateSnapshot_Task(name="base", description="", memory=False, quiesce=False))
             gpu.MarkAsTemplate()
         gpu_template(A100_BIOS_TEMPLATE, "grid_a100-40c").MarkAsTemplate()

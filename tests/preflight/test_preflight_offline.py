@@ -73,6 +73,10 @@ def _template() -> VmInfo:
     return VmInfo("rocky9-k8s-gpu-template", "vm-1", None, False, 0, True, (), ("base",), (50.0,))
 
 
+TOOLKIT_RECORDED = {"gpucluster.nvidiaContainerToolkitVersion": "1.18.0"}
+"""What the Packer build of the GPU template records (templates/packer/gpu)."""
+
+
 def _gpu_template() -> VmInfo:
     return VmInfo(
         "rocky9-k8s-vgpu-t4-16c",
@@ -87,6 +91,7 @@ def _gpu_template() -> VmInfo:
         "bios",
         "vmx-19",
         ("grid_t4-16c",),
+        extra_config=dict(TOOLKIT_RECORDED),
     )
 
 
@@ -275,9 +280,12 @@ def test_gpu_template_firmware_and_mmio_rule(
     workers = dev_env.gpu_workers.model_copy(update={"vgpu_profiles": profiles})
     env = dev_env.model_copy(update={"gpu_workers": workers})
     inv = _inventory(vgpu_profiles=tuple(profiles))
-    template = replace(_gpu_template(), vgpu_profiles=tuple(profiles), firmware=firmware, extra_config=extra)
+    template = replace(
+        _gpu_template(), vgpu_profiles=tuple(profiles), firmware=firmware, extra_config={**TOOLKIT_RECORDED, **extra}
+    )
     inv.vms[template.name] = [template]
     ours = [f for f in check(env, inv) if f.key == f"{ENV}.vcenter.gpuTemplate" and f.message.startswith("template ")]
+    ours = [f for f in ours if "Container Toolkit" not in f.message]  # judged by test_gpu_template
     assert [f.level for f in ours] == [level], ours
 
 
@@ -289,7 +297,7 @@ def test_gpu_template_firmware_and_mmio_rule(
         ([16], ["grid_t4-8c"], "grid_t4-8c", 1),  # same profile: the second half is free
         ([16, 16], ["grid_t4-4c"] * 5, "grid_t4-4c", 3),
         ([16, 16], ["grid_t4-4c"] * 5, "grid_t4-16c", 0),
-        ([16, 16, 16], ["grid_t4-2c"], "grid_t4-8c", 4),
+        ([16, 16, 16], ["grid_t4-4c"], "grid_t4-8c", 4),
     ],
 )
 def test_free_vgpu_slots(gpus: list[int], others: list[str], profile: str, free: int) -> None:
@@ -394,6 +402,43 @@ def test_template_copies_count_on_their_datastores(dev_env) -> None:
 def test_a_linked_copy_counts_small_and_an_existing_one_nothing(dev_env) -> None:
     env = _with_copies(dev_env, [{"host": "esxi-01.lab.example.com"}, {"host": "esxi-02.lab.example.com"}])
     inv = _inventory()
-    inv.vms["rocky9-k8s-vgpu-t4-16c-esxi-02-0123abcd"] = [replace(_gpu_template(), name="copy", moid="vm-9")]
-    datastore = next(f for f in check(env, inv) if f.key.endswith("vcenter.datastore"))
+    inv.vms["rocky9-k8s-vgpu-t4-16c-esxi-02-dev-0123abcd"] = [replace(_gpu_template(), name="copy", moid="vm-9")]
+    datastore = next(f for f in check(env, inv, stack="dev") if f.key.endswith("vcenter.datastore"))
     assert "and 1 GB of template copies" in datastore.message
+
+
+def test_another_stacks_copy_of_the_template_on_the_host_is_explained_not_counted(dev_env) -> None:
+    """Issue 32 item 1: another stack's copy (same template, same host) was counted as this
+    stack's, "exists already"; this stack makes a copy of its own beside it."""
+    env = _with_copies(dev_env, [{"host": "esxi-02.lab.example.com"}])
+    inv = _inventory()
+    for name in ("rocky9-k8s-vgpu-t4-16c-esxi-02-staging-0123abcd", "rocky9-k8s-vgpu-t4-16c-esxi-02-89abcdef"):
+        inv.vms[name] = [replace(_gpu_template(), name=name, moid=f"vm-{len(inv.vms)}")]
+    findings = check(env, inv, stack="dev")
+    datastore = next(f for f in findings if f.key.endswith("vcenter.datastore"))
+    assert "and 1 GB of template copies" in datastore.message  # this stack's copy is still to be made
+    [other] = [f for f in findings if f.key.endswith("templateReplicas") and "another stack" in f.message]
+    assert other.level == "WARN"
+    assert "rocky9-k8s-vgpu-t4-16c-esxi-02-staging-0123abcd" in other.message
+    assert "rocky9-k8s-vgpu-t4-16c-esxi-02-dev-" in other.message  # the name this stack's copy gets
+    assert "never `pulumi import`" in other.message
+
+
+def test_a_copy_deleted_or_broken_by_hand_is_reported(dev_env) -> None:
+    """Issue 32 item 8: preflight said nothing of a copy deleted in vCenter (workers of the stack
+    still there), or of one that lost its snapshot."""
+    env = _with_copies(dev_env, [{"host": "esxi-01.lab.example.com"}, {"host": "esxi-02.lab.example.com"}])
+    inv = _inventory()
+    for vm_name in (env.vm_name(node) for node in env.gpu_workers.nodes):
+        inv.vms[vm_name] = [replace(_gpu_template(), name=vm_name, moid=f"vm-{vm_name}", is_template=False)]
+    broken = "rocky9-k8s-vgpu-t4-16c-esxi-02-dev-0123abcd"
+    inv.vms[broken] = [replace(_gpu_template(), name=broken, moid="vm-9", snapshots=())]
+
+    copies = [f for f in check(env, inv, stack="dev") if f.key.endswith("templateReplicas")]
+
+    gone = [f for f in copies if "esxi-01" in f.message and "not found" in f.message]
+    assert len(gone) == 1 and gone[0].level == "WARN", copies
+    assert "deleted in vCenter" in gone[0].message and "roll" in gone[0].message
+    lost = [f for f in copies if broken in f.message]
+    assert len(lost) == 1 and lost[0].level == "WARN" and "no snapshot" in lost[0].message, copies
+    assert "takes its snapshot again" in lost[0].message

@@ -6,11 +6,12 @@ from __future__ import annotations
 import copy
 import socket
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from typing import Any
 
 import pytest
 from pyVim.connect import Disconnect, SmartConnect
+from pyVmomi import vim
 
 from .conftest import (
     BARE_TEMPLATE,
@@ -28,6 +29,7 @@ from .conftest import (
     TEMPLATE,
     UNPAIRED,
     Planted,
+    _find,
 )
 
 pytestmark = pytest.mark.vcsim
@@ -149,7 +151,7 @@ def _rename_host(name: str) -> Callable[[dict[str, Any]], None]:
         pytest.param(
             _set(["gpuWorkers", "vgpuProfiles"], ["grid_a100-40c"]),
             f"BLOCKER {ENV}.gpuWorkers.vgpuProfiles[0]: host 'DC0_C0_H0' does not offer vGPU profile "
-            "'grid_a100-40c' (offered: grid_t4-1c, grid_t4-2c, grid_t4-4c, grid_t4-8c, grid_t4-16c)",
+            "'grid_a100-40c' (offered: grid_t4-4c, grid_t4-8c, grid_t4-16c)",
             id="vgpu-profile-not-offered",
         ),
         pytest.param(
@@ -400,3 +402,67 @@ def test_gpu_shared_with_another_vm_of_the_same_profile_is_a_warning(preflight) 
         f"WARN    {ENV}.hosts[1].name: other VMs on '{GPU_USER_HOST}' use vGPUs: {GPU_USER_VM} ({GPU_USER_PROFILE}); "
         "enough left for this stack's workers"
     ) in lines
+
+
+@pytest.fixture
+def admin(planted: Planted) -> Iterator[Any]:
+    """A session of our own, to set permissions and roles as a vCenter administrator would."""
+    sim = planted.sim
+    si = SmartConnect(protocol="http", host="127.0.0.1", port=sim.parts.port, user=sim.user, pwd=sim.password)
+    yield si
+    Disconnect(si)
+
+
+@pytest.fixture
+def permission(planted: Planted, admin: Any) -> Iterator[Callable[..., None]]:
+    """permission(entity, role_id): the simulator's user gets that role there, removed after."""
+    auth = admin.content.authorizationManager
+    given: list[Any] = []
+
+    def give(entity: Any, role_id: int) -> None:
+        perm = vim.AuthorizationManager.Permission(
+            principal=planted.sim.user, group=False, roleId=role_id, propagate=True
+        )
+        auth.SetEntityPermissions(entity=entity, permission=[perm])
+        given.append(entity)
+
+    yield give
+    for entity in given:
+        auth.RemoveEntityPermission(entity=entity, user=planted.sim.user, isGroup=False)
+
+
+def _role(admin: Any, name: str, without: set[str]) -> int:
+    """A role with every privilege of Admin but `without` (made once per simulator)."""
+    auth = admin.content.authorizationManager
+    for role in auth.roleList:
+        if role.name == name:
+            return int(role.roleId)
+    admin = next(role for role in auth.roleList if role.name == "Admin")
+    return int(auth.AddAuthorizationRole(name=name, privIds=[p for p in admin.privilege if p not in without]))
+
+
+def test_the_accounts_privileges_are_checked_where_the_stack_needs_them(
+    preflight, planted: Planted, admin: Any, permission: Callable[..., None]
+) -> None:
+    """Issue 32 item 2: preflight never looked at the account's role; a missing privilege failed
+    `pulumi up` halfway (a template copy's snapshot, a datastore the account may not write)."""
+    code, lines = preflight(BASE)
+    assert code == 0 and any(line.startswith("OK      vsphere:user: account ") for line in lines), "\n".join(lines)
+
+    read_only = next(int(r.roleId) for r in admin.content.authorizationManager.roleList if r.name == "ReadOnly")
+    permission(_find(admin, vim.Datastore, "LocalDS_0"), read_only)
+    template = _find(admin, vim.VirtualMachine, GPU_TEMPLATE)
+    no_snapshot = {"VirtualMachine.State.CreateSnapshot", "VirtualMachine.Config.Rename"}
+    permission(template.parent, _role(admin, "pf-no-snapshot", no_snapshot))
+    code, lines = preflight(changed(lambda env: env["vcenter"].update(templateReplicas=[{"host": "DC0_C0_H1"}])))
+
+    assert code == 1
+    user = planted.sim.user
+    assert (
+        f"BLOCKER vsphere:user: account {user!r} lacks on the datastore 'LocalDS_0': Datastore.AllocateSpace "
+        "(VMs (clone, configure, power, delete), template copies (vcenter.templateReplicas)); grant the role of "
+        "docs/deploy.md (vCenter account)"
+    ) in lines, "\n".join(lines)
+    [folder] = [line for line in lines if "lacks on the GPU template's folder" in line]
+    assert "VirtualMachine.Config.Rename (template copies" in folder
+    assert "VirtualMachine.State.CreateSnapshot (template copies" in folder

@@ -24,6 +24,7 @@ from .conftest import (
     BARE_TEMPLATE,
     GPU_TEMPLATE,
     GPU_TEMPLATE_8C,
+    OLD_TOOLKIT_TEMPLATE,
     TEMPLATE,
     Planted,
     _find,
@@ -107,6 +108,32 @@ def test_large_bar_gpu_template_needs_efi_and_64bit_mmio(preflight: Run) -> None
     # A T4 worker is fine on a BIOS template: one rule (vgpu_profiles.SMALL_BAR_BOARDS) for both.
     _, lines = preflight(_with(template=TEMPLATE))
     assert f"OK      {ENV}.vcenter.gpuTemplate: template {GPU_TEMPLATE} carries grid_t4-16c" in lines
+
+
+def test_gpu_template_with_a_toolkit_before_the_cve_fix_is_a_blocker(preflight: Run) -> None:
+    """NVIDIA Container Toolkit < 1.17.8 lets a container image reach host root (CVE-2025-23266):
+    preflight reads the version the template's build recorded in its extraConfig."""
+    code, lines = preflight(_with(gpuTemplate=OLD_TOOLKIT_TEMPLATE))
+    assert code == 1
+    assert (
+        f"BLOCKER {ENV}.vcenter.gpuTemplate: template {OLD_TOOLKIT_TEMPLATE} has NVIDIA Container Toolkit 1.17.7, "
+        "older than 1.17.8: a container image can reach host root through its hook (CVE-2025-23266), and the "
+        "bootstrap refuses it on every GPU worker; rebuild the template with nvidia_container_toolkit_version "
+        "1.17.8 or later (templates/README.md)"
+    ) in lines, "\n".join(lines)
+    _, lines = preflight(_with(gpuTemplate=GPU_TEMPLATE))
+    assert (
+        f"OK      {ENV}.vcenter.gpuTemplate: template {GPU_TEMPLATE} has NVIDIA Container Toolkit 1.18.0 "
+        "(at least 1.17.8)"
+    ) in lines
+    # The GPU Operator brings its own toolkit: the template's is not the one containers use.
+    operator = _with(gpuTemplate=OLD_TOOLKIT_TEMPLATE)
+    operator["gpu"] = {
+        "mode": "gpu-operator",
+        "gpuOperator": {"driverRepository": "registry.example/nvidia", "driverVersion": "550.127.05"},
+    }
+    _, lines = preflight(operator)
+    assert not [line for line in lines if "Container Toolkit" in line], "\n".join(lines)
 
 
 GRAPHICS_HOST = "DC0_C0_H0"

@@ -18,6 +18,7 @@ from stacks.environment.loader import load_environment
 from stacks.tools.plan.deploy_time.change import change_time
 from stacks.tools.plan.deploy_time.durations import Durations
 from stacks.tools.plan.diff import diff_plans
+from stacks.tools.plan.mock_runtime import contains_secret
 from tests.program.conftest import ROOT, edited_view, run_view, stack_view
 
 STAGING_ORDER = ["control-plane-cp-1", "control-plane-cp-2", "control-plane-cp-3",
@@ -42,6 +43,12 @@ def test_one_minor_up_rolls_every_node_control_plane_first_between_the_cluster_s
     # The stored ClusterConfiguration moves before any gate (so before any VM is replaced) ...
     version = after.named("cluster-version")
     assert version.inputs["version"] == "1.35.0" and version.inputs["step"] == "cluster-configuration"
+    # ... after reading every etcd member's version when the minor brings etcd 3.6: the step holds
+    # the control-plane nodes' etcd endpoints and the etcd client certificate (its key a secret).
+    staging = load_environment(stack_view("staging"))
+    assert version.inputs["etcd_addresses"] == [str(n.management_ip) for n in staging.control_plane.nodes]
+    assert version.inputs["etcd_client_port"] == 2379
+    assert contains_secret(version.inputs["etcd_client_key_pem"])
     for node in ("cp-1", "cp-2", "cp-3", "worker-1", "worker-8"):
         gate = after.named(f"rollout-gate-{node}")
         assert version.urn in gate.dependencies

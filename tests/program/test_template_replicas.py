@@ -59,9 +59,7 @@ def test_templateReplicas_empty_turns_them_off() -> None:
 
 
 def test_a_workers_rollout_generation_follows_its_copy() -> None:
-    gens = {
-        r.name.removeprefix("rollout-gate-"): r.plain_inputs().get("generation") for r in _run(32).by_type(GATE)
-    }
+    gens = {r.name.removeprefix("rollout-gate-"): r.plain_inputs().get("generation") for r in _run(32).by_type(GATE)}
     assert gens, "no rollout gates"
     assert gens["worker-1"] == gens["worker-15"] != gens["worker-16"] == gens["worker-30"]
 
@@ -83,3 +81,10 @@ def test_auto_derives_the_copies_from_the_workers() -> None:
     run = _run(32, lambda env: env["vcenter"].__setitem__("templateReplicas", "auto"))
     hosts = sorted(r.plain_inputs()["host_name"] for r in run.by_type(REPLICA))
     assert hosts == ["esxi-01.lab.example.com", "esxi-16.lab.example.com", "esxi-31.lab.example.com"]
+
+
+def test_every_copy_carries_the_stacks_name() -> None:
+    """Issue 32 item 1: two stacks with the same template and host made copies of one name."""
+    run = _run(32)  # the stack `w32`
+    copies = run.by_type(REPLICA)
+    assert copies and {r.plain_inputs()["stack"] for r in copies} == {"w32"}

@@ -2,7 +2,7 @@
 is created anew, none replaced, no VM or host resource touched.
 
 The old state is `fixtures/dev-dynamic-era.state.json`, written from the program as it was at
-commit 0fb5ed5 (dynamic providers, `__provider` pickles in inputs and outputs; see
+commit 9e46fb1 (dynamic providers, `__provider` pickles in inputs and outputs; see
 `fixtures/make_dynamic_era_state.py`). The new program runs under the offline plan's mocks with
 the same stack file. The engine's steps are then what these tests check:
 - each new resource finds its old state through its alias (`getOldResource` follows aliases);
@@ -31,7 +31,7 @@ from tests.provider.rpc import Lifecycle
 
 STATE = Path(__file__).parent / "fixtures" / "dev-dynamic-era.state.json"
 SECRET_SIG = "4dabf18193072939515e22adb298388d"
-OUR_KINDS = 13
+OUR_KINDS = 15
 
 
 def _state_value(value: Any) -> Any:
@@ -145,7 +145,7 @@ def test_a_refresh_writes_the_old_state_back_without_the_pickled_provider(
     reads them: the answer keeps every value and drops `__provider` from the state."""
     configure(plugin.stub, {"vsphereServer": None, "user": None, "password": None})
     local_reads = [r for r in old_state.values() if r["type"].startswith("pulumi-python:dynamic/kubernetes:")]
-    assert len({r["type"] for r in local_reads}) == 8
+    assert len({r["type"] for r in local_reads}) == 9
     for old in local_reads:
         module, name = old["type"].removeprefix("pulumi-python:dynamic/").split(":")
         outputs = _state_value(old["outputs"])

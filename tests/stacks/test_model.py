@@ -358,7 +358,7 @@ def test_field_error_names_the_key(edited_view: MakeView, edit: Any, path: str, 
 
 FIELD_BOUNDARIES_ACCEPTED = [
     ("vlan 4094", _put("rdmaNetwork", "vlanId", 4094)),
-    ("vmknic mtu 1280", lambda env: env["rdmaNetwork"].update(vmknicMtu=1280)),
+    ("vmknic mtu 4192 (RoCE path MTU 4096, as the 9000 switch)", lambda env: env["rdmaNetwork"].update(vmknicMtu=4192)),
     ("hardware version 13", _put("vm", "hardwareVersion", 13)),
     ("oldest kubernetes", _put("kubernetes", "version", f"1.{OLDEST}.0")),
     ("newest kubernetes", _put("kubernetes", "version", f"1.{NEWEST}.9")),

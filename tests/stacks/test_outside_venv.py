@@ -49,3 +49,44 @@ def test_the_system_python3() -> None:
     if probe.returncode == 0:
         pytest.skip("the system python3 has the project's dependencies; nothing to refuse")
     assert_says_how_to_set_up(run("/usr/bin/python3"))
+
+
+def _site_without(tmp_path: Path, *left_out: str) -> Path:
+    """A site-packages of the project's virtualenv less some distributions: the link-farm a Python
+    started with -S reads through PYTHONPATH, as a venv where those failed to install."""
+    import pydantic
+
+    site = Path(pydantic.__file__).resolve().parent.parent
+    partial = tmp_path / "site"
+    partial.mkdir()
+    for entry in site.iterdir():
+        if entry.suffix == ".pth" or entry.name == "__pycache__" or entry.name.lower().startswith(left_out):
+            continue
+        (partial / entry.name).symlink_to(entry)
+    return partial
+
+
+@pytest.mark.parametrize(
+    ("left_out", "module", "args"),
+    [
+        (("pulumi",), "pulumi", ("validate", "dev")),
+        # pyVmomi is imported only when `plan` runs (the program's providers), after the CLI loaded.
+        (("pyvmomi",), "pyVmomi", ("plan", "dev", "--out", "{tmp}/plan")),
+    ],
+    ids=["without-pulumi", "without-pyvmomi-plan"],
+)
+def test_a_python_lacking_one_package_is_told_the_same_whenever_it_is_imported(
+    tmp_path: Path, left_out: tuple[str, ...], module: str, args: tuple[str, ...]
+) -> None:
+    site = _site_without(tmp_path, *left_out)
+    argv = tuple(a.replace("{tmp}", str(tmp_path)) for a in args)
+    result = subprocess.run(
+        [sys.executable, "-S", "-m", "stacks", *argv],
+        capture_output=True,
+        text=True,
+        cwd=ROOT,
+        env={"PATH": "/usr/bin:/bin", "PYTHONPATH": str(site)},
+        timeout=300,
+    )
+    assert_says_how_to_set_up(result, " ".join(argv))
+    assert f"missing: the Python package '{module}'" in result.stderr

@@ -159,14 +159,17 @@ def prod_dot(tmp_path_factory: pytest.TempPathFactory) -> str:
 
 
 def test_prods_picture_folds_each_nodes_plumbing_into_its_pool(prod_dot: str) -> None:
-    """19 nodes, each with a gate, generation, settle and a drain or etcd guard: folded, prod is a
+    """19 nodes, each with a gate, generation, settle, join wait, guestinfo scrub and a drain or etcd guard: folded, prod is a
     dozen boxes, not ~90, and a few dozen arrows, not ~200."""
     boxes, arrows = _boxes(prod_dot), ARROW.findall(prod_dot)
     assert len(boxes) < 20 and len(arrows) < 30, (len(boxes), len(arrows))
     assert not [name for name in boxes.values() if name.startswith(("rollout-", "drain-", "member-"))]
     labels = dict((box, label) for box, label, _ in BOX.findall(prod_dot))
     [workers] = [label for label in labels.values() if label.startswith("gpu-workers\\n")]
-    assert workers == "gpu-workers\\nNodePool: 16 VMs\\n+ per node: drain, generation, rollout gate, settle"
+    assert (
+        workers
+        == "gpu-workers\\nNodePool: 16 VMs\\n+ per node: drain, generation, guestinfo scrub, join wait, rollout gate, settle"
+    )
     [control_plane] = [label for label in labels.values() if label.startswith("control-plane\\n")]
     assert "NodePool: 3 VMs" in control_plane and "etcd member" in control_plane
 

@@ -277,6 +277,21 @@ BROKEN: list[tuple[str, Edit, list[tuple[str, str]]]] = [
         ),
         [("kubernetes.controlPlaneEndpoint", "10.10.0.40 is control-plane node")],
     ),
+    (
+        "existing cluster with three control-plane nodes: the endpoint is refused, not also demanded",
+        _both(
+            _set("kubernetes", "mode", value="existing"),
+            _add_control_plane("10.10.0.40", "10.10.0.41"),
+            _set("kubernetes", "controlPlaneEndpoint", value="api.lab.example.com"),
+        ),
+        [("kubernetes.controlPlaneEndpoint", "is ignored with kubernetes.mode 'existing'")],
+    ),
+    # mtu_fits_switch: a vmknic MTU that gives RoCE a smaller path MTU than the switch allows
+    (
+        "vmknic mtu 1500 under a 9000 switch",
+        _set("rdmaNetwork", "vmknicMtu", value=1500),
+        [("rdmaNetwork.vmknicMtu", "caps RoCE's path MTU at 1024 bytes instead of 4096")],
+    ),
     # secrets_for_modes (the license token is checked by the loader, see test_model)
     (
         "gpu-operator without its settings",
@@ -294,7 +309,14 @@ BROKEN: list[tuple[str, Edit, list[tuple[str, str]]]] = [
 FINE: list[tuple[str, Edit]] = [
     ("rdma gateway inside", _set("rdmaNetwork", "gateway", value="192.168.0.1")),
     ("no rdma gateway", lambda env: env["rdmaNetwork"].pop("gateway", None)),
-    ("vmknic mtu below switch", _set("rdmaNetwork", "vmknicMtu", value=1500)),
+    ("vmknic mtu below switch, same RoCE path MTU", _set("rdmaNetwork", "vmknicMtu", value=4192)),
+    (
+        "existing cluster with three control-plane nodes, no endpoint",
+        _both(
+            _set("kubernetes", "mode", value="existing"),
+            _add_control_plane("10.10.0.40", "10.10.0.41"),
+        ),
+    ),
     ("full reservation written out", _set("gpuWorkers", "memoryReservationMb", value=24576)),
     (
         "full clone without snapshot",

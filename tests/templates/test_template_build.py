@@ -21,6 +21,8 @@ from typing import Any
 
 import pytest
 
+from components.k8s.gpu_runtime import MINIMUM_NVIDIA_CONTAINER_TOOLKIT as MINIMUM
+from components.vsphere.gpu_template import TOOLKIT_VERSION_KEY, TemplateFacts, toolkit_findings
 from stacks.environment.loader import load_environment, read_stack_file
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -194,6 +196,16 @@ def test_the_gpu_template_is_a_clone_of_the_base_with_its_vgpu(dev: Any) -> None
     assert source["convert_to_template"] is True
     inline = " ".join(step for p in document["build"][0]["provisioner"] for step in p['"shell"']["inline"])
     assert "nvidia-smi" in inline and "nvidia-container-toolkit" in inline and "nvidia-ctk" in inline
+    # The toolkit is pinned, has the CVE-2025-23266 fix, and is recorded where preflight reads it.
+    assert (
+        toolkit_findings(TemplateFacts("t", extra_config={TOOLKIT_VERSION_KEY: "1.17.7"}), minimum=MINIMUM)[0].level
+        == "BLOCKER"
+    )
+    # configuration_parameters is a merge(...) expression: python-hcl2 keeps it as its text.
+    assert f'"{TOOLKIT_VERSION_KEY}" = var.nvidia_container_toolkit_version' in source["configuration_parameters"]
+    facts = TemplateFacts("t", extra_config={TOOLKIT_VERSION_KEY: defaults["nvidia_container_toolkit_version"]})
+    assert [f.level for f in toolkit_findings(facts, minimum=MINIMUM)] == ["OK"]
+    assert "nvidia-container-toolkit-$NVIDIA_CONTAINER_TOOLKIT_VERSION" in inline
 
 
 def test_the_checklist_is_the_one_the_docs_point_to() -> None:

@@ -230,6 +230,9 @@ def _reset_host(si: Any, name: str, extended: bool) -> None:
     )
     if extended:
         host.configManager.firewallSystem.DisableRuleset(id="pvrdma")
+        host.configManager.firewallSystem.UpdateRuleset(
+            id="pvrdma", spec=vim.host.Ruleset.RulesetSpec(allowedHosts=vim.host.Ruleset.IpList(allIp=True))
+        )
         set_active_graphics(host, "shared")
         _clear_custom_values(si, host)
 

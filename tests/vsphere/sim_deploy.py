@@ -26,13 +26,23 @@ from stacks.tools.plan.mock_values import fake_invoke_result
 from tests.program.conftest import edited_view, run_view
 from tests.vsphere import terraform_vm
 from tests.vsphere.conftest import _find
-from tests.vsphere.vm_helpers import destroy, unique
+from tests.vsphere.vm_helpers import destroy, events, unique, vgpus
 
 VM = "vsphere:index/virtualMachine:VirtualMachine"
 VGPU = "gpucluster:vsphere:VgpuAttachment"
 GRAPHICS = "gpucluster:vsphere:HostGraphicsMode"
 GET_VM = "vsphere:index/getVirtualMachine:getVirtualMachine"
 GET_HOST = "vsphere:index/getHost:getHost"
+
+
+@dataclass(frozen=True)
+class VmLook:
+    events: tuple[str, ...]
+    """Power, guest-shutdown and reconfigure events, oldest first (`vm_helpers.events`)."""
+    vgpus: tuple[str, ...]
+    power_state: str
+    reservation_locked: bool
+    hardware_version: str
 
 
 @dataclass
@@ -44,6 +54,9 @@ class Deployment:
     """By the VM's resource name: (provider, CreateResult)."""
     error: BaseException | None = None
     """What stopped the deployment, if something did (as `pulumi up` would report it)."""
+    first_look: dict[str, VmLook] = field(default_factory=dict)
+    """By resource name: each VM as vCenter showed it right after the deployment, before any test
+    changed it (tests of one deployment run in random order, some remove or replace VMs)."""
 
     def workers(self) -> dict[str, Any]:
         return {name: vm for name, vm in self.vms.items() if name.startswith("gpu-workers-")}
@@ -125,6 +138,16 @@ def deployed(
                 deployment.attachments[by_urn[vm_urn].name] = (provider, provider.create(checked))
         except Exception as exc:  # a failed `pulumi up`: the tests read what it left
             deployment.error = exc
+        deployment.first_look = {
+            name: VmLook(
+                events=tuple(events(si, vm)),
+                vgpus=tuple(vgpus(vm)),
+                power_state=str(vm.runtime.powerState),
+                reservation_locked=bool(vm.config.memoryReservationLockedToMax),
+                hardware_version=str(vm.config.version),
+            )
+            for name, vm in deployment.vms.items()
+        }
         yield deployment
     finally:
         for vm in list(deployment.vms.values()):

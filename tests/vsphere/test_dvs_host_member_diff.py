@@ -54,3 +54,15 @@ def test_diff_refuses_to_move_a_host_to_another_switch(change: dict[str, Any], h
     assert f"host {host}" in message
     assert "impossible" in message and "vmknic" in message and "use the old switch" in message
     assert "remove the host" in message and "pulumi up" in message and "add it back" in message
+
+
+def test_a_replaced_switch_says_every_host_and_worker_must_go() -> None:
+    """The switch itself replaced (a setting that replaces it, so its id is unknown in the preview):
+    not one host moving but every member, so the message must not read as if one host could move."""
+    with pytest.raises(ValueError) as raised:
+        DvsHostMemberProvider().diff("50 11:esx-1", OLD, {**OLD, "switch_uuid": rpc.UNKNOWN})
+
+    message = str(raised.value)
+    assert "switch itself is being replaced" in message
+    assert "every host" in message and "every GPU worker" in message
+    assert "vcenter.datacenter" in message and "gpuWorkers.nodes" in message

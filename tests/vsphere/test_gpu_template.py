@@ -14,6 +14,7 @@ from components.vsphere.gpu_template import (
     control_plane_template_findings,
     gpu_template_findings,
     missing_gpu_template_finding,
+    toolkit_findings,
 )
 from components.vsphere.vgpu.devices import template_facts
 from tests.vsphere.conftest import TEMPLATE_VM
@@ -99,3 +100,24 @@ def test_facts_are_read_from_a_template_in_vcenter(find: Callable[[Any, str], An
         ]
     finally:
         destroy(template)
+
+
+@pytest.mark.parametrize(
+    ("recorded", "level", "says"),
+    [
+        ("1.17.7", "BLOCKER", "NVIDIA Container Toolkit 1.17.7, older than 1.17.8"),
+        ("1.9.12", "BLOCKER", "NVIDIA Container Toolkit 1.9.12, older than 1.17.8"),
+        ("1.17.8", "OK", "NVIDIA Container Toolkit 1.17.8"),
+        ("1.17.10", "OK", "NVIDIA Container Toolkit 1.17.10"),
+        ("1.18.0-1", "OK", "NVIDIA Container Toolkit 1.18.0-1"),
+        (None, "WARN", "does not record its NVIDIA Container Toolkit version"),
+        ("latest", "WARN", "not a version"),
+    ],
+)
+def test_toolkit_findings_refuse_a_toolkit_before_the_cve_2025_23266_fix(
+    recorded: str | None, level: str, says: str
+) -> None:
+    extra = {} if recorded is None else {"gpucluster.nvidiaContainerToolkitVersion": recorded}
+    [finding] = toolkit_findings(TemplateFacts("t4", ("grid_t4-16c",), "efi", 19, extra), minimum="1.17.8")
+    assert (finding.level, finding.key) == (level, "vcenter.gpuTemplate")
+    assert says in finding.message

@@ -200,3 +200,25 @@ def test_create_waits_out_a_reconfigure_started_elsewhere(
     wait_for_task(elsewhere)
     assert _members(switch) == sorted(CLUSTER_HOSTS[:2])
     provider.delete(created.id, created.outs)
+
+
+def test_members_deleted_in_parallel_all_leave_the_switch(configured: Callable[..., Any], switch: Any) -> None:
+    # The engine deletes the members of one switch at once too (every host leaves the stack, or
+    # `pulumi destroy`). No retries: without the per-switch lock on the delete path, the harness
+    # refuses the overlapping reconfigures (DvsOperationBulkFault) and all but one fail.
+    providers = [configured(DvsHostMemberProvider(retry=NO_RETRY)) for _ in CLUSTER_HOSTS]
+    created = [
+        provider.create(_inputs(provider, switch, host_name))
+        for provider, host_name in zip(providers, CLUSTER_HOSTS, strict=True)
+    ]
+    assert _members(switch) == sorted(CLUSTER_HOSTS)
+    start = threading.Barrier(len(CLUSTER_HOSTS))
+
+    def delete(index: int) -> None:
+        start.wait()
+        providers[index].delete(created[index].id, created[index].outs)
+
+    with ThreadPoolExecutor(max_workers=len(CLUSTER_HOSTS)) as pool:
+        list(pool.map(delete, range(len(CLUSTER_HOSTS))))
+
+    assert _members(switch) == []

@@ -243,34 +243,47 @@ def test_retry_policy_defaults_are_bounded() -> None:
 
 def test_pvrdma_check_normalizes_and_rejects() -> None:
     provider = PvrdmaHostSettingsProvider()
-    ok = provider.check({}, {"host_name": " esx1 ", "vmknic_device": "vmk1", "__provider": "x"})
+    net = "192.168.50.0/24"
+    ok = provider.check({}, {"host_name": " esx1 ", "vmknic_device": "vmk1", "allowed_network": net, "__provider": "x"})
     assert ok.failures == []
-    assert ok.inputs == {"host_name": "esx1", "vmknic_device": "vmk1"}
-    bad = provider.check({}, {"host_name": "", "vmknic_device": "eth0"})
-    assert {f.property for f in bad.failures} == {"host_name", "vmknic_device"}
-    unknown = provider.check({}, {"host_name": "esx1", "vmknic_device": rpc.UNKNOWN})
+    assert ok.inputs == {"host_name": "esx1", "vmknic_device": "vmk1", "allowed_network": net}
+    bad = provider.check({}, {"host_name": "", "vmknic_device": "eth0", "allowed_network": "192.168.50.1/24"})
+    assert {f.property for f in bad.failures} == {"host_name", "vmknic_device", "allowed_network"}
+    unknown = provider.check({}, {"host_name": "esx1", "vmknic_device": rpc.UNKNOWN, "allowed_network": net})
     assert unknown.failures == []
 
 
+_PVRDMA_NET = "192.168.50.0/24"
 _PVRDMA_OLD = {
     "host_name": "esx1",
     "vmknic_device": "vmk1",
     "ruleset_enabled": True,
     "previous_vmknic": "",
     "previous_ruleset_enabled": False,
+    "allowed_network": _PVRDMA_NET,
+    "allowed_all_ip": False,
+    "allowed_hosts": [_PVRDMA_NET],
+    "previous_allowed_all_ip": True,
+    "previous_allowed_hosts": [],
 }
+_PVRDMA_NEW = {"host_name": "esx1", "vmknic_device": "vmk1", "allowed_network": _PVRDMA_NET}
 
 
 @pytest.mark.parametrize(
     ("olds", "news", "changes", "replaces"),
     [
-        (_PVRDMA_OLD, {"host_name": "esx1", "vmknic_device": "vmk1"}, False, []),
-        (_PVRDMA_OLD, {"host_name": "esx1", "vmknic_device": "vmk2"}, True, []),
-        ({**_PVRDMA_OLD, "vmknic_device": "vmk9"}, {"host_name": "esx1", "vmknic_device": "vmk1"}, True, []),
-        ({**_PVRDMA_OLD, "ruleset_enabled": False}, {"host_name": "esx1", "vmknic_device": "vmk1"}, True, []),
-        (_PVRDMA_OLD, {"host_name": "esx2", "vmknic_device": "vmk1"}, True, ["host_name"]),
+        (_PVRDMA_OLD, _PVRDMA_NEW, False, []),
+        (_PVRDMA_OLD, {**_PVRDMA_NEW, "vmknic_device": "vmk2"}, True, []),
+        ({**_PVRDMA_OLD, "vmknic_device": "vmk9"}, _PVRDMA_NEW, True, []),
+        ({**_PVRDMA_OLD, "ruleset_enabled": False}, _PVRDMA_NEW, True, []),
+        ({**_PVRDMA_OLD, "allowed_all_ip": True}, _PVRDMA_NEW, True, []),
+        ({**_PVRDMA_OLD, "allowed_hosts": [_PVRDMA_NET, "10.0.0.0/8"]}, _PVRDMA_NEW, True, []),
+        (_PVRDMA_OLD, {**_PVRDMA_NEW, "allowed_network": "192.168.60.0/24"}, True, []),
+        ({k: v for k, v in _PVRDMA_OLD.items() if "allowed" not in k}, _PVRDMA_NEW, True, []),
+        (_PVRDMA_OLD, {**_PVRDMA_NEW, "host_name": "esx2"}, True, ["host_name"]),
     ],
-    ids=["same", "new-vmknic", "drift-retagged", "drift-ruleset-off", "other-host"],
+    ids=["same", "new-vmknic", "drift-retagged", "drift-ruleset-off", "drift-open-to-all", "drift-extra-network",
+         "new-subnet", "state-before-restriction", "other-host"],
 )  # fmt: skip
 def test_pvrdma_diff(olds: dict[str, Any], news: dict[str, Any], changes: bool, replaces: list[str]) -> None:
     result = PvrdmaHostSettingsProvider().diff("pvrdma:esx1", olds, news)
@@ -334,7 +347,9 @@ class _RecordingMocks(pulumi.runtime.Mocks):
 def test_resources_register_typed_tokens_and_no_credentials() -> Any:
     mocks = _RecordingMocks()
     pulumi.runtime.set_mocks(mocks, preview=False)
-    pvrdma = PvrdmaHostSettings("esx1-pvrdma", host_name="esx1", vmknic_device="vmk1")
+    pvrdma = PvrdmaHostSettings(
+        "esx1-pvrdma", host_name="esx1", vmknic_device="vmk1", allowed_network="192.168.50.0/24"
+    )
     graphics = HostGraphicsMode("esx1-graphics", host_name="esx1", manage=True)
     vgpu = VgpuAttachment("w1-vgpu", vm_id="4211aaaa-0000", vm_name="w1", profiles=["grid_t4-16c"])
 

@@ -25,8 +25,34 @@ def _host_state(find: Callable[[Any, str], Any], name: str) -> tuple[str, bool]:
     return option, enabled
 
 
-def _inputs(host_name: str, device: str = "vmk1") -> dict[str, Any]:
-    return {"host_name": host_name, "vmknic_device": device}
+RDMA_SUBNET = "192.168.50.0/24"
+
+
+def _inputs(host_name: str, device: str = "vmk1", subnet: str = RDMA_SUBNET) -> dict[str, Any]:
+    return {"host_name": host_name, "vmknic_device": device, "allowed_network": subnet}
+
+
+def _allowed(find: Callable[[Any, str], Any], name: str) -> tuple[bool, list[str]]:
+    """The pvrdma ruleset's allowed hosts as (allIp, ["net/prefix" or "address", ...])."""
+    host = find(vim.HostSystem, name)
+    ruleset = next(r for r in host.configManager.firewallSystem.firewallInfo.ruleset if r.key == "pvrdma")
+    allowed = ruleset.allowedHosts
+    if allowed is None:
+        return True, []
+    entries = [*(allowed.ipAddress or []), *(f"{n.network}/{n.prefixLength}" for n in allowed.ipNetwork or [])]
+    return bool(allowed.allIp), entries
+
+
+def _allow(find: Callable[[Any, str], Any], name: str, *, all_ip: bool, networks: list[str]) -> None:
+    spec = vim.host.Ruleset.RulesetSpec(
+        allowedHosts=vim.host.Ruleset.IpList(
+            allIp=all_ip,
+            ipNetwork=[
+                vim.host.Ruleset.IpNetwork(network=n.split("/")[0], prefixLength=int(n.split("/")[1])) for n in networks
+            ],
+        )
+    )
+    find(vim.HostSystem, name).configManager.firewallSystem.UpdateRuleset(id="pvrdma", spec=spec)
 
 
 @pytest.fixture
@@ -47,7 +73,14 @@ def test_create_sets_option_and_ruleset_then_read_shows_no_diff(
         "ruleset_enabled": True,
         "previous_vmknic": "",
         "previous_ruleset_enabled": False,
+        "allowed_network": RDMA_SUBNET,
+        "allowed_all_ip": False,
+        "allowed_hosts": [RDMA_SUBNET],
+        "previous_allowed_all_ip": True,
+        "previous_allowed_hosts": [],
     }
+    # Only the RDMA subnet reaches TCP/UDP 28250 (issue 37 item 7), not every source.
+    assert _allowed(find, host_name) == (False, [RDMA_SUBNET])
     read = provider.read(created.id, created.outs)
     assert read.id == created.id
     assert read.outs == created.outs
@@ -78,6 +111,12 @@ def test_create_is_idempotent(
             lambda host: host.configManager.firewallSystem.DisableRuleset(id="pvrdma"),
             id="ruleset-disabled",
         ),
+        pytest.param(
+            lambda host: host.configManager.firewallSystem.UpdateRuleset(
+                id="pvrdma", spec=vim.host.Ruleset.RulesetSpec(allowedHosts=vim.host.Ruleset.IpList(allIp=True))
+            ),
+            id="ruleset-opened-to-all",
+        ),
     ],
 )
 def test_drift_is_detected_and_repaired(
@@ -90,13 +129,15 @@ def test_drift_is_detected_and_repaired(
     drift(find(vim.HostSystem, host_name))  # someone edits the host in vCenter
 
     refreshed = provider.read(created.id, created.outs)
-    assert (refreshed.outs["vmknic_device"], refreshed.outs["ruleset_enabled"]) != ("vmk1", True)
+    live = (refreshed.outs["vmknic_device"], refreshed.outs["ruleset_enabled"], refreshed.outs["allowed_all_ip"])
+    assert live != ("vmk1", True, False)
     diff = provider.diff(created.id, refreshed.outs, _inputs(host_name))
     assert diff.changes is True
     assert diff.replaces == []
 
     updated = provider.update(created.id, refreshed.outs, _inputs(host_name))
     assert _host_state(find, host_name) == ("vmk1", True)
+    assert _allowed(find, host_name) == (False, [RDMA_SUBNET])
     # What was there before this stack touched the host is still remembered.
     assert updated.outs["previous_vmknic"] == ""
     assert updated.outs["previous_ruleset_enabled"] is False
@@ -223,3 +264,67 @@ def test_unreachable_vcenter_fails_with_a_clear_message(configured: Callable[...
 
     with pytest.raises(VsphereError, match=r"read PVRDMA settings of host esx1: .*gave up after 2"):
         provider.read("pvrdma:esx1", _inputs("esx1"))
+
+
+@pytest.mark.parametrize(
+    ("all_ip", "networks"),
+    [(True, []), (False, ["10.9.0.0/16", "172.16.4.0/22"])],
+    ids=["esxi-default-all-sources", "previously-restricted"],
+)
+def test_delete_restores_the_previous_allowed_hosts(
+    provider: PvrdmaHostSettingsProvider,
+    host_name: str,
+    find: Callable[[Any, str], Any],
+    all_ip: bool,
+    networks: list[str],
+) -> None:
+    _allow(find, host_name, all_ip=all_ip, networks=networks)
+    created = provider.create(_inputs(host_name))
+    assert _allowed(find, host_name) == (False, [RDMA_SUBNET])
+    assert (created.outs["previous_allowed_all_ip"], created.outs["previous_allowed_hosts"]) == (all_ip, networks)
+
+    provider.delete(created.id, created.outs)
+
+    assert _allowed(find, host_name) == (all_ip, networks)
+
+
+def test_a_new_rdma_subnet_moves_the_allowed_hosts_and_keeps_what_was_there_before(
+    provider: PvrdmaHostSettingsProvider, host_name: str, find: Callable[[Any, str], Any]
+) -> None:
+    created = provider.create(_inputs(host_name))
+    diff = provider.diff(created.id, created.outs, _inputs(host_name, subnet="192.168.60.0/23"))
+    assert (diff.changes, diff.replaces) == (True, [])
+
+    updated = provider.update(created.id, created.outs, _inputs(host_name, subnet="192.168.60.0/23"))
+
+    assert _allowed(find, host_name) == (False, ["192.168.60.0/23"])
+    assert (updated.outs["previous_allowed_all_ip"], updated.outs["previous_allowed_hosts"]) == (True, [])
+
+
+def test_a_state_from_before_the_restriction_is_restricted_on_the_next_up(
+    provider: PvrdmaHostSettingsProvider, host_name: str, find: Callable[[Any, str], Any]
+) -> None:
+    # What a stack deployed before this change holds: the ruleset open to every source.
+    find(vim.HostSystem, host_name).configManager.firewallSystem.EnableRuleset(id="pvrdma")
+    old_outs = {
+        "host_name": host_name,
+        "vmknic_device": "vmk1",
+        "ruleset_enabled": True,
+        "previous_vmknic": "",
+        "previous_ruleset_enabled": False,
+    }
+    assert provider.diff("pvrdma:" + host_name, old_outs, _inputs(host_name)).changes is True
+
+    updated = provider.update("pvrdma:" + host_name, old_outs, _inputs(host_name))
+
+    assert _allowed(find, host_name) == (False, [RDMA_SUBNET])
+    # The stack did not restrict the ruleset before, so "all sources" is what delete gives back.
+    assert (updated.outs["previous_allowed_all_ip"], updated.outs["previous_allowed_hosts"]) == (True, [])
+
+
+@pytest.mark.parametrize("subnet", ["192.168.50.7/24", "not-a-network", "", "fe80::/10"])
+def test_check_refuses_an_allowed_network_that_is_not_an_ipv4_subnet(
+    provider: PvrdmaHostSettingsProvider, subnet: str
+) -> None:
+    result = provider.check({}, _inputs("esx1", subnet=subnet))
+    assert [f.property for f in result.failures] == ["allowed_network"]

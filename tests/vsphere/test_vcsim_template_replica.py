@@ -14,6 +14,7 @@ from components.vcenter.tasks import wait_for_task
 from components.vsphere.provider_base import RetryPolicy
 from components.vsphere.template_copies.replica import MARK, TemplateReplicaProvider, copy_name
 from tests.vsphere.conftest import CLUSTER_HOSTS, TEMPLATE_VM, _find
+from tests.vsphere.replica_helpers import copy_props, disk_file, hang_off, vm_by_uuid
 from tests.vsphere.vm_helpers import clone, destroy, power_on, unique
 
 pytestmark = pytest.mark.vcsim
@@ -36,34 +37,14 @@ def provider(configured: Callable[..., Any], vcsim: Any) -> TemplateReplicaProvi
     return configured(TemplateReplicaProvider(clone_timeout_minutes=1, retry=FAST_RETRY))
 
 
-def _props(si: Any, source: Any, host_name: str, *, linked: bool = True) -> dict[str, Any]:
-    host = _find(si, vim.HostSystem, host_name)
-    pool = _find(si, vim.ClusterComputeResource, "DC0_C0").resourcePool
-    return {
-        "name": f"{source.name}-{host_name}",
-        "source_uuid": source.config.uuid,
-        "source_name": source.name,
-        "host_id": host._moId,
-        "host_name": host_name,
-        "datastore_id": source.datastore[0]._moId,
-        "resource_pool_id": pool._moId,
-        "linked": linked,
-        "snapshot_name": "base",
-    }
-
-
-def _vm(si: Any, uuid: str) -> Any:
-    return si.RetrieveContent().searchIndex.FindByUuid(datacenter=None, uuid=uuid, vmSearch=True, instanceUuid=False)
-
-
 @pytest.mark.parametrize("linked", [True, False])
 def test_the_copy_is_a_template_on_its_host_with_one_snapshot(
     si: Any, source: Any, provider: TemplateReplicaProvider, linked: bool
 ) -> None:
-    props = _props(si, source, CLUSTER_HOSTS[2], linked=linked)
+    props = copy_props(si, source, CLUSTER_HOSTS[2], linked=linked)
     created = provider.create(props)
     try:
-        copy = _vm(si, created.id)
+        copy = vm_by_uuid(si, created.id)
         assert copy is not None and copy.config.uuid != source.config.uuid
         assert copy.config.template is True
         assert copy.runtime.host.name == CLUSTER_HOSTS[2]
@@ -84,14 +65,14 @@ def test_the_copy_is_a_template_on_its_host_with_one_snapshot(
         assert provider.read(created.id, props).id == created.id
     finally:
         provider.delete(created.id, created.outs)
-    assert _vm(si, created.id) is None
+    assert vm_by_uuid(si, created.id) is None
     assert provider.read(created.id, props).id == ""  # gone: refresh drops it from state
 
 
 def test_an_interrupted_create_is_finished_not_cloned_again(
     si: Any, source: Any, provider: TemplateReplicaProvider
 ) -> None:
-    props = _props(si, source, CLUSTER_HOSTS[1])
+    props = copy_props(si, source, CLUSTER_HOSTS[1])
     name = copy_name(props["name"], props)
     # What a create that lost vCenter after its clone leaves: a plain VM of the copy's name.
     half = wait_for_task(
@@ -114,7 +95,7 @@ def test_an_interrupted_create_is_finished_not_cloned_again(
 
 
 def test_an_unmarked_vm_of_the_copy_name_is_not_taken(si: Any, source: Any, provider: TemplateReplicaProvider) -> None:
-    props = _props(si, source, CLUSTER_HOSTS[1])
+    props = copy_props(si, source, CLUSTER_HOSTS[1])
     stranger = clone(_find(si, vim.VirtualMachine, TEMPLATE_VM), copy_name(props["name"], props))
     try:
         with pytest.raises(VsphereError, match="not marked"):
@@ -130,7 +111,7 @@ def test_a_linked_copy_of_a_template_without_snapshot_names_the_setting(
     bare = clone(_find(si, vim.VirtualMachine, TEMPLATE_VM), unique("bare"))
     try:
         with pytest.raises(VsphereError, match=r"vcenter\.templateSnapshot"):
-            provider.create(_props(si, bare, CLUSTER_HOSTS[0]))
+            provider.create(copy_props(si, bare, CLUSTER_HOSTS[0]))
     finally:
         destroy(bare)
 
@@ -168,7 +149,7 @@ def test_a_new_pool_or_snapshot_name_never_takes_the_live_copy(
     """Pool and snapshot name are applied in place (nothing to do on a template); were the copy
     replaced anyway (`pulumi up --replace`, or with a host change), the new copy is another VM and
     deleting the old resource leaves it: create never adopts the live copy of other inputs."""
-    props = _props(si, source, CLUSTER_HOSTS[3])
+    props = copy_props(si, source, CLUSTER_HOSTS[3])
     pool = _other_pool(si)
     moved = {**props, "resource_pool_id": pool._moId, "snapshot_name": "base2"}
     old = provider.create(props)
@@ -177,13 +158,14 @@ def test_a_new_pool_or_snapshot_name_never_takes_the_live_copy(
         new = provider.create(moved)
         assert new.id != old.id
         provider.delete(old.id, old.outs)
-        assert _vm(si, old.id) is None and _vm(si, new.id) is not None
+        assert vm_by_uuid(si, old.id) is None and vm_by_uuid(si, new.id) is not None
     finally:
         for made in (old, new):
             if made is not None:
                 provider.delete(made.id, made.outs)
         # The pool stays: govmomi's simulator drops the connection on ResourcePool.Destroy_Task.
-    assert not provider.diff("id", props, moved).replaces
+    # Inputs alone (no credentials: no drift read, as in an offline preview).
+    assert not TemplateReplicaProvider().diff("id", props, moved).replaces
 
 
 def test_create_refuses_a_finished_copy_it_did_not_make(
@@ -191,12 +173,15 @@ def test_create_refuses_a_finished_copy_it_did_not_make(
 ) -> None:
     """`pulumi up --replace` of a copy: same inputs, same name. Adopting the live copy would have
     Pulumi delete it right after (the old resource's id is the same VM)."""
-    props = _props(si, source, CLUSTER_HOSTS[3])
+    props = copy_props(si, source, CLUSTER_HOSTS[3])
     old = provider.create(props)
     try:
-        with pytest.raises(VsphereError, match="already exists"):
+        with pytest.raises(VsphereError, match="already exists") as refused:
             provider.create(props)
-        assert _vm(si, old.id) is not None
+        assert vm_by_uuid(si, old.id) is not None
+        # Importing it would give one VM two owners: whichever replaces it first deletes the other's source.
+        assert "or `pulumi import` it" not in str(refused.value)
+        assert "Never `pulumi import` it" in str(refused.value)
     finally:
         provider.delete(old.id, old.outs)
 
@@ -206,30 +191,133 @@ def test_a_copy_a_linked_clone_still_hangs_off_is_retired_not_destroyed(
 ) -> None:
     """A pending delete Pulumi retires at the start of the next update, while a worker not rolled yet
     is still a linked clone of the copy. govmomi's simulator drops a clone's disk parent
-    (CloneVMTask sets Backing.Parent = nil), so the worker's disk is given the parent a linked clone
-    has on vCenter: the copy's disk (`VirtualDisk.backing.parent.fileName`)."""
-    props = _props(si, source, CLUSTER_HOSTS[0])
+    (CloneVMTask sets Backing.Parent = nil), so the disks are given the chain a linked clone has on
+    vCenter (`hang_off`): the worker's parent is the copy's disk, the copy's the template's."""
+    props = copy_props(si, source, CLUSTER_HOSTS[0])
     created = provider.create(props)
-    copy = _vm(si, created.id)
+    copy = vm_by_uuid(si, created.id)
     pool = _find(si, vim.ClusterComputeResource, "DC0_C0").resourcePool
     spec = vim.vm.CloneSpec(location=vim.vm.RelocateSpec(diskMoveType="createNewChildDiskBacking", pool=pool),
                             powerOn=False, snapshot=copy.snapshot.currentSnapshot)  # fmt: skip
     worker = wait_for_task(copy.CloneVM_Task(folder=copy.parent, name=unique("worker"), spec=spec))
     try:
-        disk = next(d for d in worker.config.hardware.device if isinstance(d, vim.vm.device.VirtualDisk))
-        copy_disk = next(d for d in copy.config.hardware.device if isinstance(d, vim.vm.device.VirtualDisk))
-        disk.backing.parent = vim.vm.device.VirtualDisk.FlatVer2BackingInfo(
-            fileName=copy_disk.backing.fileName, diskMode="persistent"
-        )
-        change = vim.vm.device.VirtualDeviceSpec(operation="edit", device=disk)
-        wait_for_task(worker.ReconfigVM_Task(spec=vim.vm.ConfigSpec(deviceChange=[change])))
+        hang_off(si, copy, disk_file(source))
+        hang_off(si, worker, disk_file(copy))
         provider.delete(created.id, created.outs)
-        kept = _vm(si, created.id)
+        kept = vm_by_uuid(si, created.id)
         assert kept is not None and kept.name.endswith("-retired") and kept.config.template
         assert kept.name in capsys.readouterr().err
         power_on(worker)
     finally:
         destroy(worker)
-        leftover = _vm(si, created.id)
+        leftover = vm_by_uuid(si, created.id)
         if leftover is not None:
             wait_for_task(leftover.Destroy_Task())
+
+
+def test_a_sibling_copy_of_the_same_template_is_no_linked_clone_of_it(
+    si: Any, source: Any, provider: TemplateReplicaProvider
+) -> None:
+    """Two linked copies of one template: each one's disk chain goes on into the template's disk.
+    Deleting one must not count the other as hanging off it (issue 32 item 5: with two or more
+    copies nothing was ever deleted and `-retired` copies piled up)."""
+    first = provider.create(copy_props(si, source, CLUSTER_HOSTS[1]))
+    second = provider.create(copy_props(si, source, CLUSTER_HOSTS[2]))
+    try:
+        for made in (first, second):
+            hang_off(si, vm_by_uuid(si, made.id), disk_file(source))
+        provider.delete(second.id, second.outs)
+        assert vm_by_uuid(si, second.id) is None, "the second copy was retired, not destroyed"
+    finally:
+        for made in (first, second):
+            leftover = vm_by_uuid(si, made.id)
+            if leftover is not None:
+                wait_for_task(leftover.Destroy_Task())
+
+
+def test_two_stacks_with_the_same_template_and_host_get_copies_of_their_own(
+    si: Any, source: Any, provider: TemplateReplicaProvider
+) -> None:
+    """Issue 32 item 1: the copy's name had no stack in it, so a second stack with the same
+    template and host (a host can carry a second RDMA NIC) was refused at create."""
+    dev = {**copy_props(si, source, CLUSTER_HOSTS[2]), "stack": "dev"}
+    staging = {**dev, "stack": "staging"}
+    first = provider.create(dev)
+    second = None
+    try:
+        second = provider.create(staging)
+        assert second.id != first.id
+        assert first.outs["vm_name"].startswith(f"{dev['name']}-dev-")
+        assert second.outs["vm_name"].startswith(f"{dev['name']}-staging-")
+    finally:
+        for made in (first, second):
+            if made is not None:
+                provider.delete(made.id, made.outs)
+
+
+def test_a_copy_made_before_copies_carried_the_stack_keeps_its_name(
+    si: Any, source: Any, provider: TemplateReplicaProvider
+) -> None:
+    """A stack that upgrades: its copies have no `stack` input yet. A rename would replace every
+    copy (and roll every worker cloned from one); the stack is recorded in place instead, and the
+    live copy keeps its name (a physical name takes no alias)."""
+    legacy = copy_props(si, source, CLUSTER_HOSTS[0])  # no "stack": made by the program before
+    created = provider.create(legacy)
+    try:
+        news = {**legacy, "stack": "dev"}
+        diff = provider.diff(created.id, created.outs, news)
+        assert diff.changes and not diff.replaces
+        updated = provider.update(created.id, created.outs, news)
+        assert updated.outs["vm_name"] == created.outs["vm_name"] == vm_by_uuid(si, created.id).name
+        assert "-dev-" not in updated.outs["vm_name"] and updated.outs["stack"] == "dev"
+    finally:
+        provider.delete(created.id, created.outs)
+
+
+def test_a_copy_deleted_by_hand_is_seen_by_the_next_diff_and_made_again(
+    si: Any, source: Any, provider: TemplateReplicaProvider
+) -> None:
+    """Issue 32 item 8: without `pulumi refresh` the state kept the dead uuid and the rollout
+    cloned it. The diff reads the copy: gone, it is replaced."""
+    props = {**copy_props(si, source, CLUSTER_HOSTS[1]), "stack": "dev"}
+    created = provider.create(props)
+    wait_for_task(vm_by_uuid(si, created.id).Destroy_Task())
+
+    diff = provider.diff(created.id, created.outs, props)
+
+    assert diff.changes and diff.replaces == ["uuid"]
+    again = provider.create(props)  # what the replacement runs: the name is free again
+    try:
+        copy = vm_by_uuid(si, again.id)
+        assert copy is not None and copy.config.template and copy.snapshot is not None
+        # (The old resource's delete then finds nothing on vCenter, where a clone gets a new BIOS
+        # UUID; govmomi's simulator derives it from the .vmx path (simulator/virtual_machine.go,
+        # sha1UUID(VmPathName)), so here the new copy has the old uuid.)
+    finally:
+        provider.delete(again.id, again.outs)
+
+
+def test_a_copy_whose_snapshot_was_removed_is_seen_and_repaired_in_place(
+    si: Any, source: Any, provider: TemplateReplicaProvider
+) -> None:
+    """The snapshot removed by hand (a template takes no snapshot change: made a VM, the snapshot
+    removed, made a template again): linked clones of it fail. The diff says so and the update
+    takes the snapshot again, keeping the copy's uuid (no worker rolls)."""
+    props = {**copy_props(si, source, CLUSTER_HOSTS[1]), "stack": "dev"}
+    created = provider.create(props)
+    copy = vm_by_uuid(si, created.id)
+    try:
+        copy.MarkAsVirtualMachine(pool=_find(si, vim.ClusterComputeResource, "DC0_C0").resourcePool)
+        wait_for_task(copy.RemoveAllSnapshots_Task())
+        copy.MarkAsTemplate()
+
+        diff = provider.diff(created.id, created.outs, props)
+        assert diff.changes and not diff.replaces
+        updated = provider.update(created.id, created.outs, props)
+
+        assert copy.config.template is True and copy.snapshot is not None
+        assert [tree.name for tree in copy.snapshot.rootSnapshotList] == ["base"]
+        assert updated.outs["uuid"] == created.id and updated.outs["snapshot"] == "base"
+        assert not provider.diff(created.id, updated.outs, props).changes
+    finally:
+        provider.delete(created.id, created.outs)

@@ -117,3 +117,11 @@ def test_a_dns_server_outside_the_old_subnet_is_kept_and_said_so(tmp_path: Path)
         "note: managementNetwork.dnsServers[1] 172.16.0.53 kept: it is outside dev's management subnet "
         "10.10.0.0/24 (a shared resolver?); check that 10.50.0.0/24 can reach it"
     ) in result.stdout
+
+
+def test_the_docs_say_what_the_clone_does_with_comments() -> None:
+    """docs/environments.md once said the clone drops the source's comments; it keeps them (the
+    test above). The sentence about them must say so."""
+    doc = " ".join((PROJECT / "docs" / "environments.md").read_text().split())
+    [sentence] = re.findall(r"YAML comments of the source [^.]*\.", doc)
+    assert "are kept" in sentence and "not carried over" not in sentence, sentence

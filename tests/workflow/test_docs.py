@@ -27,7 +27,7 @@ TOP_KEYS = set(SCHEMA["properties"])
 KEY_PATH = re.compile(
     r"`(?:vsphere-gpu-cluster:environment\.)?([a-z][A-Za-z0-9]*(?:\.[A-Za-z0-9]+|\[[^\]`]*\])+)(?:[:= ][^`]*)?`"
 )
-COMMAND = re.compile(r"python -m stacks (\w+)((?: [^\n|`#]*)?)")
+COMMAND = re.compile(r"python -m stacks (\w[\w-]*)((?: [^\n|`#]*)?)")
 
 
 def _resolve(node: dict[str, Any]) -> dict[str, Any]:
@@ -201,3 +201,23 @@ def test_the_readme_stays_one_screen_and_indexes_docs() -> None:
         p.name for p in sorted((PROJECT / "docs").glob("*.md")) if p.name != "README.md" and f"]({p.name})" not in index
     ]
     assert unlisted == [], f"docs/README.md does not list {unlisted}"
+
+
+def test_the_list_of_doubles_names_every_double_the_tests_use() -> None:
+    """docs/tests.md's table of doubles must name each file that stands in for a real program: the
+    fakes, doubles and stand-ins under tests/ (by their names), and the replays and mocks the
+    suite is built on."""
+    doc = (PROJECT / "docs" / "tests.md").read_text()
+    table = doc.split("Doubles that remain", 1)[1]
+    named = {
+        path.relative_to(PROJECT).as_posix()
+        for pattern in ("tests/**/*double*.py", "tests/**/fake_*.py", "tests/**/standin*/*")
+        for path in PROJECT.glob(pattern)
+        if path.is_file() and "__pycache__" not in path.parts
+    }
+    named |= {"stacks/tools/plan/mock_runtime.py", "tests/vsphere/terraform_vm.py"}
+    missing = sorted(path for path in named if path not in table)
+    assert not missing, f"docs/tests.md does not list these doubles: {missing}"
+    readme = (PROJECT / "README.md").read_text()
+    for kind in ("kube-apiserver", "kubectl and ssh", "nvidia-ctk", "Pulumi CLI", "fake hosts"):
+        assert kind in readme, f"README's testing paragraph does not name the {kind} double"

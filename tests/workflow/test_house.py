@@ -200,6 +200,6 @@ def test_every_command_is_a_package_of_stacks_tools() -> None:
     commands = sorted(subparsers.choices)  # type: ignore[attr-defined]
     assert commands  # the parser was read
     for command in commands:
-        package = ROOT / "stacks" / "tools" / command
+        package = ROOT / "stacks" / "tools" / command.replace("-", "_")  # retired-copies: retired_copies
         assert (package / "__init__.py").is_file(), f"`python -m stacks {command}` has no package {package}"
         assert "register" in (package / "__init__.py").read_text(), f"{package}/__init__.py does not expose register"

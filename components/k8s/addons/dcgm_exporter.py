@@ -13,7 +13,9 @@ and `deployment/values.yaml`, release 4.5.3-4.8.2), with three deliberate differ
   the container (the image sets `NVIDIA_VISIBLE_DEVICES=all`, docker/Dockerfile), and the exporter
   asks for no `nvidia.com/gpu`, so it sees every vGPU of the node without taking one from the jobs.
 - The counters are ours (a ConfigMap mounted over the file named by `-f`): utilisation, framebuffer
-  used and free, the last XID error, temperature and power.
+  used and free, the last XID error, the XIDs within the exporter's window
+  (`DCGM_EXP_XID_ERRORS_COUNT`), temperature and power (which a vGPU guest does not export:
+  `stacks.tools.verify.gpu` says so per node).
 
 It still runs as uid 0 (as upstream): the kubelet's pod-resources socket, read to label each GPU
 with the pod using it, is owned by root. `NODE_NAME` (upstream's chart sets it too) makes the
@@ -71,6 +73,13 @@ HEALTH_COUNTERS: tuple[Counter, ...] = (
     Counter("DCGM_FI_DEV_FB_USED", "gauge", "Framebuffer memory used (in MiB)."),
     Counter("DCGM_FI_DEV_FB_FREE", "gauge", "Framebuffer memory free (in MiB)."),
     Counter("DCGM_FI_DEV_XID_ERRORS", "gauge", "Value of the last XID error encountered."),
+    # The exporter's own per-XID count over its window (default 5 minutes); `stacks verify` judges
+    # XIDs by it, since the field above keeps the last XID until the exporter restarts.
+    Counter(
+        "DCGM_EXP_XID_ERRORS_COUNT",
+        "gauge",
+        "Count of XID Errors within user-specified time window (see xid-count-window-size param).",
+    ),
     Counter("DCGM_FI_DEV_GPU_TEMP", "gauge", "GPU temperature (in C)."),
     Counter("DCGM_FI_DEV_POWER_USAGE", "gauge", "Power draw (in W)."),
 )
@@ -104,6 +113,9 @@ class DcgmExporterSettings:
     (needs the Prometheus Operator's CRD in the cluster)."""
     counters: Sequence[Counter] = HEALTH_COUNTERS
     """Counters exported; default `HEALTH_COUNTERS`. `DCGM_FI_PROF_*` is refused (see module doc)."""
+    service_monitor_labels: Mapping[str, str] = field(default_factory=dict)
+    """Extra labels on the ServiceMonitor (scrape service-monitor), for the Prometheus Operator's
+    `serviceMonitorSelector` (kube-prometheus-stack selects `release: <release name>`); default none."""
     node_selector: Mapping[str, str] = field(default_factory=lambda: dict(GPU_NODE_LABEL))
     """Nodes it runs on; default the GPU workers (`nvidia.com/gpu.present=true`)."""
 
@@ -124,14 +136,17 @@ def check_counters(counters: Sequence[Counter]) -> None:
         )
 
 
-def render_service_monitor(namespace_: str, labels: Mapping[str, str], name: str) -> dict[str, Any]:
+def render_service_monitor(
+    namespace_: str, labels: Mapping[str, str], name: str, extra_labels: Mapping[str, str] | None = None
+) -> dict[str, Any]:
     """A ServiceMonitor for the exporter's Service (monitoring.coreos.com/v1, fields as in
     prometheus-operator's CRD `monitoring.coreos.com_servicemonitors.yaml`: `selector`,
-    `endpoints[].port` naming the Service port, `interval`)."""
+    `endpoints[].port` naming the Service port, `interval`). `extra_labels` go on the ServiceMonitor
+    only (for the Prometheus's `serviceMonitorSelector`), not into its selector of the Service."""
     return {
         "apiVersion": "monitoring.coreos.com/v1",
         "kind": "ServiceMonitor",
-        "metadata": {"name": name, "namespace": namespace_, "labels": dict(labels)},
+        "metadata": {"name": name, "namespace": namespace_, "labels": {**labels, **(extra_labels or {})}},
         "spec": {
             "selector": {"matchLabels": dict(labels)},
             "endpoints": [{"port": "metrics", "path": "/metrics", "interval": "15s"}],
@@ -229,20 +244,30 @@ def render_dcgm_exporter(settings: DcgmExporterSettings) -> list[dict[str, Any]]
         service,
     ]
     if settings.scrape == "service-monitor":
-        objs.append(render_service_monitor(settings.namespace, labels, "dcgm-exporter"))
+        objs.append(
+            render_service_monitor(settings.namespace, labels, "dcgm-exporter", settings.service_monitor_labels)
+        )
     return objs
 
 
-def operator_exporter_values(scrape: Scrape, counters: Sequence[Counter] = HEALTH_COUNTERS) -> dict[str, Any]:
+def operator_exporter_values(
+    scrape: Scrape,
+    counters: Sequence[Counter] = HEALTH_COUNTERS,
+    service_monitor_labels: Mapping[str, str] | None = None,
+) -> dict[str, Any]:
     """GPU Operator chart values that make its own dcgm-exporter export our counters and be scraped
     the same way (chart v26.7.0 `dcgmExporter.config` creates the ConfigMap with key
     `dcgm-metrics.csv`; `dcgmExporter.annotations` lands on the exporter's pod template,
-    controllers/object_controls.go `addExtraAnnotations`)."""
+    controllers/object_controls.go `addExtraAnnotations`; `dcgmExporter.serviceMonitor.additionalLabels`
+    on its ServiceMonitor)."""
     check_counters(counters)
+    monitor: dict[str, Any] = {"enabled": scrape == "service-monitor"}
+    if scrape == "service-monitor" and service_monitor_labels:
+        monitor["additionalLabels"] = dict(service_monitor_labels)
     values: dict[str, Any] = {
         "enabled": True,
         "config": {"name": COUNTERS_CONFIG_MAP, "create": True, "data": counters_csv(counters)},
-        "serviceMonitor": {"enabled": scrape == "service-monitor"},
+        "serviceMonitor": monitor,
     }
     if scrape == "annotations":
         values["annotations"] = scrape_annotations()

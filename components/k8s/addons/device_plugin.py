@@ -29,6 +29,7 @@ import pulumi_kubernetes as k8s
 
 from components.k8s.addons.gpu_operator import GpuOperator, GpuOperatorArgs
 from components.k8s.gpu_runtime import NVIDIA_RUNTIME_CLASS, NVIDIA_RUNTIME_HANDLER
+from components.k8s.network_policy import deny_all_ingress
 from components.k8s.objects import (
     GPU_NODE_LABEL,
     app_labels,
@@ -156,6 +157,8 @@ def render_device_plugin(settings: DevicePluginSettings) -> list[dict[str, Any]]
                 "all capabilities"
             ),
         ),
+        # It talks to the kubelet over a unix socket; nothing connects to it over the network.
+        deny_all_ingress(settings.namespace),
         {
             "apiVersion": "apps/v1",
             "kind": "DaemonSet",

@@ -92,6 +92,19 @@ class GpuOperatorArgs:
             raise ValueError("GpuOperator: pin chart_version (e.g. 'v26.7.0')")
 
 
+VALIDATOR_IMAGE = "nvcr.io/nvidia/cloud-native/gpu-operator-validator"
+"""The operator's validator image (chart values `validator.repository`/`validator.image`; its
+`version` defaults to the chart's appVersion, which equals the chart version)."""
+
+
+def validator_image(chart_version: str) -> str:
+    """The validator image a chart version runs on every GPU node. Its DaemonSet
+    `nvidia-operator-validator` keeps it running as `sh -c "echo all validations are successful;
+    sleep infinity"` (gpu-operator `assets/state-operator-validation/0500_daemonset.yaml`), so the
+    image has a shell and `sleep`, unlike the operator's distroless dcgm-exporter."""
+    return f"{VALIDATOR_IMAGE}:{chart_version}"
+
+
 def deep_merge(base: Mapping[str, Any], override: Mapping[str, Any]) -> dict[str, Any]:
     """`override` merged into `base`: nested mappings merge, everything else replaces."""
     merged: dict[str, Any] = dict(base)

@@ -23,16 +23,24 @@ applies to the children of packaged components too), as pure functions with thei
   default StorageClass exists; this stack creates none. We set the class the stack names rather
   than swap in an emptyDir: the DB holds every experiment's trials and observation logs, which an
   emptyDir would lose with the pod.
+- **Katib's MySQL root password.** Upstream ships the Secret `katib-mysql-secrets` with the sample
+  password "test" (manifests/v1beta1/components/mysql/secret.yaml at v0.19.0), which `katib-mysql`
+  initialises root with (`MYSQL_ROOT_PASSWORD`) and `katib-db-manager` connects with
+  (`DB_PASSWORD`). The component generates one (pulumi-random, a Pulumi secret end to end) and
+  puts it into that Secret. MySQL reads it only when it initialises an empty data directory: a DB
+  created with "test" keeps it until changed by hand (docs/training-jobs.md, "Katib's database").
 """
 
 from __future__ import annotations
 
+import base64
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
 import pulumi
 import pulumi_kubernetes as k8s
+import pulumi_random as random
 from pulumi_kubernetes.kustomize.v2 import Directory  # loaded with this module (see components/k8s/objects.py)
 
 from components.k8s.objects import control_plane_selector, control_plane_toleration
@@ -46,12 +54,16 @@ TRAINER_NAMESPACE = "kubeflow-system"
 KATIB_NAMESPACE = "kubeflow"
 """Where Katib's standalone install puts its components."""
 KATIB_DB_CLAIM = "katib-mysql"
+KATIB_DB_SECRET = "katib-mysql-secrets"
+KATIB_DB_PASSWORD_KEY = "MYSQL_ROOT_PASSWORD"
+KATIB_DB_PASSWORD_LENGTH = 32
 
 TRAINER_URL_TEMPLATE = "https://github.com/kubeflow/trainer/tree/v{version}/manifests/overlays/manager"
 KATIB_URL_TEMPLATE = "https://github.com/kubeflow/katib/tree/v{version}/manifests/v1beta1/installs/katib-standalone"
 
 _DEPLOYMENT = "kubernetes:apps/v1:Deployment"
 _CLAIM = "kubernetes:core/v1:PersistentVolumeClaim"
+_SECRET = "kubernetes:core/v1:Secret"
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -118,11 +130,29 @@ def with_storage_class(type_: str, props: Mapping[str, Any], storage_class: str)
     return {**props, "spec": {**(props.get("spec") or {}), "storageClassName": storage_class}}
 
 
-def _transform(storage_class: str | None) -> pulumi.ResourceTransform:
+def _base64(value: str) -> str:
+    return base64.b64encode(value.encode()).decode()
+
+
+def with_mysql_root_password(
+    type_: str, props: Mapping[str, Any], password: str | pulumi.Output[str]
+) -> dict[str, Any] | None:
+    """Katib's MySQL Secret with `password` (base64, as `data` holds it) in place of upstream's
+    sample; None for anything else. `password` may be a secret Output: it stays one."""
+    name = (props.get("metadata") or {}).get("name")
+    if type_ != _SECRET or name != KATIB_DB_SECRET:
+        return None
+    encoded = _base64(password) if isinstance(password, str) else password.apply(_base64)
+    return {**props, "data": {**(props.get("data") or {}), KATIB_DB_PASSWORD_KEY: encoded}}
+
+
+def _transform(storage_class: str | None, db_password: pulumi.Output[str] | None = None) -> pulumi.ResourceTransform:
     def transform(args: pulumi.ResourceTransformArgs) -> pulumi.ResourceTransformResult | None:
         props = place_on_control_plane(args.type_, args.props)
         if props is None and storage_class is not None:
             props = with_storage_class(args.type_, args.props, storage_class)
+        if props is None and db_password is not None:
+            props = with_mysql_root_password(args.type_, args.props, db_password)
         return None if props is None else pulumi.ResourceTransformResult(props=props, opts=args.opts)
 
     return transform
@@ -155,11 +185,20 @@ class KubeflowTuning(pulumi.ComponentResource):
         )
         if args.katib is not None:
             self.sources.append(args.katib.source)
+            # Alphanumeric: upstream's probes pass it unquoted (`bash -c "mysql ... -p${MYSQL_ROOT_PASSWORD}"`).
+            db_password = random.RandomPassword(
+                f"{name}-katib-mysql-root",
+                length=KATIB_DB_PASSWORD_LENGTH,
+                special=False,
+                opts=pulumi.ResourceOptions(parent=self),
+            )
             Directory(
                 f"{name}-katib",
                 directory=args.katib.source,
                 opts=pulumi.ResourceOptions(
-                    parent=self, provider=args.provider, transforms=[_transform(args.katib.db_storage_class)]
+                    parent=self,
+                    provider=args.provider,
+                    transforms=[_transform(args.katib.db_storage_class, pulumi.Output.secret(db_password.result))],
                 ),
             )
         self.register_outputs({"sources": self.sources})

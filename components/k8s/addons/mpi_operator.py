@@ -39,6 +39,7 @@ import pulumi
 import pulumi_kubernetes as k8s
 from pulumi_kubernetes.yaml.v2 import ConfigFile  # loaded with this module (see components/k8s/objects.py)
 
+from components.k8s.network_policy import deny_all_ingress
 from components.k8s.objects import (
     check_dns_label,
     check_image,
@@ -156,6 +157,8 @@ def render_mpi_operator(settings: MpiOperatorSettings) -> list[dict[str, Any]]:
     read_verbs = ["get", "list", "watch"]
     return [
         namespace(ns, enforce="restricted", labels=UPSTREAM_LABELS),
+        # The operator only calls the API server; nothing connects to it.
+        deny_all_ingress(ns),
         {"apiVersion": "v1", "kind": "ServiceAccount", "metadata": _meta("mpi-operator", ns)},
         {
             "apiVersion": "rbac.authorization.k8s.io/v1",

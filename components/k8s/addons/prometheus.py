@@ -31,6 +31,8 @@ PROMETHEUS_PORT = 9090
 NOBODY = 65534
 """The uid the upstream image runs as (`USER nobody` in its Dockerfile)."""
 CONFIG_MAP = "prometheus-config"
+PROMETHEUS_LABELS = app_labels("prometheus", "metrics-server")
+"""Labels (and selector) of Prometheus's pods; its scrapes come from these (monitoring.py)."""
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -92,7 +94,7 @@ def scrape_config(interval_s: int = 15) -> dict[str, Any]:
 
 def render_prometheus(settings: PrometheusSettings) -> list[dict[str, Any]]:
     """Namespace, ServiceAccount, ClusterRole(+Binding), ConfigMap, Deployment, Service."""
-    labels = app_labels("prometheus", "metrics-server")
+    labels = PROMETHEUS_LABELS
     ns = settings.namespace
     name = "prometheus"
     size_bytes = settings.storage_limit_gi * 1024**3 * 8 // 10

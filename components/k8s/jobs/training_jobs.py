@@ -24,6 +24,7 @@ import pulumi_kubernetes as k8s
 
 from components.k8s.jobs.benchmark import BenchmarkJob, render_benchmark
 from components.k8s.jobs.fabric_check import FabricCheckJob, render_fabric_check_objects
+from components.k8s.jobs.pod_policy import JobPodExceptions, policy_name, render_job_pod_policy
 from components.k8s.jobs.pytorch_ddp import PytorchDdpJob, render_pytorch_ddp_objects
 from components.k8s.objects import check_dns_label, namespace, register_objects
 
@@ -82,20 +83,60 @@ class TrainingJobsArgs:
         return reasons
 
 
+def job_pod_exceptions(args: TrainingJobsArgs) -> JobPodExceptions:
+    """What the enabled jobs' pods need beyond Pod Security `baseline`, and nothing more."""
+    return JobPodExceptions(
+        ipc_lock=any(job.shape.transport == "roce" for job in args.jobs()),
+        host_network=any(job.shape.host_network for job in args.jobs()),
+    )
+
+
 def render_training_namespace(args: TrainingJobsArgs) -> dict[str, Any]:
     """The jobs' namespace: `baseline`, or `privileged` when a job adds `IPC_LOCK` (RoCE) or uses
-    the host network (TCP): both are outside `baseline`."""
+    the host network (TCP): both are outside `baseline`, and Pod Security cannot admit one
+    capability alone. The ValidatingAdmissionPolicy of `render_training_guard` then refuses
+    everything beyond baseline and those two (`pod_policy.py`)."""
     reasons = args.exceptions()
     if reasons:
-        # Nothing else is relaxed: no privileged container, no host paths.
         return namespace(
             args.namespace,
             enforce="privileged",
             warn="baseline",
             audit="baseline",
-            exception_reason="; ".join(reasons) + "; containers are not privileged and mount no host paths",
+            exception_reason="; ".join(reasons)
+            + f"; the ValidatingAdmissionPolicy {policy_name(args.namespace)} refuses everything else beyond baseline",
         )
     return namespace(args.namespace, enforce="baseline")
+
+
+def render_training_network_policy(namespace_name: str) -> dict[str, Any]:
+    """The jobs' pods accept connections only from pods of their own namespace: the launcher's ssh
+    to the workers and NCCL's bootstrap and socket traffic (ephemeral ports, so not narrowed to
+    ports) stay inside it; pods of other namespaces cannot reach the workers' sshd. Egress stays
+    open: jobs may fetch packages or data. RDMA traffic does not pass the kernel's network stack,
+    and host-network (TCP) workers are not pods to a NetworkPolicy: the nodes' firewall covers
+    them (docs/security.md)."""
+    return {
+        "apiVersion": "networking.k8s.io/v1",
+        "kind": "NetworkPolicy",
+        "metadata": {"name": "job-pods-only-from-this-namespace", "namespace": namespace_name},
+        "spec": {
+            "podSelector": {},
+            "policyTypes": ["Ingress"],
+            "ingress": [{"from": [{"podSelector": {}}]}],
+        },
+    }
+
+
+def render_training_guard(args: TrainingJobsArgs) -> list[dict[str, Any]]:
+    """What guards the jobs' namespace besides its labels: the pod policy when its pods need more
+    than baseline, and the network policy."""
+    objects: list[dict[str, Any]] = []
+    exceptions = job_pod_exceptions(args)
+    if exceptions.any:
+        objects.extend(render_job_pod_policy(args.namespace, exceptions))
+    objects.append(render_training_network_policy(args.namespace))
+    return objects
 
 
 def render_benchmark_objects(job: BenchmarkJob | PytorchDdpJob) -> list[dict[str, Any]]:
@@ -115,12 +156,21 @@ class TrainingJobs(pulumi.ComponentResource):
         super().__init__("gpucluster:kubernetes:TrainingJobs", name, None, opts)
         prerequisites: list[pulumi.Resource] = list(args.depends_on)
         if args.create_namespace:
+            created = register_objects(
+                f"{name}-namespace",
+                [render_training_namespace(args)],
+                parent=self,
+                provider=args.provider,
+            )
+            prerequisites.append(created)
+            # Before any job: its pods are judged by the policy from the first one on.
             prerequisites.append(
                 register_objects(
-                    f"{name}-namespace",
-                    [render_training_namespace(args)],
+                    f"{name}-pod-guard",
+                    render_training_guard(args),
                     parent=self,
                     provider=args.provider,
+                    depends_on=[created],
                 )
             )
         if args.benchmark is not None:

@@ -46,8 +46,10 @@ METRICS_INJECTION_LABEL = "katib.kubeflow.org/metrics-collector-injection"
 """Katib's pod webhook injects its metrics collector only in namespaces labelled with it
 (manifests/v1beta1/components/webhook/webhooks.yaml, `mutator.pod.katib.kubeflow.org`)."""
 OBJECTIVE = "images_per_sec"
-TORCHRUN_PORT = 29400
-"""Where torchrun's rendezvous listens (Trainer's `ContainerTrainerPort`, its PET_MASTER_PORT)."""
+TORCHRUN_PORT = 29500
+"""Where torchrun's rendezvous listens: Trainer's `ContainerTrainerPort` (kubeflow/trainer v2.3.0
+pkg/constants/constants.go, 29500), which its torch plugin declares on the node container and
+passes as PET_MASTER_PORT. Over TCP (host network) it is taken on the node running rank 0."""
 
 
 @dataclass(frozen=True, kw_only=True)

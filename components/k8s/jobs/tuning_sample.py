@@ -16,6 +16,7 @@ from typing import Any
 import pulumi
 import pulumi_kubernetes as k8s
 
+from components.k8s.jobs.pod_policy import JobPodExceptions, policy_name, render_job_pod_policy
 from components.k8s.jobs.trainjob import METRICS_INJECTION_LABEL, TuningSampleJob, render_tuning_objects
 from components.k8s.objects import namespace, register_objects
 
@@ -34,9 +35,17 @@ def render_tuning_namespace(job: TuningSampleJob) -> dict[str, Any]:
         enforce="privileged",
         warn="baseline",
         audit="baseline",
-        exception_reason="; ".join(reasons) + "; containers are not privileged and mount no host paths",
+        exception_reason="; ".join(reasons)
+        + f"; the ValidatingAdmissionPolicy {policy_name(job.namespace)} refuses everything else beyond baseline",
         labels=labels,
     )
+
+
+def render_tuning_pod_policy(job: TuningSampleJob) -> list[dict[str, Any]]:
+    """The trial pods' namespace gets the jobs' pod policy (pod_policy.py) when they need more
+    than baseline: `IPC_LOCK` over RoCE, the host network over TCP, nothing else."""
+    exceptions = JobPodExceptions(ipc_lock=job.shape.transport == "roce", host_network=job.shape.host_network)
+    return render_job_pod_policy(job.namespace, exceptions) if exceptions.any else []
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -62,12 +71,18 @@ class TuningSample(pulumi.ComponentResource):
         ns = register_objects(
             f"{name}-namespace", [render_tuning_namespace(args.job)], parent=self, provider=args.provider
         )
+        guard = render_tuning_pod_policy(args.job)
+        prerequisites = [ns]
+        if guard:
+            prerequisites.append(
+                register_objects(f"{name}-pod-guard", guard, parent=self, provider=args.provider, depends_on=[ns])
+            )
         register_objects(
             f"{name}-objects",
             render_tuning_objects(args.job),
             parent=self,
             provider=args.provider,
-            depends_on=[ns, *args.depends_on],
+            depends_on=[*prerequisites, *args.depends_on],
         )
         self.namespace = args.job.namespace
         self.kind = "Experiment" if args.job.katib else "TrainJob"

@@ -7,6 +7,8 @@ creates resources, touches the network or reads the clock.
 - `spec`: the cluster as the nodes see it (`ClusterSpec`, `ClusterNode`, ...); `checks`: its
   validation; `pki`: the join token and the CA pin;
 - `kubeadm`, `calico`: the documents kubeadm and the tigera-operator read;
+- `api_server`: the control plane's Pod Security defaults, audit policy and Secrets encryption;
+  `firewall`: the node's nftables allow-list;
 - `files/`: the bootstrap script, its systemd unit and the host settings, as real files
   (`host_files` loads them); `env_file`: the per-node settings the script reads;
 - `user_data`: the `#cloud-config` document of each node (`UserDataRenderer`).

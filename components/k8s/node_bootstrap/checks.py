@@ -76,6 +76,9 @@ class ClusterSpec(Protocol):
     def rdma_node_labels(self) -> Mapping[str, str]: ...
     @property
     def bootstrap_token_ttl(self) -> str: ...
+    @property
+    def secrets_encryption_key_names(self) -> Sequence[str]: ...
+
 
 KUBEADM_API_VERSION = "kubeadm.k8s.io/v1beta4"
 """kubeadm's config API; v1beta4 is served by kubeadm 1.31 and later (v1beta3 is deprecated)."""
@@ -185,6 +188,16 @@ def validate_spec(spec: ClusterSpec) -> list[str]:
         pod = networks["pod_cidr"]
         if pod.version == 4 and pod.prefixlen > spec.calico.block_size:
             errors.append(f"pod_cidr: {spec.pod_cidr} is smaller than one Calico block (/{spec.calico.block_size})")
+
+    key_names = list(spec.secrets_encryption_key_names)
+    if not key_names:
+        errors.append("secrets_encryption_key_names: give at least one key name (the first encrypts Secrets)")
+    bad_names = [name for name in key_names if not _DNS_LABEL.match(name)]
+    if bad_names:
+        errors.append(f"secrets_encryption_key_names: {', '.join(map(repr, bad_names))} are not lowercase DNS labels")
+    repeated = sorted({name for name in key_names if key_names.count(name) > 1})
+    if repeated:
+        errors.append(f"secrets_encryption_key_names: {', '.join(repeated)} listed more than once")
 
     endpoint = spec.control_plane_endpoint
     if not endpoint or "://" in endpoint or "/" in endpoint:

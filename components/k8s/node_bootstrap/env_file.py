@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import re
 
-from components.k8s.gpu_runtime import NVIDIA_RUNTIME_HANDLER
+from components.k8s.gpu_runtime import MINIMUM_NVIDIA_CONTAINER_TOOLKIT, NVIDIA_RUNTIME_HANDLER
 from components.k8s.node_bootstrap.spec import ClusterNode, ClusterSpec, NodeRole, control_plane_peers
 
 _PLAIN_VALUE = re.compile(r"^[^\s'\"$`\\]*$")
@@ -27,6 +27,9 @@ def bootstrap_env(spec: ClusterSpec, role: NodeRole, node: ClusterNode) -> dict[
             NVIDIA_RUNTIME_HANDLER if node.gpu and spec.configure_nvidia_runtime else ""
         ),
     }
+    if values["GPUCLUSTER_NVIDIA_RUNTIME_HANDLER"]:
+        # The template's toolkit must be at least this (gpu_runtime: CVE-2025-23266).
+        values["GPUCLUSTER_NVIDIA_TOOLKIT_MINIMUM"] = MINIMUM_NVIDIA_CONTAINER_TOOLKIT
     if role == "init":
         values["GPUCLUSTER_CALICO_VERSION"] = spec.calico.version
         values["GPUCLUSTER_CALICO_MANIFEST"] = spec.calico.manifest_url

@@ -15,6 +15,10 @@ MODULES_LOAD_RDMA = "modules-load-rdma.conf"
 RDMA_NAMING_RULES = "rdma-persistent-naming.rules"
 SYSCTL_KUBERNETES = "sysctl-kubernetes.conf"
 NETWORKMANAGER_CALICO = "networkmanager-calico.conf"
+ADMISSION_CONFIGURATION = "admission-configuration.yaml"
+AUDIT_POLICY = "audit-policy.yaml"
+FIREWALL_UNIT = "gpucluster-firewall.service"
+KUBELET_WANTS_FIREWALL = "kubelet-wants-firewall.conf"
 
 
 @cache

@@ -6,13 +6,19 @@ control-plane VM that is created late (a slow clone, a replacement months later)
 join. With the four shared items (cluster CA, front-proxy CA, etcd CA, service-account key) in its
 user-data, any control-plane node joins whenever it boots; this is kubeadm's documented "manual
 certificate distribution". The cost is that those keys sit in every control-plane node's
-user-data, which is a secret end to end and is wiped from guestinfo after first boot.
+user-data, which is a secret end to end, is removed from the VM's extraConfig once the node has
+joined (`components.vsphere.guestinfo_scrub`) and from the node's disk once it is bootstrapped.
+A short-lived `--certificate-key` would not keep them from whoever reads that guestinfo: kubeadm
+lets every bootstrap token read the `kubeadm-certs` Secret (the `kubeadm:kubeadm-certs` Role,
+cmd/kubeadm/app/phases/copycerts/copycerts.go), and the same user-data carries the join token;
+docs/bootstrap.md, "Why these choices", weighs it in full.
 """
 
 from __future__ import annotations
 
 from typing import Any
 
+from components.k8s.node_bootstrap.api_server import api_server_extra_args, api_server_extra_volumes
 from components.k8s.node_bootstrap.checks import KUBEADM_API_VERSION
 from components.k8s.node_bootstrap.paths import CRI_SOCKET, PKI_DIR
 from components.k8s.node_bootstrap.spec import ClusterNode, ClusterSpec, node_labels, node_taints
@@ -78,7 +84,13 @@ def kubeadm_init_documents(spec: ClusterSpec, *, token: str) -> list[dict[str, A
             "serviceSubnet": spec.service_cidr,
             "dnsDomain": "cluster.local",
         },
-        "apiServer": {"certSANs": list(dict.fromkeys(cert_sans))},
+        # Pod Security defaults, the audit log and Secrets encryption (api_server.py): every
+        # control-plane node has the files, since joining ones read this back from the cluster.
+        "apiServer": {
+            "certSANs": list(dict.fromkeys(cert_sans)),
+            "extraArgs": api_server_extra_args(),
+            "extraVolumes": api_server_extra_volumes(),
+        },
     }
     kubelet = {
         "apiVersion": "kubelet.config.k8s.io/v1beta1",

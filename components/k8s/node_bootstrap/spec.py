@@ -76,6 +76,16 @@ class CalicoSettings:
         return f"https://raw.githubusercontent.com/projectcalico/calico/{self.version}/manifests/tigera-operator.yaml"
 
 
+@dataclass(frozen=True, kw_only=True)
+class NodeFirewall:
+    """Which networks the nodes' own ports answer (CIDRs)."""
+
+    node_networks: Sequence[str]
+    """The nodes' own networks: management and RDMA subnets."""
+    admin_networks: Sequence[str] = ()
+    """Where operators run kubectl and Pulumi from, when outside the node networks. Default none."""
+
+
 DEFAULT_GPU_NODE_LABELS: Mapping[str, str] = {"nvidia.com/gpu.present": "true"}
 DEFAULT_RDMA_NODE_LABELS: Mapping[str, str] = {"feature.node.kubernetes.io/rdma.capable": "true"}
 GPU_TAINT = Taint(key="nvidia.com/gpu", value="present", effect="NoSchedule")
@@ -132,6 +142,15 @@ class ClusterSpec:
     RuntimeClass points at) with the template's NVIDIA Container Toolkit, and fails loudly when the
     driver or the toolkit is missing. Default True (device-plugin mode: driver and toolkit in the
     template). False when the GPU Operator installs the driver and configures containerd itself."""
+    secrets_encryption_key_names: Sequence[str] = ("key-1",)
+    """Names of the keys that encrypt Secrets at rest (api_server.py), in the API server's order:
+    the first encrypts every write, all of them decrypt. Each name stands for 32 random bytes the
+    stack generates (`ClusterPki.secrets_encryption_keys`). Default one key, `key-1`; rotate by
+    adding a name second, then moving it first, then dropping the old one (docs/security.md)."""
+    node_firewall: NodeFirewall | None = None
+    """The nodes' nftables allow-list of etcd, kubelet and host-network job ports (firewall.py).
+    Default None: no table (the stack always sets one unless `kubernetes.nodeFirewall.enabled` is
+    false)."""
     bootstrap_token_ttl: str = "24h0m0s"
     """Lifetime `kubeadm init` gives the join token it registers. It only has to cover the minutes
     until the stack's `JoinToken` Secret takes the token over with its own expiry
@@ -186,6 +205,8 @@ class ClusterPki:
     etcd_ca_key_pem: str
     service_account_key_pem: str
     service_account_pub_pem: str
+    secrets_encryption_keys: Mapping[str, str] = field(default_factory=dict)
+    """Base64 of each Secrets encryption key by name (`ClusterSpec.secrets_encryption_key_names`)."""
 
 
 def host_port(host: str, port: int) -> str:

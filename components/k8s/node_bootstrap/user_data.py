@@ -30,8 +30,10 @@ from typing import Any
 import yaml
 
 from components.k8s.node_bootstrap import host_files, paths
+from components.k8s.node_bootstrap.api_server import encryption_configuration
 from components.k8s.node_bootstrap.calico import calico_installation_documents
 from components.k8s.node_bootstrap.env_file import render_bootstrap_env
+from components.k8s.node_bootstrap.firewall import render_firewall
 from components.k8s.node_bootstrap.kubeadm import kubeadm_init_documents, kubeadm_join_document
 from components.k8s.node_bootstrap.pki import BOOTSTRAP_TOKEN_PATTERN
 from components.k8s.node_bootstrap.spec import ClusterPki, ClusterSpec, find_node, node_role
@@ -91,6 +93,17 @@ def _pki_files(pki: ClusterPki) -> list[dict[str, str]]:
         _file(f"{d}/etcd/ca.key", pki.etcd_ca_key_pem, "0600"),
         _file(f"{d}/sa.key", pki.service_account_key_pem, "0600"),
         _file(f"{d}/sa.pub", pki.service_account_pub_pem, "0644"),
+    ]
+
+
+def _api_server_files(spec: ClusterSpec, pki: ClusterPki) -> list[dict[str, str]]:
+    """The API server's admission, audit and encryption settings (api_server.py)."""
+    encryption = encryption_configuration(spec.secrets_encryption_key_names, pki.secrets_encryption_keys)
+    return [
+        _host_file(paths.ADMISSION_CONFIG_PATH, host_files.ADMISSION_CONFIGURATION),
+        _host_file(paths.AUDIT_POLICY_PATH, host_files.AUDIT_POLICY),
+        # 0600: the keys that encrypt every Secret in etcd.
+        _file(paths.ENCRYPTION_CONFIG_PATH, dump_yaml(encryption), "0600"),
     ]
 
 
@@ -176,6 +189,7 @@ class UserDataRenderer:
             if self._pki is None:
                 raise ValueError(f"control-plane node {node_name!r} needs the shared PKI")
             files.extend(_pki_files(self._pki))
+            files.extend(_api_server_files(spec, self._pki))
             if role == "init":
                 kubeadm_docs = kubeadm_init_documents(spec, token=token)
                 # Used instead of init only when the cluster already runs (a replaced VM): the
@@ -193,6 +207,10 @@ class UserDataRenderer:
                 kubeadm_docs = [
                     kubeadm_join_document(spec, node, token=token, ca_cert_hash=ca_cert_hash, control_plane=True)
                 ]
+        if spec.node_firewall is not None:
+            files.append(_file(paths.FIREWALL_RULES_PATH, render_firewall(spec, spec.node_firewall), "0644"))
+            files.append(_host_file(paths.FIREWALL_UNIT_PATH, host_files.FIREWALL_UNIT))
+            files.append(_host_file(paths.KUBELET_WANTS_FIREWALL_PATH, host_files.KUBELET_WANTS_FIREWALL))
         # 0600: the kubeadm config holds the bootstrap token.
         files.append(_file(paths.KUBEADM_CONFIG_PATH, dump_yaml_documents(kubeadm_docs), "0600"))
         files.append(_file(paths.BOOTSTRAP_ENV_PATH, render_bootstrap_env(spec, role, node), "0644"))

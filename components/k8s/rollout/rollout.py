@@ -60,7 +60,7 @@ from components.k8s.rollout.steps import (
     runs_version,
     settle,
 )
-from components.k8s.upgrade.upgrade import ClusterUpgrade, ClusterUpgradeArgs
+from components.k8s.upgrade.upgrade import ClusterUpgrade, ClusterUpgradeArgs, EtcdAccess
 
 
 class RolloutGenerationProvider(handlers.ResourceHandlers):
@@ -230,6 +230,9 @@ class RolloutArgs:
     """The cluster's version (`kubernetes.version`). When set, its change is an upgrade: the two
     `ClusterUpgrade` steps (`components.k8s.upgrade.upgrade`) go before every gate and after the last
     control-plane node. Default "": no upgrade steps (the steps' own versions are still checked)."""
+    etcd: EtcdAccess | None = None
+    """The etcd members the version step checks before a change onto etcd 3.6
+    (`components.k8s.upgrade.upgrade`). Default None: such a change is refused."""
 
     def __post_init__(self) -> None:
         if self.timeout_seconds <= 0:
@@ -332,7 +335,10 @@ class NodeRollout:
             ClusterUpgrade(
                 "cluster-version",
                 ClusterUpgradeArgs(
-                    step="cluster-configuration", version=args.kubernetes_version, kubeconfig=args.kubeconfig
+                    step="cluster-configuration",
+                    version=args.kubernetes_version,
+                    kubeconfig=args.kubeconfig,
+                    etcd=args.etcd,
                 ),
             )
             if args.kubernetes_version

@@ -37,6 +37,7 @@ Pure of Pulumi: each function takes an API client (`KubeApi`, or the test double
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 import yaml
@@ -126,9 +127,13 @@ def kube_proxy_at(api: Api, target: str) -> bool:
     return all(with_tag(image, wanted) == image for image in images)
 
 
-def set_cluster_version(api: Api, target: str) -> str:
+def set_cluster_version(
+    api: Api, target: str, *, before_change: Callable[[Version, Version], None] | None = None
+) -> str:
     """Sets the stored ClusterConfiguration's `kubernetesVersion` to `target` (done before any node
-    of the new version joins). Returns what was stored before. Already there: changes nothing."""
+    of the new version joins). Returns what was stored before. Already there: changes nothing.
+    `before_change(stored, target)` runs once the change is allowed by the version rules and before it
+    is written; it raises UpgradeError to refuse it (the etcd 3.6 check)."""
     config = _get(api, KUBEADM_CONFIG, "kube-system/kubeadm-config")
     text = str((config.get("data") or {}).get(CLUSTER_CONFIGURATION_KEY) or "")
     document = yaml.safe_load(text) or {}
@@ -144,6 +149,8 @@ def set_cluster_version(api: Api, target: str) -> str:
             f"kubernetes.version: the cluster stores {current} (kube-system/kubeadm-config), and {refusal}; "
             "nothing was changed"
         )
+    if before_change is not None:
+        before_change(Version.parse(current), wanted)
     document["kubernetesVersion"] = wanted.tag
     # kubeadm writes the document with sorted keys (its YAML marshaller); so does this. Under the
     # ConfigMap's resourceVersion: the API server refuses the patch if it changed since the read.

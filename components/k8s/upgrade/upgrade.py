@@ -27,6 +27,12 @@ checks apply. Day one: the API server does not answer (no VM exists yet: every g
 comes after this step), so there is nothing to do, as `kubeadm init` stores the version and deploys
 both add-ons; the state records `applied: false`, so the next run's `update` checks again.
 
+The Kubernetes minor that moves kubeadm's etcd from 3.5 to 3.6 (1.34) is refused by the
+`cluster-configuration` step, before anything is written and before any node is replaced, while any
+etcd member runs older than 3.5.26 or cannot say its version (`components.k8s.etcd.versions` cites
+etcd's rule and gives the procedure). The members are read through the etcd JSON gateway with the
+stack's etcd client certificate (`etcd`); without it that step is refused too.
+
 Otherwise only a version change updates either (`diff` looks at nothing else); a failed update
 fails the `pulumi up` there, and the next run retries it (its state keeps the old version until it
 worked).
@@ -34,6 +40,7 @@ worked).
 
 from __future__ import annotations
 
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any, Literal
 
@@ -42,6 +49,8 @@ import pulumi
 from components import resource_handlers as handlers
 from components.gpucluster_resource import GpuclusterResource
 from components.k8s.api.client import KubeApi, KubeconfigError
+from components.k8s.etcd.gateway import CLIENT_PORT, EtcdGateway, client_url
+from components.k8s.etcd.versions import crosses_into_3_6, read_member_versions, refusal_for_3_6
 from components.k8s.upgrade.steps import (
     UpgradeError,
     cluster_initialised,
@@ -49,11 +58,13 @@ from components.k8s.upgrade.steps import (
     set_addon_versions,
     set_cluster_version,
 )
+from components.k8s.upgrade.versions import Version
 
 UpgradeStep = Literal["cluster-configuration", "addons"]
 
 
 class ClusterUpgradeProvider(handlers.ResourceHandlers):
+
     def create(self, props: dict[str, Any]) -> handlers.CreateResult:
         # Day one: `applied: false` (no cluster answered), and the next run checks (module docstring).
         return handlers.CreateResult(id_=str(props["step"]), outs={**props, "applied": _catch_up(props)})
@@ -66,7 +77,7 @@ class ClusterUpgradeProvider(handlers.ResourceHandlers):
     def update(self, _id: str, olds: dict[str, Any], news: dict[str, Any]) -> handlers.UpdateResult:
         if olds.get("version") == news.get("version"):  # only the check a day-one create left
             return handlers.UpdateResult(outs={**news, "applied": _catch_up(news)})
-        _run(_api(news), str(news["step"]), str(news["version"]))
+        _run(_api(news), news)
         return handlers.UpdateResult(outs={**news, "applied": True})
 
     def read(self, id_: str, props: dict[str, Any]) -> handlers.ReadResult:
@@ -83,9 +94,34 @@ def _api(props: dict[str, Any]) -> KubeApi:
         raise UpgradeError(f"upgrading to Kubernetes {props['version']}: {error}") from None
 
 
-def _run(api: KubeApi, step: str, version: str) -> None:
+def _etcd_check(props: dict[str, Any]) -> Callable[[Version, Version], None]:
+    """The check `set_cluster_version` runs before it writes: on the minor that brings etcd 3.6, every
+    member's own version through the etcd gateway (module docstring)."""
+
+    def check(current: Version, target: Version) -> None:
+        if not crosses_into_3_6(current.minor, target.minor):
+            return
+        addresses = list(props.get("etcd_addresses") or [])
+        if not addresses or not props.get("etcd_ca_pem"):
+            raise UpgradeError(
+                f"kubernetes.version: {current} -> {target} moves etcd to 3.6, and this step has no etcd access to "
+                "check that every member runs 3.5.26 or later first; nothing was changed"
+            )
+        gateway = EtcdGateway(
+            str(props["etcd_ca_pem"]), str(props["etcd_client_cert_pem"]), str(props["etcd_client_key_pem"])
+        )
+        port = int(props.get("etcd_client_port") or CLIENT_PORT)
+        refusal = refusal_for_3_6(read_member_versions(gateway, [client_url(a, port) for a in addresses]))
+        if refusal is not None:
+            raise UpgradeError(f"kubernetes.version: {current} -> {target}: {refusal}; nothing was changed")
+
+    return check
+
+
+def _run(api: KubeApi, props: dict[str, Any]) -> None:
+    step, version = str(props["step"]), str(props["version"])
     if step == "cluster-configuration":
-        before = set_cluster_version(api, version)
+        before = set_cluster_version(api, version, before_change=_etcd_check(props))
         pulumi.log.info(f"kube-system/kubeadm-config: kubernetesVersion {before} -> v{version}")
     else:
         changed = set_addon_versions(api, version)
@@ -103,8 +139,24 @@ def _catch_up(props: dict[str, Any]) -> bool:
         return False
     if step == "addons" and kube_proxy_at(api, version):
         return True
-    _run(api, step, version)  # the cluster-configuration step changes nothing when already there
+    _run(api, props)  # the cluster-configuration step changes nothing when already there
     return True
+
+
+@dataclass(frozen=True, kw_only=True)
+class EtcdAccess:
+    """The control-plane nodes' etcd client endpoints and a client certificate for them."""
+
+    addresses: Sequence[str]
+    """The control-plane nodes' management addresses (etcd listens on `https://<address>:2379`)."""
+    ca_pem: pulumi.Input[str]
+    """The etcd CA certificate."""
+    client_cert_pem: pulumi.Input[str]
+    """A client certificate signed by the etcd CA (`ClusterBootstrap.etcd_client_certificate_pem`)."""
+    client_key_pem: pulumi.Input[str]
+    """Its key (a secret; encrypted in state)."""
+    client_port: int = CLIENT_PORT
+    """etcd's client port. Default 2379 (kubeadm's); only a test has reason to change it."""
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -115,11 +167,26 @@ class ClusterUpgradeArgs:
     """The stack's Kubernetes version (`kubernetes.version`), e.g. "1.35.0"."""
     kubeconfig: pulumi.Input[str]
     """Admin kubeconfig (a secret; encrypted in state); must not depend on the node VMs."""
+    etcd: EtcdAccess | None = None
+    """How the `cluster-configuration` step reads the etcd members' versions (module docstring).
+    Default None: a change onto the etcd 3.6 minor is refused, as its members cannot be checked."""
 
 
 class ClusterUpgrade(GpuclusterResource, module="kubernetes", name="ClusterUpgrade"):
     """One cluster-wide step of a version upgrade (see the module docstring)."""
 
     def __init__(self, name: str, args: ClusterUpgradeArgs, opts: pulumi.ResourceOptions | None = None) -> None:
-        inputs = {"step": args.step, "version": args.version, "kubeconfig": pulumi.Output.secret(args.kubeconfig)}
+        inputs: dict[str, Any] = {
+            "step": args.step,
+            "version": args.version,
+            "kubeconfig": pulumi.Output.secret(args.kubeconfig),
+        }
+        if args.etcd is not None:
+            inputs |= {
+                "etcd_addresses": list(args.etcd.addresses),
+                "etcd_client_port": args.etcd.client_port,
+                "etcd_ca_pem": args.etcd.ca_pem,
+                "etcd_client_cert_pem": pulumi.Output.secret(args.etcd.client_cert_pem),
+                "etcd_client_key_pem": pulumi.Output.secret(args.etcd.client_key_pem),
+            }
         super().__init__(name, inputs, opts)

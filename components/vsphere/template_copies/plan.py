@@ -23,6 +23,25 @@ HOST_UNITS = 16
 """Provisioning units per ESXi host (the blog above; `stacks.tools.plan.deploy_time.durations.Durations.host_units`)."""
 LINKED_CLONE_UNITS = 1
 FULL_CLONE_UNITS = 2
+MAX_NAME = 80
+"""vCenter's longest inventory name."""
+HASH_CHARS = 8
+"""Hex digits of the hash of what shapes a copy, at the end of its name."""
+
+
+def copy_prefix(base: str, stack: str | None) -> str:
+    """What a copy's name starts with, its hash following: `<base>-<stack>-`, cut to leave the hash
+    room. The stack's name keeps two stacks with the same template and host apart (issue 32 item 1);
+    without one (a copy made before copies carried it), `<base>-`."""
+    stem = f"{base}-{stack}" if stack else base
+    return f"{stem[: MAX_NAME - HASH_CHARS - 1]}-"
+
+
+def is_copy_name(name: str, base: str, stack: str | None) -> bool:
+    """True for `copy_prefix(base, stack)` and a hash: that stack's copy, not a longer stack's."""
+    prefix = copy_prefix(base, stack)
+    rest = name[len(prefix) :]
+    return name.startswith(prefix) and len(rest) == HASH_CHARS and all(c in "0123456789abcdef" for c in rest)
 
 
 @dataclass(frozen=True, order=True)

@@ -7,7 +7,11 @@ to an inventory template is out of scope for it (vmware/terraform-provider-vsphe
 of the template onto the host and datastore (powered off; with `linked`, a child of the template's
 current snapshot, `createNewChildDiskBacking`, which is what pulumi-vsphere's `linked_clone`
 does), one snapshot (linked clones of the copy hang off it, as they do off the template), then
-`MarkAsTemplate`. The copy lives in the template's folder, beside it.
+`MarkAsTemplate`. The copy lives in the template's folder, beside it, named
+`<template>-<host>-<stack>-<hash>`: the stack's name keeps two stacks that share a template and a
+host from making one name (vCenter refuses a duplicate name in a folder). A copy made before its
+name carried the stack keeps its name: `stack` is recorded in place (a rename of a live copy would
+be a replacement, and every worker cloned from it would roll; a physical name takes no alias).
 
 Keeping it in step: every input that changes what workers clone (the source's id, host, datastore,
 linked, the base name) replaces it, create-before-delete, and every input at all (the resource pool
@@ -27,7 +31,9 @@ create cloned before a lost session. A finished template of that name, or a VM w
 is refused: adopting it would hand Pulumi the live copy's id as the new resource's, and Pulumi's
 create-before-delete replacement would then delete "the old" resource, i.e. that same VM
 (`pulumi up --replace` of a copy does exactly that). `read` reports the live copy, or that it is
-gone. `delete` destroys the copy, unless a VM's disk still hangs off it: Pulumi deletes a replaced
+gone. `diff` reads it too (`drift`), so a copy changed by hand is seen without `pulumi refresh`:
+one deleted in vCenter is replaced (a new copy; the workers cloned from it roll), one whose snapshot
+or template mark was lost is finished again by `update`, in place (same uuid: no worker rolls). `delete` destroys the copy, unless a VM's disk still hangs off it: Pulumi deletes a replaced
 copy left pending-delete by a failed or interrupted update at the START of the next one
 (pulumi pkg/resource/deploy/deployment_executor.go, retirePendingDeletes), before the workers not
 yet rolled were re-created from the new copy. Such a copy is renamed `<name>-retired` (a later copy
@@ -41,62 +47,40 @@ from dataclasses import replace
 from typing import Any
 
 import pulumi
-from pyVmomi import vim, vmodl
+from pyVmomi import vim
 
 from components import resource_handlers as handlers
 from components.gpucluster_resource import GpuclusterResource
 from components.vcenter.errors import VsphereError
-from components.vcenter.lookups import collect_properties, find_vm, find_vm_by_uuid
+from components.vcenter.lookups import find_vm, find_vm_by_uuid
 from components.vcenter.tasks import wait_for_task
 from components.vsphere.provider_base import RetryPolicy, VsphereProvider, is_unknown, public_props
+from components.vsphere.template_copies.chains import MARK, RETIRED, dependents, read_vm
+from components.vsphere.template_copies.plan import HASH_CHARS, MAX_NAME, copy_prefix
 
 REPLACING_INPUTS = ("source_uuid", "host_id", "datastore_id", "linked", "name")
 """What workers clone changes: a new copy (the workers roll to it, `stacks.wiring.rollout`)."""
-IN_PLACE_INPUTS = ("resource_pool_id", "snapshot_name", "source_name", "host_name")
-"""Recorded only: nothing to change on a live copy (module doc)."""
+IN_PLACE_INPUTS = ("resource_pool_id", "snapshot_name", "source_name", "host_name", "stack")
+"""Recorded only: nothing to change on a live copy (module doc). `stack` too: a live copy keeps its
+name (a stack that upgrades from copies without the stack in their name, or `pulumi stack rename`)."""
 SHAPE_INPUTS = (*REPLACING_INPUTS, "resource_pool_id", "snapshot_name")
 """Hashed into the copy's name: any replacement, even a forced one with new in-place inputs, makes
 a copy of another name."""
-MARK = "gpucluster.templateReplica"
-"""extraConfig key on a copy: its own name, set by its clone; what `create` may adopt."""
-MAX_NAME = 80
-"""vCenter's longest inventory name."""
-RETIRED = "-retired"
-"""Suffix of a copy left in vCenter because linked clones still hang off it (module doc)."""
 
 
 def copy_name(base: str, props: dict[str, Any]) -> str:
-    """`<base>-<8 hex>`: the hash of what shapes the copy, so a replacement's new copy never has the
-    old one's name (vCenter refuses a duplicate in a folder: DuplicateName), and a truncated base
-    cannot make two shapes share one."""
-    shape = "|".join(str(props.get(key)) for key in SHAPE_INPUTS)
-    suffix = hashlib.sha256(shape.encode()).hexdigest()[:8]
-    return f"{base[: MAX_NAME - 9]}-{suffix}"
+    """`<base>-<stack>-<8 hex>`: the stack's name, so two stacks never make copies of one name
+    (`plan.copy_prefix`), and the hash of what shapes the copy, so a replacement's new copy never
+    has the old one's name (vCenter refuses a duplicate in a folder: DuplicateName), and a
+    truncated base cannot make two shapes share one."""
+    stack = props.get("stack") or None
+    shape = "|".join(str(props.get(key)) for key in SHAPE_INPUTS) + (f"|{stack}" if stack else "")
+    suffix = hashlib.sha256(shape.encode()).hexdigest()[:HASH_CHARS]
+    return f"{copy_prefix(base, stack)}{suffix}"
 
 
 def _moref(kind: type, moid: str, si: Any) -> Any:
     return kind(moid, si._stub)
-
-
-READ = ("snapshot", "config.template", "config.uuid", "name", "config.extraConfig")
-
-
-def _read(si: Any, vm: Any, paths: tuple[str, ...] = READ) -> dict[str, Any]:
-    """`snapshot`, `config.template`, `config.uuid`, `name` of one VM in one collector call: an unset
-    property (`snapshot` of a VM without one) is absent here, where pyVmomi's accessor makes
-    govmomi's simulator drop the connection (components/vcenter/lookups.py, collect_properties)."""
-    collector = si.RetrieveContent().propertyCollector
-    spec = vmodl.query.PropertyCollector.FilterSpec(
-        objectSet=[vmodl.query.PropertyCollector.ObjectSpec(obj=vm, skip=False)],
-        propSet=[
-            vmodl.query.PropertyCollector.PropertySpec(
-                type=vim.VirtualMachine,
-                pathSet=list(paths),
-            )
-        ],
-    )
-    found = collector.RetrieveContents([spec])
-    return {prop.name: prop.val for obj in found for prop in obj.propSet}
 
 
 def _clone(si: Any, props: dict[str, Any], name: str, timeout: float) -> Any:
@@ -115,7 +99,7 @@ def _clone(si: Any, props: dict[str, Any], name: str, timeout: float) -> Any:
     mark = vim.vm.ConfigSpec(extraConfig=[vim.option.OptionValue(key=MARK, value=name)])
     spec = vim.vm.CloneSpec(location=relocate, powerOn=False, template=False, config=mark)
     if props["linked"]:
-        snapshot = _read(si, source).get("snapshot")
+        snapshot = read_vm(si, source).get("snapshot")
         current = snapshot.currentSnapshot if snapshot is not None else None
         if current is None:
             raise VsphereError(
@@ -131,7 +115,7 @@ def _clone(si: Any, props: dict[str, Any], name: str, timeout: float) -> Any:
 
 def _check_adoptable(si: Any, vm: Any, name: str, made: set[str]) -> None:
     """Refuse a VM of the copy's name that this resource must not take over (module doc)."""
-    now = _read(si, vm)
+    now = read_vm(si, vm)
     if now.get("config.uuid") in made:
         return  # cloned by this very create, before a lost session
     marks = {opt.key: opt.value for opt in now.get("config.extraConfig") or []}
@@ -139,16 +123,25 @@ def _check_adoptable(si: Any, vm: Any, name: str, made: set[str]) -> None:
         raise VsphereError(
             f"a VM named {name!r} already exists ({'a template' if now.get('config.template') else 'not marked'} "
             f"{MARK}={marks.get(MARK)!r}) and is not a half-made copy of this one: it is another resource's live "
-            "copy (a forced `pulumi up --replace` of the copy, or another stack with the same inputs) or one an "
-            "interrupted `pulumi up` finished; it is left alone. Delete it in vCenter once no worker clones from "
-            "it, or `pulumi import` it, then run `pulumi up` again",
+            "copy (a forced `pulumi up --replace` of the copy, or a stack of the same name in another project or "
+            "backend) or one an interrupted `pulumi up` finished; it is left alone. Never `pulumi import` it: two "
+            "resources would own one VM, and the first to replace or delete it takes the other's clone source. "
+            "If no stack's workers clone from it, delete it in vCenter, then run `pulumi up` again; else undo the "
+            "change that replaced the copy",
             object_name=name,
         )
 
 
 def _finish(si: Any, vm: Any, props: dict[str, Any]) -> None:
-    """Snapshot, then mark as template: each step skipped when an earlier attempt did it."""
-    now = _read(si, vm)
+    """Snapshot, then mark as template: each step skipped when an earlier attempt did it. A template
+    whose snapshot was removed by hand is made a VM again first (a template takes no snapshot)."""
+    now = read_vm(si, vm)
+    if now.get("config.template") and now.get("snapshot") is None:
+        vm.MarkAsVirtualMachine(
+            pool=_moref(vim.ResourcePool, props["resource_pool_id"], si),
+            host=_moref(vim.HostSystem, props["host_id"], si),
+        )
+        now = read_vm(si, vm)
     if not now.get("config.template"):
         if now.get("snapshot") is None:
             task = vm.CreateSnapshot_Task(
@@ -161,50 +154,30 @@ def _finish(si: Any, vm: Any, props: dict[str, Any]) -> None:
         vm.MarkAsTemplate()
 
 
+GONE = "deleted in vCenter"
+
+
+def drift(si: Any, uuid: str) -> str | None:
+    """What changed on the live copy behind Pulumi's back: `GONE`, or what a linked clone of it
+    would miss (its snapshot, its template mark); None when it is as made."""
+    vm = find_vm_by_uuid(si, uuid)
+    if vm is None:
+        return GONE
+    now = read_vm(si, vm)
+    if now.get("snapshot") is None:
+        return "its snapshot was removed in vCenter"
+    if not now.get("config.template"):
+        return "it was turned back into a VM in vCenter"
+    return None
+
+
 def _outputs(si: Any, vm: Any, props: dict[str, Any]) -> dict[str, Any]:
-    now = _read(si, vm)
+    now = read_vm(si, vm)
     info = now.get("snapshot")
     current = info.currentSnapshot if info is not None else None
     names = [tree.name for tree in (info.rootSnapshotList if info is not None else []) if tree.snapshot == current]
     outs = {**public_props(props), "uuid": now["config.uuid"], "vm_name": now["name"]}
     return {**outs, "snapshot": names[0] if names else ""}
-
-
-def _backing_files(device: Any) -> list[str]:
-    """A disk's file and every parent's down its chain (a linked clone's `backing.parent`...)."""
-    files, backing = [], getattr(device, "backing", None)
-    while backing is not None:
-        if getattr(backing, "fileName", None):
-            files.append(backing.fileName)
-        backing = getattr(backing, "parent", None)
-    return files
-
-
-def _disks(devices: Any) -> list[Any]:
-    return [device for device in devices or [] if isinstance(device, vim.vm.device.VirtualDisk)]
-
-
-def dependents(si: Any, vm: Any) -> list[str]:
-    """Names of the VMs whose disk chain reaches into the copy's folder: linked clones of it.
-
-    On vCenter a linked clone's `VirtualDisk.backing.parent` chain names its source's snapshot disk
-    (createNewChildDiskBacking). Only files in the copy's own folder count: a linked copy's chain
-    goes on into the template's disk, which workers cloned from the template share."""
-    own = _read(si, vm, ("config.files.vmPathName", "config.hardware.device"))
-    path = own.get("config.files.vmPathName", "")
-    folder = path.rsplit("/", 1)[0] + "/" if "/" in path else None
-    files = {name for disk in _disks(own.get("config.hardware.device")) for name in _backing_files(disk)}
-    found = []
-    everyone = collect_properties(
-        si, si.RetrieveContent().rootFolder, vim.VirtualMachine, ["name", "config.hardware.device"]
-    )
-    for obj, props in everyone:
-        if obj._moId == vm._moId:
-            continue
-        chain = [name for disk in _disks(props.get("config.hardware.device")) for name in _backing_files(disk)[1:]]
-        if any((folder is not None and name.startswith(folder)) or name in files for name in chain):
-            found.append(props.get("name", obj._moId))
-    return sorted(found)
 
 
 class TemplateReplicaProvider(VsphereProvider):
@@ -215,8 +188,21 @@ class TemplateReplicaProvider(VsphereProvider):
     def diff(self, _id: str, olds: dict[str, Any], news: dict[str, Any]) -> handlers.DiffResult:
         replaces = [key for key in REPLACING_INPUTS if is_unknown(news.get(key)) or news.get(key) != olds.get(key)]
         changes = replaces or [key for key in IN_PLACE_INPUTS if news.get(key) != olds.get(key)]
+        if not replaces and self.has_connection_settings:
+            # Drift: the copy read now, not only at `pulumi refresh` (issue 32 item 8). Without
+            # credentials (a preview where `check` must work offline) there is nothing to read.
+            name = olds.get("vm_name") or _id
+            found = self.run(lambda si: drift(si, _id), what=f"read template copy {name}")
+            if found == GONE:
+                pulumi.log.warn(f"template copy {name!r} was {GONE}: a new copy is made; workers cloned from it roll")
+                replaces = ["uuid"]
+            elif found:
+                pulumi.log.warn(f"template copy {name!r}: {found}; `pulumi up` takes its snapshot again, in place")
+                changes = ["snapshot"]
         # Create-before-delete: workers still hang off the old copy until they rolled (module doc).
-        return handlers.DiffResult(changes=bool(changes), replaces=replaces, delete_before_replace=False)
+        return handlers.DiffResult(
+            changes=bool(changes or replaces), replaces=replaces, delete_before_replace=False
+        )
 
     def create(self, props: dict[str, Any]) -> handlers.CreateResult:
         name = copy_name(props["name"], props)
@@ -230,7 +216,7 @@ class TemplateReplicaProvider(VsphereProvider):
             vm = find_vm(si, name)
             if vm is None:
                 vm = _clone(si, props, name, timeout)
-                made.add(_read(si, vm)["config.uuid"])
+                made.add(read_vm(si, vm)["config.uuid"])
             else:
                 _check_adoptable(si, vm, name, made)
             _finish(si, vm, props)
@@ -242,9 +228,26 @@ class TemplateReplicaProvider(VsphereProvider):
         return handlers.CreateResult(id_=outs["uuid"], outs=outs)
 
     def update(self, _id: str, _olds: dict[str, Any], news: dict[str, Any]) -> handlers.UpdateResult:
-        # IN_PLACE_INPUTS only: recorded; `snapshot` keeps reporting the copy's real snapshot (module doc).
+        # IN_PLACE_INPUTS: recorded (module doc); and a copy whose snapshot or template mark was
+        # lost (`drift`) is finished again, keeping its uuid: no worker rolls. `vm_name` and
+        # `snapshot` report the live copy.
         inputs = {key: value for key, value in public_props(news).items() if key not in ("uuid", "vm_name", "snapshot")}
-        return handlers.UpdateResult(outs={**_olds, **inputs})
+
+        def repair(si: Any) -> dict[str, Any]:
+            vm = find_vm_by_uuid(si, _id)
+            if vm is None:
+                raise VsphereError(
+                    f"template copy {_olds.get('vm_name') or _id} was deleted in vCenter; run `pulumi up` again "
+                    "(its diff then makes a new one)",
+                    object_name=_olds.get("vm_name"),
+                )
+            _finish(si, vm, {**_olds, **inputs})
+            return _outputs(si, vm, {**_olds, **inputs})
+
+        live = self.run(repair, what=f"update template copy {_olds.get('vm_name') or _id}")
+        return handlers.UpdateResult(
+            outs={**_olds, **inputs, "vm_name": live["vm_name"], "snapshot": live["snapshot"]}
+        )
 
     def read(self, id_: str, props: dict[str, Any]) -> handlers.ReadResult:
         def look(si: Any) -> dict[str, Any] | None:
@@ -271,8 +274,9 @@ class TemplateReplicaProvider(VsphereProvider):
             # which shows it in the update's output.
             pulumi.log.warn(
                 f"template copy {retired!r} kept in vCenter: linked clones still hang off it "
-                f"({', '.join(children[:5])}{', ...' if len(children) > 5 else ''}). Delete it in vCenter "
-                "once the rollout finished and no worker clones from it (docs/deployment-time.md, template copies)"
+                f"({', '.join(children[:5])}{', ...' if len(children) > 5 else ''}). Once the rollout "
+                "finished, `python -m stacks retired-copies STACK --delete` removes it when no VM hangs off it any more "
+                "(docs/deployment-time.md, template copies)"
             )
 
         self.run(destroy, what=f"remove template copy {props.get('vm_name', id_)}")
@@ -304,6 +308,7 @@ class TemplateReplica(GpuclusterResource, module="vsphere", name="TemplateReplic
         resource_pool_id: pulumi.Input[str],
         linked: bool,
         snapshot_name: str,
+        stack: str = "",
         clone_timeout_minutes: int = 30,
         opts: pulumi.ResourceOptions | None = None,
     ) -> None:
@@ -314,6 +319,8 @@ class TemplateReplica(GpuclusterResource, module="vsphere", name="TemplateReplic
         :param linked: a linked clone of the template's current snapshot (seconds, little space) or a
             full copy of its disk (minutes; the only kind that may sit on another datastore).
         :param snapshot_name: the copy's one snapshot (`vcenter.templateSnapshot`, or any name).
+        :param stack: the stack's name, in the copy's name: two stacks with the same template and
+            host make copies of their own (`pulumi.get_stack()`).
         """
         super().__init__(
             resource_name,
@@ -328,6 +335,7 @@ class TemplateReplica(GpuclusterResource, module="vsphere", name="TemplateReplic
                 "linked": linked,
                 "snapshot_name": snapshot_name,
                 "clone_timeout_minutes": clone_timeout_minutes,
+                "stack": stack,
                 "uuid": None,
                 "vm_name": None,
                 "snapshot": None,

@@ -40,6 +40,9 @@ class TemplateReplicasArgs:
     """The copies' one snapshot; default `base`. The stack passes `vcenter.templateSnapshot`."""
     clone_timeout_minutes: int = 30
     """How long one copy's clone may take (default 30: a full copy moves the template's disk)."""
+    stack: str = ""
+    """The stack's name, in every copy's name (`TemplateReplica`'s `stack`); the wiring passes
+    `pulumi.get_stack()`."""
 
 
 class TemplateReplicas(pulumi.ComponentResource):
@@ -64,6 +67,7 @@ class TemplateReplicas(pulumi.ComponentResource):
                 resource_pool_id=args.resource_pool_id,
                 linked=place.linked,
                 snapshot_name=args.snapshot_name,
+                stack=args.stack,
                 clone_timeout_minutes=args.clone_timeout_minutes,
                 opts=pulumi.ResourceOptions(parent=self),
             )

@@ -142,6 +142,19 @@ def ranges_do_not_overlap(env: Environment) -> Iterator[Problem]:
                 )
 
 
+ROCE_HEADER_BYTES = 40 + 8 + 12 + 4 + 28 + 4
+"""What RoCE v2 takes from an Ethernet MTU before its path MTU: GRH, UDP, BTH, XRC and AtomicETH
+extension headers, ICRC (Linux include/rdma/ib_addr.h `iboe_get_mtu`)."""
+IB_MTUS = (4096, 2048, 1024, 512, 256)
+
+
+def roce_path_mtu(ethernet_mtu: int) -> int:
+    """The InfiniBand MTU RoCE runs with over an interface of this MTU (`iboe_get_mtu`): the largest
+    IB MTU that fits once the headers are taken off (1500 -> 1024, 9000 -> 4096)."""
+    room = ethernet_mtu - ROCE_HEADER_BYTES
+    return next((mtu for mtu in IB_MTUS if room >= mtu), 256)
+
+
 @rule
 def mtu_fits_switch(env: Environment) -> Iterator[Problem]:
     net = env.rdma_network
@@ -149,6 +162,18 @@ def mtu_fits_switch(env: Environment) -> Iterator[Problem]:
         yield Problem(
             ("rdmaNetwork", "vmknicMtu"),
             f"{net.vmknic_mtu} is above the switch MTU rdmaNetwork.mtu {net.mtu}; lower it or raise the switch MTU",
+        )
+    elif roce_path_mtu(net.vmknic_mtu) < roce_path_mtu(net.mtu):
+        # Refused, not warned: nothing breaks, so nothing would ever show it, but every RDMA message
+        # is cut into more, smaller packets than the jumbo switch (which the policy pack demands)
+        # carries, and NCCL's bus bandwidth drops with no error anywhere.
+        yield Problem(
+            ("rdmaNetwork", "vmknicMtu"),
+            f"{net.vmknic_mtu} under a {net.mtu} switch caps RoCE's path MTU at {roce_path_mtu(net.vmknic_mtu)} bytes "
+            f"instead of {roce_path_mtu(net.mtu)} (RoCE runs the largest InfiniBand MTU that fits the interface MTU "
+            f"less {ROCE_HEADER_BYTES} bytes of headers), so every RDMA transfer is split into smaller packets for "
+            f"nothing; set vmknicMtu to {net.mtu} (the default follows the switch), or at least "
+            f"{roce_path_mtu(net.mtu) + ROCE_HEADER_BYTES}",
         )
 
 
@@ -259,6 +284,10 @@ def control_plane_quorum(env: Environment) -> Iterator[Problem]:
             ("controlPlane", "nodes"),
             f"{count} control-plane nodes; etcd needs an odd number (1, 3 or 5) to keep quorum",
         )
+    if env.kubernetes.mode != "bootstrap":
+        # An existing cluster's API address is in its kubeconfig; the endpoint key is the kubeadm
+        # bootstrap's alone (and refused in this mode by kubernetes_settings_match_the_mode).
+        return
     endpoint = env.kubernetes.control_plane_endpoint
     if count > 1 and not endpoint:
         yield Problem(

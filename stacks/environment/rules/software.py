@@ -68,6 +68,19 @@ def minimal_prometheus_can_scrape_the_exporter(env: Environment) -> Iterator[Pro
 
 
 @rule
+def service_monitor_labels_need_a_service_monitor(env: Environment) -> Iterator[Problem]:
+    monitoring = env.monitoring
+    if not monitoring.service_monitor_labels:
+        return
+    if not monitoring.enabled or monitoring.scrape != "service-monitor":
+        yield Problem(
+            ("monitoring", "serviceMonitorLabels"),
+            "labels a ServiceMonitor, which only monitoring.enabled true with scrape 'service-monitor' renders; "
+            "remove it or set scrape: service-monitor",
+        )
+
+
+@rule
 def gpu_settings_match_the_mode(env: Environment) -> Iterator[Problem]:
     gpu = env.gpu
     if gpu.mode == "gpu-operator" and gpu.gpu_operator is None:

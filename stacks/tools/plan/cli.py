@@ -32,6 +32,7 @@ def cmd_plan(args: argparse.Namespace) -> int:
     )
     from stacks.tools.plan.deploy_time import durations as deploy_time
     from stacks.tools.plan.deploy_time.change import change_time
+    from stacks.tools.plan.scrape_note import scrape_lines
     from stacks.tools.plan.upgrade_notes import upgrade_notes
 
     path = stack_file_path(args.stack, args.file)
@@ -78,6 +79,7 @@ def cmd_plan(args: argparse.Namespace) -> int:
             "resourceCounts": resource_counts(result.run),
             "deployment": timing.as_dict(),
             "admission": admission.as_dict(),
+            "scraping": scrape_lines(new_env),
         }
         if changes is not None and rolling is not None:
             document["against"] = {
@@ -116,6 +118,8 @@ def cmd_plan(args: argparse.Namespace) -> int:
     )
     if graph is not None:
         print(f"wrote {graph}")
+    for line in scrape_lines(new_env):
+        print(line)
     print("admission (would each workload run where it is meant to?):")
     for line in admission.lines():
         print(f"  {line}")

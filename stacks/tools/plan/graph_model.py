@@ -40,6 +40,8 @@ PLUMBING_WORDS = {
     "RolloutGate": "rollout gate",
     "RolloutGeneration": "generation",
     "RolloutSettle": "settle",
+    "NodeJoined": "join wait",
+    "GuestinfoScrub": "guestinfo scrub",
 }
 """How a folded plumbing type is named in its node's box; a type not listed is named as it is."""
 

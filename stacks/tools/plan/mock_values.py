@@ -57,7 +57,11 @@ def fake_outputs(type_token: str, name: str, inputs: dict[str, Any]) -> dict[str
         return {"configVersion": "1"}
     if type_token == "gpucluster:vsphere:TemplateReplica":
         # The copy's BIOS UUID is what the workers' clone takes; shaped like a VM's.
-        return {"uuid": _stable_uuid(name), "vm_name": f"{inputs.get('name')}-0000abcd", "snapshot": inputs.get("snapshot_name")}
+        return {
+            "uuid": _stable_uuid(name),
+            "vm_name": f"{inputs.get('name')}-0000abcd",
+            "snapshot": inputs.get("snapshot_name"),
+        }
     # pulumi-tls / pulumi-random: the Kubernetes bootstrap renders these into kubeconfig and
     # user-data, so they must be present and PEM-shaped.
     if type_token == "tls:index/privateKey:PrivateKey":
@@ -77,6 +81,10 @@ def fake_outputs(type_token: str, name: str, inputs: dict[str, Any]) -> dict[str
         "random:index/randomPassword:RandomPassword",
     ):
         return {"result": _fake_random_chars(name, int(inputs.get("length", 16)))}
+    if type_token == "random:index/randomBytes:RandomBytes":
+        # The Secrets encryption keys: `length` bytes, as base64 and hex like the provider's.
+        raw = bytes.fromhex(_fake_random_chars(name, 2 * int(inputs.get("length", 32))))
+        return {"base64": base64.b64encode(raw).decode(), "hex": raw.hex()}
     if type_token == "gpucluster:kubernetes:JoinTokenRotation":
         # A fixed issue time keeps plans deterministic (the real one reads the clock).
         return join_token_window(MOCK_JOIN_TOKEN_ISSUED_AT, float(inputs.get("ttl_hours", 0)))

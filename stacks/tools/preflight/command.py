@@ -33,6 +33,7 @@ from stacks.environment.model import Environment
 from stacks.tools.preflight.checks.report import Finding
 
 if TYPE_CHECKING:
+    from components.vcenter.inventory_model import Inventory
     from stacks.tools.preflight.settings import Settings
 
 EXIT_OK = 0
@@ -107,6 +108,26 @@ def cmd_preflight(args: argparse.Namespace) -> int:
     return run_preflight(env, settings, label=args.stack, login_timeout=args.login_timeout)
 
 
+def read_privileges(si: object, env: Environment, inventory: Inventory) -> None:
+    """The account's missing privileges on the objects of `checks.privileges.ROLE`, into the
+    inventory; a vCenter that cannot answer leaves them unread, with why (a warning, not a stop)."""
+    from components.vcenter.faults import fault_text
+    from components.vcenter.privileges import missing_privileges
+    from stacks.tools.preflight.checks.privileges import VIM_KIND, targets
+
+    wanted = targets(env)
+    try:
+        found = missing_privileges(
+            si, env.vcenter.datacenter, {(VIM_KIND[kind], name): list(p) for (kind, name), p in wanted.items()}
+        )
+    except Exception as error:  # a fault or dropped connection: one warning, never a traceback
+        inventory.privileges_note = f"HasPrivilegeOnEntities failed: {fault_text(error)}"
+        return
+    inventory.missing_privileges = {
+        (kind, name): found[(VIM_KIND[kind], name)] for kind, name in wanted if (VIM_KIND[kind], name) in found
+    }
+
+
 def _summary(label: str, address: str, findings: list[Finding]) -> str:
     counts = {level: sum(1 for f in findings if f.level == level) for level in ("BLOCKER", "WARN", "OK")}
     verdict = "blocked" if counts["BLOCKER"] else "ready"
@@ -149,6 +170,7 @@ def run_preflight(
             try:
                 templates = [t for t in (env.vcenter.template, env.vcenter.gpu_template) if t]
                 inventory = read_inventory(si, env.vcenter.datacenter, templates)
+                read_privileges(si, env, inventory)
             except Exception as error:  # a fault or dropped connection mid-read
                 findings.append(
                     Finding(
@@ -170,7 +192,7 @@ def run_preflight(
             Finding("BLOCKER", CONFIG_SERVER, f"cannot connect to vCenter {conn.address}: {fault_text(error)}")
         )
     if inventory is not None and not findings:
-        findings = check(env, inventory)
+        findings = check(env, inventory, stack=label, user=conn.user)
     for finding in findings:
         print(finding.render(), file=stream)
     print(_summary(label, conn.address, findings), file=stream)

@@ -20,6 +20,7 @@ import json
 import os
 import select
 import signal
+import socket
 import subprocess
 import sys
 import tempfile
@@ -67,12 +68,28 @@ def _read_url(process: subprocess.Popen[bytes]) -> str:
     )
 
 
+def refuse_a_busy_port(port: int) -> None:
+    """One line when another program listens on the port (the harness would stop on it too)."""
+    if port == 0:
+        return
+    with socket.socket() as probe:
+        probe.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)  # as Go's listener: TIME_WAIT is no obstacle
+        try:
+            probe.bind(("127.0.0.1", port))
+        except OSError as error:
+            raise SimulatorError(
+                f"port {port} on 127.0.0.1 is in use ({error.strerror}): stop what listens there "
+                "(an earlier simulator?) or pass --port 0 (any free port)"
+            ) from None
+
+
 def start(
     env: Environment, *, port: int, workdir: Path, harness: Path = HARNESS
 ) -> tuple[subprocess.Popen[bytes], str]:
     """Start the harness serving `env`'s inventory; (the process, its URL with credentials)."""
     if not harness.exists():
         raise SimulatorError(f"{harness} is missing; build it with `bash scripts/build-vcsim.sh` (needs Go)")
+    refuse_a_busy_port(port)
     inventory = workdir / "stack-inventory.json"
     inventory.write_text(json.dumps(inventory_of(env), indent=2))
     process = subprocess.Popen(

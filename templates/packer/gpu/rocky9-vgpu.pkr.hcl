@@ -105,6 +105,16 @@ variable "nvidia_client_token_url" {
   description = "Optional: the NLS client configuration token, installed into /etc/nvidia/ClientConfigToken/."
 }
 
+variable "nvidia_container_toolkit_version" {
+  type        = string
+  default     = "1.17.8"
+  description = "The NVIDIA Container Toolkit release installed (dnf nvidia-container-toolkit-<version>) and recorded in the template's extraConfig; at least 1.17.8 (CVE-2025-23266): preflight and the bootstrap refuse older ones."
+  validation {
+    condition     = can(regex("^[0-9]+\\.[0-9]+\\.[0-9]+$", var.nvidia_container_toolkit_version))
+    error_message = "nvidia_container_toolkit_version is a release such as 1.17.8."
+  }
+}
+
 locals {
   build_user_data = <<-USERDATA
     #cloud-config
@@ -145,6 +155,9 @@ source "vsphere-clone" "rocky9_vgpu" {
       "guestinfo.metadata.encoding" = "base64"
       "guestinfo.userdata"          = base64encode(local.build_user_data)
       "guestinfo.userdata.encoding" = "base64"
+      # What preflight reads to refuse a toolkit before the CVE-2025-23266 fix (components/vsphere/
+      # gpu_template.py TOOLKIT_VERSION_KEY); the provisioner checks nvidia-ctk reports this version.
+      "gpucluster.nvidiaContainerToolkitVersion" = var.nvidia_container_toolkit_version
     },
     var.mmio_size_gb > 0 ? {
       "pciPassthru.use64bitMMIO"    = "TRUE"
@@ -170,6 +183,7 @@ build {
     environment_vars = [
       "NVIDIA_DRIVER_URL=${var.nvidia_driver_url}",
       "NVIDIA_TOKEN_URL=${var.nvidia_client_token_url}",
+      "NVIDIA_CONTAINER_TOOLKIT_VERSION=${var.nvidia_container_toolkit_version}",
     ]
     inline = [
       # The vGPU guest driver (the bootstrap stops without nvidia-smi on a GPU worker).
@@ -181,8 +195,9 @@ build {
       "cp /etc/nvidia/gridd.conf.template /etc/nvidia/gridd.conf",
       # The NVIDIA Container Toolkit: the bootstrap adds containerd's runtime handler with nvidia-ctk.
       "curl -fsSL -o /etc/yum.repos.d/nvidia-container-toolkit.repo https://nvidia.github.io/libnvidia-container/stable/rpm/nvidia-container-toolkit.repo",
-      "dnf -y install nvidia-container-toolkit",
-      "nvidia-ctk --version",
+      # Pinned to the version recorded in extraConfig above, and checked: the template says what it has.
+      "dnf -y install \"nvidia-container-toolkit-$NVIDIA_CONTAINER_TOOLKIT_VERSION\"",
+      "nvidia-ctk --version | grep -qx \"NVIDIA Container Toolkit CLI version $NVIDIA_CONTAINER_TOOLKIT_VERSION\"",
     ]
   }
 }

@@ -1,6 +1,6 @@
 #!/bin/bash
 # Recording stand-in for the commands the node bootstrap runs: kubeadm, kubectl, systemctl,
-# modprobe, sysctl, swapoff, curl, sleep, containerd, nvidia-smi, nvidia-ctk and the package
+# modprobe, rdma, sysctl, swapoff, curl, sleep, containerd, nvidia-smi, nvidia-ctk and the package
 # managers. One file, linked under each name; it acts on the node's files under $GPUCLUSTER_ROOT
 # and keeps the simulated world (API server up, etcd members, injected faults) under $SIM.
 #
@@ -351,6 +351,16 @@ run_modprobe() {
   return 0
 }
 
+# rdma dev set DEV name NEWNAME (iproute2 rdma-dev(8)): the kernel renames the device, so its
+# sysfs entry; an unknown DEV or a NEWNAME in use is refused, as the kernel refuses it.
+run_rdma() {
+  local class=$R/sys/class/infiniband
+  [ "$1 $2 ${4:-}" = "dev set name" ] && [ -n "${5:-}" ] || fail "unexpected: rdma $*" || return 1
+  [ -e "$class/$3" ] || fail "Wrong device name $3" || return 1
+  [ ! -e "$class/$5" ] || fail "error: File exists" || return 1
+  PATH=/usr/bin:/bin mv "$class/$3" "$class/$5"
+}
+
 run_containerd() {
   local config entry file
   [ "$1" = --config ] && [ "$3 $4" = "config dump" ] || fail "unexpected: containerd $*" || return 1
@@ -375,11 +385,17 @@ cri_section() {  # cri_section CONFIG: the CRI plugin's tables of `containerd co
       [[ $line =~ ^[[:space:]]*\[plugins\.[\"\'](io\.containerd\.grpc\.v1\.cri|io\.containerd\.cri\.v1\.runtime)[\"\'] ]] && keep=true
     fi
     [ "$keep" = true ] && printf '%s\n' "$line"
-  done < <(containerd --config "$1" config dump)
+  done < <(if [ -f "$SIM/nvidia-ctk-from-defaults" ]; then containerd config default; else containerd --config "$1" config dump; fi)
 }
 
 run_nvidia_ctk() {
   local config="" runtime_name="" source=file arg table drop_in base=""
+  if [ "$*" = --version ]; then
+    # As the real CLI prints it (urfave/cli's version flag): the version, then the commit.
+    echo "NVIDIA Container Toolkit CLI version $(cat "$SIM/nvidia-ctk-version" 2>/dev/null || echo 1.18.0)"
+    echo "commit: 0000000000000000000000000000000000000000"
+    return 0
+  fi
   [ "$1 $2" = "runtime configure" ] || fail "unexpected: nvidia-ctk $*" || return 1
   if has_arg --help "$@"; then
     [ -f "$SIM/nvidia-ctk-without-config-source" ] || echo "   --config-source value  the source to retrieve the container runtime configuration; one of [command, file]"
@@ -403,7 +419,9 @@ run_nvidia_ctk() {
   fi
   # With `--config-source=command` it starts from `containerd config dump` and its drop-in carries
   # the whole CRI section; from the file it carries only what it changed (config_drop_in.go).
-  if [ "$source" = command ]; then
+  # $SIM/nvidia-ctk-from-defaults: a toolkit that builds its drop-in's CRI section from containerd's
+  # defaults instead of the running configuration (the template's sandbox image and SystemdCgroup lost).
+  if [ "$source" = command ] || [ -f "$SIM/nvidia-ctk-from-defaults" ]; then
     base=$(cri_section "$config")
   fi
   # What nvidia-ctk >= 1.18 does: a drop-in with the runtime, imported from the main config.
@@ -433,6 +451,7 @@ case $name in
   kubectl) run_kubectl "$@" || status=1 ;;
   curl) run_curl "$@" || status=$? ;;
   modprobe) run_modprobe "$@" || status=1 ;;
+  rdma) run_rdma "$@" || status=1 ;;
   sysctl)
     if [ "$1" != -p ] || [ ! -f "$2" ]; then
       fail "sysctl: cannot open $2"

@@ -23,6 +23,7 @@ api_endpoint=${GPUCLUSTER_API_ENDPOINT:-}
 gpu=${GPUCLUSTER_GPU:-false}
 rdma=${GPUCLUSTER_RDMA:-false}
 nvidia_handler=${GPUCLUSTER_NVIDIA_RUNTIME_HANDLER:-}
+nvidia_toolkit_minimum=${GPUCLUSTER_NVIDIA_TOOLKIT_MINIMUM:-}
 calico_manifest=${GPUCLUSTER_CALICO_MANIFEST:-}
 control_plane_peers=${GPUCLUSTER_CONTROL_PLANE_PEERS:-}
 
@@ -81,6 +82,12 @@ stage_host() {
   sysctl -p "$root/etc/sysctl.d/99-kubernetes.conf"  # only ours: --system fails on unrelated keys
   # Calico programs iptables/nftables itself; firewalld would fight it (Calico's requirements).
   systemctl disable --now firewalld 2>/dev/null || true
+  # Our own table instead: etcd, the kubelet and host-network job ports for the cluster only
+  # (firewall.nft). Loaded before kubeadm starts anything; on later boots the kubelet wants it.
+  if [ -f "$root/etc/gpucluster/firewall.nft" ]; then
+    systemctl start gpucluster-firewall.service ||
+      die "the node firewall did not load (journalctl -u gpucluster-firewall; nft -c -f /etc/gpucluster/firewall.nft)"
+  fi
   if systemctl is-active --quiet NetworkManager; then
     systemctl reload NetworkManager
   fi
@@ -117,6 +124,35 @@ stage_rdma() {
     sleep 5
   done
   log "RDMA device files present under $root/dev/infiniband"
+  name_rdma_devices
+}
+
+# The PVRDMA device's name: the kernel's (vmw_pvrdma0), which the jobs select (NCCL_IB_HCA=vmw_pvrdma).
+# /etc/udev/rules.d/60-rdma-persistent-naming.rules keeps that name (NAME_KERNEL), but on the first
+# boot udev loaded vmw_pvrdma and ran rdma-core's own rule before cloud-init wrote ours: on a
+# template whose rdma-core keeps upstream's NAME_FALLBACK (Debian, Ubuntu, Fedora; RHEL patches it
+# to NAME_KERNEL) the device is already `rocep11s0`, and rdma_rename with NAME_KERNEL only ever
+# leaves a name as it is (rdma-core kernel-boot/rdma_rename.c), so it stays until a reboot that a
+# new node never gets. Renamed here, as rdma-dev(8) does it: `rdma dev set DEV name NEWNAME`
+# (iproute2). The index is the lowest free one, as the kernel's own "vmw_pvrdma%d" would be.
+name_rdma_devices() {
+  local class=$root/sys/class/infiniband dev name driver n
+  for dev in "$class"/*; do
+    [ -e "$dev/device/driver" ] || continue
+    name=${dev##*/}
+    driver=$(cd -P "$dev/device/driver" && pwd) || continue
+    [ "${driver##*/}" = vmw_pvrdma ] || continue
+    case $name in vmw_pvrdma[0-9]*) continue ;; esac
+    n=0
+    while [ -e "$class/vmw_pvrdma$n" ]; do n=$((n + 1)); done
+    command -v rdma >/dev/null ||
+      die "RDMA device $name is not named vmw_pvrdma$n, which the jobs select (NCCL_IB_HCA=vmw_pvrdma)," \
+        "and 'rdma' (iproute2) is not installed to rename it. Install iproute2 in the template, or" \
+        "reboot the node once (the NAME_KERNEL rule then applies)."
+    rdma dev set "$name" name "vmw_pvrdma$n" ||
+      die "could not rename RDMA device $name to vmw_pvrdma$n (rdma dev set $name name vmw_pvrdma$n)"
+    log "RDMA device $name renamed vmw_pvrdma$n (rdma-core's udev rule named it before ours was written)"
+  done
 }
 
 # --- GPU: the vGPU, then containerd's NVIDIA runtime handler --------------------------------------
@@ -142,6 +178,88 @@ containerd_keeps_its_default_runtime() {
   grep -Eq "\\.runtimes\\.[\"']?${default}[\"']?[].]" <<<"$dump"
 }
 
+# version_at_least VERSION MINIMUM: true when the dotted VERSION (1.17.10) is MINIMUM (1.17.8) or
+# later, comparing each part as a number.
+version_at_least() {
+  local -a have want
+  local i
+  IFS=. read -ra have <<<"$1"
+  IFS=. read -ra want <<<"$2"
+  for i in 0 1 2; do
+    if [ "$((10#${have[i]:-0}))" -ne "$((10#${want[i]:-0}))" ]; then
+      [ "$((10#${have[i]:-0}))" -gt "$((10#${want[i]:-0}))" ]
+      return
+    fi
+  done
+}
+
+# The template's NVIDIA Container Toolkit must have the fix for CVE-2025-23266 (a container image
+# reaching host root through the toolkit's hook): `nvidia-ctk --version` prints
+# "NVIDIA Container Toolkit CLI version 1.17.8" and the commit; nvidia-ctk ships in the same
+# release as the runtime and its hooks.
+check_nvidia_toolkit_version() {
+  local output version
+  [ -n "$nvidia_toolkit_minimum" ] ||
+    die "GPUCLUSTER_NVIDIA_TOOLKIT_MINIMUM is not set (/etc/gpucluster/bootstrap.env)"
+  output=$(nvidia-ctk --version) || die "'nvidia-ctk --version' failed: the NVIDIA Container Toolkit is broken"
+  version=$(sed -En '1s/.*version v?([0-9]+\.[0-9]+\.[0-9]+).*/\1/p' <<<"$output")
+  [ -n "$version" ] ||
+    die "cannot read the NVIDIA Container Toolkit's version from 'nvidia-ctk --version': $output"
+  version_at_least "$version" "$nvidia_toolkit_minimum" ||
+    die "NVIDIA Container Toolkit $version is older than $nvidia_toolkit_minimum: a container image can" \
+      "reach host root through its hook (CVE-2025-23266). Rebuild the GPU template with toolkit" \
+      "$nvidia_toolkit_minimum or later (templates/README.md); this node does not join."
+  log "NVIDIA Container Toolkit $version (at least $nvidia_toolkit_minimum)"
+}
+
+# What the template's containerd must keep through nvidia-ctk, from its config dump: the sandbox
+# (pause) image (`sandbox_image` in the CRI section of config version 2, `sandbox` under pinned_images
+# in version 3) and whether the default runtime runs with `SystemdCgroup = true` (the kubelet is set
+# to the systemd cgroup driver: both must agree). A drop-in that replaces the CRI section with one
+# built from defaults keeps a runc table, so the runtime check alone passes it, but resets both
+# (containerd config default: pause:3.6, SystemdCgroup = false). Prints "SANDBOX SYSTEMD".
+containerd_settings() {
+  local dump line table="" default sandbox="" systemd=false
+  dump=$(containerd --config "$containerd_config" config dump) || return 1
+  default=$(sed -En "/^[[:space:]]*default_runtime_name[[:space:]]*=/{s/^[[:space:]]*default_runtime_name[[:space:]]*=[[:space:]]*[\"']([^\"']*)[\"'].*/\\1/p;q;}" <<<"$dump")
+  default=${default:-runc}
+  while IFS= read -r line; do
+    if [[ $line =~ ^[[:space:]]*\[(.*)\][[:space:]]*$ ]]; then
+      table=${BASH_REMATCH[1]}
+    elif [[ $line =~ ^[[:space:]]*(sandbox_image|sandbox)[[:space:]]*=[[:space:]]*[\"\']([^\"\']*)[\"\'] ]]; then
+      sandbox=${BASH_REMATCH[2]}
+    elif [[ $table =~ \.runtimes\.[\"\']?${default}[\"\']?\.options$ && $line =~ ^[[:space:]]*SystemdCgroup[[:space:]]*=[[:space:]]*true ]]; then
+      systemd=true
+    fi
+  done <<<"$dump"
+  echo "${sandbox:-unset} $systemd"
+}
+
+# The settings as the template had them, kept from before the first nvidia-ctk run (a later boot
+# compares against these, not against what a broken drop-in left).
+containerd_settings_kept() {
+  local kept=$state_dir/containerd-settings now=""
+  [ -f "$kept" ] && read -r now <"$kept"
+  # Written before nvidia-ctk runs, so a file cut short by a power cut is written again from the
+  # same, still untouched configuration.
+  if ! [[ $now =~ ^[^[:space:]]+\ (true|false)$ ]]; then
+    now=$(containerd_settings) || die "'containerd config dump' failed: containerd's configuration ($containerd_config) is broken"
+    mkdir -p "$state_dir"
+    echo "$now" >"$kept"
+  fi
+  echo "$now"
+}
+
+containerd_keeps_its_settings() {
+  local before after
+  before=$(containerd_settings_kept)
+  after=$(containerd_settings) || return 1
+  [ "${before% *}" = "${after% *}" ] ||
+    die "containerd's sandbox image changed from ${before% *} to ${after% *} after nvidia-ctk: its drop-in replaced the CRI section with defaults; upgrade the NVIDIA Container Toolkit in the template (1.17+ has --config-source) or set sandbox_image in the drop-in"
+  [ "${after#* }" = true ] ||
+    die "containerd's default runtime runs without SystemdCgroup = true$([ "${before#* }" = true ] && echo ' after nvidia-ctk (its drop-in replaced the CRI section with defaults)'), but the kubelet uses the systemd cgroup driver; set SystemdCgroup = true in the template's /etc/containerd/config.toml (templates/README.md) or upgrade the NVIDIA Container Toolkit (1.17+ has --config-source)"
+}
+
 stage_gpu() {
   [ "$gpu" = true ] || return 0
   # A vGPU attached after the clone comes with a power cycle of the VM, which interrupts this
@@ -161,12 +279,15 @@ stage_gpu() {
     die "nvidia-smi -L failed: the NVIDIA driver does not see the vGPU (driver/vGPU manager mismatch?)"
   command -v nvidia-ctk >/dev/null ||
     die "nvidia-ctk not found: the template lacks the NVIDIA Container Toolkit (docs/bootstrap.md)"
+  check_nvidia_toolkit_version
   if containerd_has_handler; then
     containerd_keeps_its_default_runtime ||
       die "containerd has the runtime handler '$nvidia_handler' but lost its default runtime: a drop-in replaced the CRI section; remove it or rerun nvidia-ctk with --config-source=command (NVIDIA Container Toolkit 1.17+)"
+    containerd_keeps_its_settings
     log "containerd already has the runtime handler '$nvidia_handler'"
     return 0
   fi
+  containerd_settings_kept >/dev/null
   log "adding the runtime handler '$nvidia_handler' to containerd (nvidia-ctk)"
   # Not the default runtime (no --nvidia-set-as-default): only pods of the RuntimeClass
   # '$nvidia_handler' get the NVIDIA runtime.
@@ -186,6 +307,7 @@ stage_gpu() {
     die "containerd still has no runtime handler '$nvidia_handler' after nvidia-ctk runtime configure"
   containerd_keeps_its_default_runtime ||
     die "containerd lost its default runtime after nvidia-ctk runtime configure: its drop-in replaced the CRI section; upgrade the NVIDIA Container Toolkit in the template (1.17+ has --config-source)"
+  containerd_keeps_its_settings
 }
 
 # --- control plane: the shared PKI, then kubeadm init or join -------------------------------------
@@ -363,6 +485,21 @@ stage_join() {
   touch "$state_dir/join.complete"
 }
 
+# cloud-init's own copies of this node's user-data, which carried the join token and, on
+# control-plane nodes, the CA keys: the raw and processed user-data, the merged cloud-config and
+# the pickled datasource under each instance directory (cloud-init's helpers.Paths: user-data.txt,
+# user-data.txt.i, cloud-config.txt, obj.pkl), and the merged configuration newer cloud-init keeps
+# in /run. cloud-init has run this instance's user-data by now and never reads these to decide it
+# (its per-instance semaphores under sem/ do, and they stay). Without obj.pkl a later boot reads the
+# datasource afresh, as the VMware datasource does on every boot anyway, and writes the copies again
+# from what guestinfo then holds: "---" once cloud-init redacted it, nothing once the stack removed
+# it (components/vsphere/guestinfo_scrub.py).
+forget_cloud_init_copies() {
+  local instances=$root/var/lib/cloud/instances
+  rm -f "$instances"/*/user-data.txt "$instances"/*/user-data.txt.i "$instances"/*/cloud-config.txt \
+    "$instances"/*/obj.pkl "$root/run/cloud-init/combined-cloud-config.json"
+}
+
 main() {
   if [ -f "$done_marker" ]; then
     log "already bootstrapped ($done_marker exists)"
@@ -401,7 +538,10 @@ main() {
   else
     stage_join
   fi
-  # Neither the join token nor the staged key copies are needed any more.
+  # Neither the join token nor the staged key copies are needed any more, nor cloud-init's copies
+  # of the user-data that carried them. Those first: a cut between the two finds the kubeadm config
+  # still there on the next start, which then runs to here again.
+  forget_cloud_init_copies
   rm -rf "$kubeadm_config" "$kubeadm_join_config" "$pki_staging"
   touch "$done_marker"
   log "bootstrap of ${HOSTNAME:-this node} as $role finished"

@@ -22,23 +22,26 @@ from stacks.tools.preflight.checks.hardware import check_hardware_version
 from stacks.tools.preflight.checks.hosts import check_hosts, check_memory
 from stacks.tools.preflight.checks.network import check_names_and_addresses, check_networks
 from stacks.tools.preflight.checks.placement import check_datastore, check_placement
+from stacks.tools.preflight.checks.privileges import check_privileges
 from stacks.tools.preflight.checks.rdma import check_rdma_devices
-from stacks.tools.preflight.checks.replicas import check_replica_space
+from stacks.tools.preflight.checks.replicas import check_replica_space, check_replica_state
 from stacks.tools.preflight.checks.report import Finding, Report, our_vm_names
 from stacks.tools.preflight.checks.templates import check_templates
 
 __all__ = ["Finding", "check"]
 
 
-def check(env: Environment, inv: Inventory) -> list[Finding]:
-    """Every finding for `env` against the inventory snapshot."""
+def check(env: Environment, inv: Inventory, stack: str | None = None, user: str | None = None) -> list[Finding]:
+    """Every finding for `env` against the inventory snapshot; `stack` names the stack (its template
+    copies carry it in their names: `checks.replicas`), `user` the account (`checks.privileges`)."""
     report = Report()
     our_vms = our_vm_names(env)
     check_placement(env, inv, report)
     check_templates(env, inv, report)
     check_hardware_version(env, inv, report)
-    check_datastore(env, inv, report, our_vms)
-    check_replica_space(env, inv, report)
+    check_datastore(env, inv, report, our_vms, stack)
+    check_replica_space(env, inv, report, stack)
+    check_replica_state(env, inv, report, stack)
     check_hosts(env, inv, report)
     check_graphics(env, inv, report)
     check_rdma_devices(env, inv, report)
@@ -46,4 +49,4 @@ def check(env: Environment, inv: Inventory) -> list[Finding]:
     check_memory(env, inv, report, our_vms)
     check_networks(env, inv, report)
     check_names_and_addresses(env, inv, report, our_vms)
-    return report.findings
+    return [*check_privileges(env, inv, user), *report.findings]

@@ -58,7 +58,9 @@ def check_placement(env: Environment, inv: Inventory, report: Report) -> None:
         )
 
 
-def check_datastore(env: Environment, inv: Inventory, report: Report, our_vms: OurVms) -> None:
+def check_datastore(
+    env: Environment, inv: Inventory, report: Report, our_vms: OurVms, stack: str | None = None
+) -> None:
     name = env.vcenter.datastore
     store = inv.datastores.get(name)
     if store is None:
@@ -79,7 +81,7 @@ def check_datastore(env: Environment, inv: Inventory, report: Report, our_vms: O
         reserved = reservation if pool_key == "gpuWorkers" else 0
         swap = max(pool.memory_mb - reserved, 0) / 1024  # the .vswp file covers unreserved memory
         need_gb += disk + swap
-    copies_gb = replica_need_gb(env, inv).get(name, 0.0)
+    copies_gb = replica_need_gb(env, inv, stack).get(name, 0.0)
     need_gb += copies_gb
     free_gb = store.free_bytes / 2**30
     what = "the new VMs' disks and swap" + (f" and {copies_gb:.0f} GB of template copies" if copies_gb else "")

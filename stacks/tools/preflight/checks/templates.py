@@ -11,6 +11,7 @@ come from the inventory snapshot (`VmInfo`), so this stays free of pyVmomi.
 
 from __future__ import annotations
 
+from components.k8s.gpu_runtime import MINIMUM_NVIDIA_CONTAINER_TOOLKIT
 from components.vcenter.inventory_model import Inventory, VmInfo
 from components.vsphere.gpu_template import (
     TEMPLATE_BUILD as BUILD_HINT,
@@ -24,6 +25,7 @@ from components.vsphere.gpu_template import (
     gpu_template_findings,
     hardware_version_number,
     missing_gpu_template_finding,
+    toolkit_findings,
 )
 from stacks.environment.model import Environment
 from stacks.tools.preflight.checks.report import KeyPath, Report
@@ -109,6 +111,10 @@ def check_templates(env: Environment, inv: Inventory, report: Report) -> None:
             hardware_version=env.vm.hardware_version,
         )
         _report(report, findings)
+        # In gpu-operator mode the operator's own toolkit (its chart pins it) configures containerd.
+        if env.gpu.mode == "device-plugin":
+            minimum = MINIMUM_NVIDIA_CONTAINER_TOOLKIT
+            _report(report, toolkit_findings(template_facts_of(gpu_template), minimum=minimum))
     # The workers clone the GPU template (or, without one, the control plane's).
     workers_template = gpu_template if vc.gpu_template else template
     if workers_template is None or not env.vm.linked_clone:

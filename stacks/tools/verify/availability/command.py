@@ -14,7 +14,7 @@ from typing import Any
 
 from stacks.environment.model import Environment
 from stacks.kubectl import Kubectl, VerifyError, kubeconfig_for
-from stacks.tools.verify.availability.probe import run_availability
+from stacks.tools.verify.availability.probe import run_availability, ssh_user_problem
 
 EXIT_FAILED = 1
 EXIT_USAGE = 2
@@ -59,6 +59,8 @@ def refusal(args: argparse.Namespace, env: Environment) -> str | None:
         )
     if not args.ssh_user:
         return "--availability needs --ssh-user USER: a user on the nodes who may run `sudo systemctl restart kubelet`"
+    if (problem := ssh_user_problem(args.ssh_user)) is not None:
+        return problem
     workers = [n.name for n in env.gpu_workers.nodes]
     if args.node is not None and args.node not in workers:
         return f"--node {args.node}: not a GPU worker of stack {args.stack!r}; one of {', '.join(workers)}"

@@ -6,7 +6,7 @@ from __future__ import annotations
 from typing import Any
 
 from components.k8s.addons.device_plugin import DevicePluginSettings
-from components.k8s.addons.gpu_operator import GpuOperatorArgs
+from components.k8s.addons.gpu_operator import GpuOperatorArgs, validator_image
 from components.k8s.facts import GPU_RESOURCE
 from components.k8s.objects import app_labels, gpu_runtime_fields, gpu_toleration
 from stacks.environment.model import Environment
@@ -28,12 +28,22 @@ def device_plugin_pods(env: Environment) -> PodSet:
     return PodSet(DevicePluginSettings.namespace, ",".join(f"{k}={v}" for k, v in labels.items()))
 
 
+def probe_image(env: Environment) -> str:
+    """An image with `sleep` that every GPU worker has pulled already (module `probe_pod`)."""
+    if env.gpu.mode == "gpu-operator" and env.gpu.gpu_operator is not None:
+        # The operator runs the distroless dcgm-exporter build, which has no `sleep`; its validator
+        # runs on every GPU node with a shell and `sleep infinity`.
+        return validator_image(env.gpu.gpu_operator.chart_version)
+    return env.monitoring.exporter_image
+
+
 def probe_pod(env: Environment, node: str | None) -> dict[str, Any]:
     """A pod holding one GPU and doing nothing, the stand-in for a running training container.
 
-    Its image is the stack's dcgm-exporter image: pinned, already pulled on every GPU worker when
-    monitoring is on (the GPU Operator runs the same release, components/k8s/facts.py), and an
-    Ubuntu userland with `sleep`. It runs as nobody with no capabilities (Pod Security
+    Its image (`probe_image`) is pinned and already on every GPU worker: in gpu.mode device-plugin
+    the stack's dcgm-exporter image (the Ubuntu build, with `sleep`; pulled when monitoring is on);
+    in gpu.mode gpu-operator the operator's validator image, since the operator's own exporter is
+    the distroless build without `sleep`. It runs as nobody with no capabilities (Pod Security
     `restricted`), so the jobs' namespace admits it whatever level it enforces.
     """
     spec: dict[str, Any] = {
@@ -47,7 +57,7 @@ def probe_pod(env: Environment, node: str | None) -> dict[str, Any]:
         "containers": [
             {
                 "name": "probe",
-                "image": env.monitoring.exporter_image,
+                "image": probe_image(env),
                 "command": ["sleep", "infinity"],
                 "resources": {"limits": {GPU_RESOURCE: "1"}, "requests": {"cpu": "10m", "memory": "16Mi"}},
                 "securityContext": {"allowPrivilegeEscalation": False, "capabilities": {"drop": ["ALL"]}},

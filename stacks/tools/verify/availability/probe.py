@@ -24,6 +24,7 @@ Each wait ends after `timeout_s`; time and sleep are parameters so tests need no
 from __future__ import annotations
 
 import json
+import re
 import shutil
 import subprocess
 import time
@@ -50,6 +51,23 @@ __all__ = ["PROBE_NAME", "Failed", "run_availability"]
 
 SSH_TIMEOUT_S = 120
 RESTART_KUBELET = ["sudo", "systemctl", "restart", "kubelet"]
+
+
+# A portable POSIX user name: characters of the portable filename character set, not starting with
+# a hyphen (POSIX.1-2017 3.437 "User Name", 3.282 "Portable Filename Character Set"), at most 32
+# characters (the Linux/shadow-utils limit). Anything else is not a user of the node, and one
+# starting with "-" would be read by ssh as an option (`-oProxyCommand=...` runs a local command).
+SSH_USER_PATTERN = re.compile(r"[A-Za-z0-9._][A-Za-z0-9._-]{0,31}")
+
+
+def ssh_user_problem(user: str) -> str | None:
+    """Why `user` cannot be the `--ssh-user` (None: it can)."""
+    if SSH_USER_PATTERN.fullmatch(user):
+        return None
+    return (
+        f"--ssh-user {user!r}: not a user name; give the nodes' login user (letters, digits, '.', '_', '-', "
+        "not starting with '-', at most 32 characters), e.g. --ssh-user rocky"
+    )
 
 
 class Failed(Exception):
@@ -89,8 +107,12 @@ def ssh_restart_kubelet(user: str, address: str) -> None:
     binary = shutil.which("ssh")
     if binary is None:
         raise VerifyError("ssh is not on PATH: install the OpenSSH client")
+    problem = ssh_user_problem(user)
+    if problem is not None:
+        raise VerifyError(problem)
     # BatchMode: fail instead of prompting for a password or a host key nobody is there to accept.
-    command = [binary, "-o", "BatchMode=yes", "-o", "ConnectTimeout=15", f"{user}@{address}", *RESTART_KUBELET]
+    # `--` ends ssh's options (it parses them with getopt): the destination is never one.
+    command = [binary, "-o", "BatchMode=yes", "-o", "ConnectTimeout=15", "--", f"{user}@{address}", *RESTART_KUBELET]
     try:
         result = subprocess.run(command, capture_output=True, text=True, timeout=SSH_TIMEOUT_S, check=False)
     except subprocess.TimeoutExpired as error:
@@ -234,7 +256,11 @@ def run_availability(
     clock: Callable[[], float] = time.monotonic,
 ) -> Verdict:
     """The check on `node` (None: where the scheduler puts the probe). Never raises Failed: a
-    failure is the verdict's last line, and the probe is deleted either way."""
+    failure is the verdict's last line, and the probe is deleted either way. Raises VerifyError
+    for an `ssh_user` that is not a user name, before anything is created."""
+    problem = ssh_user_problem(ssh_user)
+    if problem is not None:
+        raise VerifyError(problem)
     verdict = Verdict(f"availability ({node or 'node picked by the scheduler'})")
     run = Run(kubectl, env, Waiter(timeout_s, poll_s, sleep, clock), verdict)
     try:

@@ -1,0 +1,205 @@
+"""GuestinfoScrub: once a node has joined, remove its first-boot secrets from its VM's extraConfig.
+
+Why: every node's user-data carries the join token, a control-plane node's the cluster, etcd and
+front-proxy CA keys and the service-account key (`components.k8s.node_bootstrap.user_data`). It
+reaches the guest as `guestinfo.userdata` in the VM's extraConfig (`first_boot`), which anyone
+with read access to the VM in vCenter (any role with System.Read on it: `config.extraConfig` is
+an ordinary VM property), to its datastore (the `.vmx` file) or to its backups can read. cloud-init's
+`redact` does not close that: it overwrites the key from inside the guest through VMware Tools
+(`vmware-rpctool "info-set guestinfo.userdata ---"`, cloudinit/sources/DataSourceVMware.py,
+`guestinfo_redact_keys`), a guest-side variable that reaches the `.vmx` only when the VM is next
+power-cycled (open-vm-tools issue 288), so vCenter keeps showing the original until then; on a VM
+whose cloud-init never ran, forever. pulumi-vsphere never blanks it either: the VM ignores
+changes to these keys (`node_pool`). Cluster API's vSphere provider leaves it in place
+(kubernetes-sigs/cluster-api-provider-vsphere issue 582, open).
+
+What it does: it is created once the node has joined (it depends on the node's `NodeJoined`,
+components/k8s/join/joined.py, which waits until the Node is registered and Ready and, on a
+control-plane node, marked one by kubeadm); `create` then removes `guestinfo.userdata` and
+`guestinfo.userdata.encoding` from the VM's extraConfig with `ReconfigVM_Task` (an OptionValue with
+an empty value removes the key: vSphere API reference, VirtualMachineConfigSpec.extraConfig, "Keys
+with empty values will be removed"; pyvmomi docs/vim/vm/ConfigSpec.rst) and reads the VM back: a
+key still there fails the step, naming it. `read` reports the keys present live
+(`secret_keys_present`), so a refresh sees them come back and the next `up` removes them again.
+A replaced VM has a new id, so it gets a new scrub, after its own new `NodeJoined`.
+
+Why a joined node no longer needs them: cloud-init reads user-data once per instance
+(`write_files` and `runcmd` are per-instance modules) and the bootstrap has written everything it
+needs to disk by the time the kubelet registers. The metadata keys stay: they carry no secret
+(hostname, static network, instance-id) and cloud-init's VMware datasource finds its data on each
+boot by them (`_get_data`: "if md or ud or vd"); without them a later boot would find no
+datasource, fall back to DataSourceNone with another instance-id and re-run every per-instance
+module on a running node.
+
+Why right after the join rather than on the next `up`: a scrub that only looked once would leave a
+new node's keys in vCenter until someone ran the stack again. A node that never joins keeps them
+(its first boot may still be to come) and its `NodeJoined` fails `pulumi up`, naming it.
+
+Who can still read them, and when: docs/bootstrap.md, "Secrets in guestinfo".
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pulumi
+from pyVmomi import vim
+
+from components import resource_handlers as handlers
+from components.gpucluster_resource import GpuclusterResource
+from components.vcenter.errors import VsphereError
+from components.vcenter.lookups import find_vm_by_uuid
+from components.vcenter.tasks import wait_for_task
+from components.vsphere.provider_base import RetryPolicy, VsphereProvider, is_unknown, public_props
+
+SECRET_GUESTINFO_KEYS = ("guestinfo.userdata", "guestinfo.userdata.encoding")
+"""The extraConfig keys that carry (or describe) the user-data; `first_boot.GUESTINFO_KEYS` has
+them beside the metadata keys, which stay."""
+RECONFIGURE_TIMEOUT_SECONDS = 300.0
+
+
+# ---------------------------------------------------------------------------------------------
+# The vCenter side (pyvmomi, on one VM)
+
+
+def secret_keys_present(vm: Any) -> list[str]:
+    """Which of `SECRET_GUESTINFO_KEYS` the VM's extraConfig holds, whatever their value (a
+    redacted "---" still counts: only an absent key is scrubbed)."""
+    present = {option.key for option in vm.config.extraConfig or []}
+    return [key for key in SECRET_GUESTINFO_KEYS if key in present]
+
+
+def remove_keys(vm: Any, keys: list[str]) -> None:
+    """Remove extraConfig keys: each sent with an empty value (VirtualMachineConfigSpec.extraConfig).
+    Needs VirtualMachine.Config.AdvancedConfig on the VM; a powered-on VM takes it (no restart)."""
+    spec = vim.vm.ConfigSpec(extraConfig=[vim.option.OptionValue(key=key, value="") for key in keys])
+    wait_for_task(
+        vm.ReconfigVM_Task(spec=spec),
+        timeout=RECONFIGURE_TIMEOUT_SECONDS,
+        object_name=vm.name,
+        what="removing first-boot secrets from extraConfig",
+    )
+
+
+# ---------------------------------------------------------------------------------------------
+# Provider
+
+
+class GuestinfoScrubProvider(VsphereProvider):
+    """Dynamic provider for `GuestinfoScrub`."""
+
+    def __init__(self, *, retry: RetryPolicy | None = None) -> None:
+        super().__init__(retry=retry)
+
+    def check(self, _olds: dict[str, Any], news: dict[str, Any]) -> handlers.CheckResult:
+        inputs = public_props(news)
+        failures: list[handlers.CheckFailure] = []
+        vm_id = inputs.get("vm_id")
+        if not is_unknown(vm_id):
+            if not isinstance(vm_id, str) or not vm_id.strip():
+                failures.append(handlers.CheckFailure("vm_id", "must be a VM BIOS UUID"))
+            else:
+                inputs["vm_id"] = vm_id.strip().lower()
+        return handlers.CheckResult(inputs, failures)
+
+    def diff(self, _id: str, olds: dict[str, Any], news: dict[str, Any]) -> handlers.DiffResult:
+        # A new VM (a replacement) is a new scrub, created after the new VM's node joined.
+        replaces = ["vm_id"] if olds.get("vm_id") != news.get("vm_id") else []
+        # Drift: a key came back (put there by hand, or by another tool's VM update).
+        drift = bool(olds.get("keys_present"))
+        changed = any(olds.get(key) != news.get(key) for key in ("vm_name", "node_name"))
+        return handlers.DiffResult(changes=bool(replaces) or drift or changed, replaces=replaces)
+
+    @staticmethod
+    def _outs(props: dict[str, Any], keys_present: list[str]) -> dict[str, Any]:
+        return {
+            "vm_id": props["vm_id"],
+            "vm_name": props.get("vm_name") or "",
+            "node_name": props.get("node_name") or "",
+            "keys_present": keys_present,
+        }
+
+    def _scrub(self, props: dict[str, Any]) -> dict[str, Any]:
+        """Remove the keys the VM holds, then read it back: outputs with none left, or an error."""
+        vm_id: str = props["vm_id"]
+        label = props.get("vm_name") or vm_id
+
+        def op(si: Any) -> list[str]:
+            vm = find_vm_by_uuid(si, vm_id)
+            if vm is None:
+                raise VsphereError(f"VM {label} (BIOS UUID {vm_id}) not found in vCenter", object_name=label)
+            present = secret_keys_present(vm)
+            if present:
+                remove_keys(vm, present)
+            left = secret_keys_present(vm)
+            if left:
+                raise VsphereError(
+                    f"VM {label}: extraConfig still holds {', '.join(left)} after removing it; the node's "
+                    "first-boot secrets are readable in vCenter",
+                    object_name=label,
+                )
+            return left
+
+        return self._outs(props, self.run(op, what=f"remove first-boot secrets from VM {label}"))
+
+    def create(self, props: dict[str, Any]) -> handlers.CreateResult:
+        outs = self._scrub(props)
+        pulumi.log.info(f"VM {outs['vm_name'] or outs['vm_id']}: first-boot secrets removed from extraConfig")
+        return handlers.CreateResult(id_=f"guestinfo-scrub:{props['vm_id']}", outs=outs)
+
+    def update(self, _id: str, _olds: dict[str, Any], news: dict[str, Any]) -> handlers.UpdateResult:
+        # The node joined before this scrub was created: keys seen again are removed at once.
+        return handlers.UpdateResult(outs=self._scrub(news))
+
+    def read(self, id_: str, props: dict[str, Any]) -> handlers.ReadResult:
+        vm_id = str(props["vm_id"])
+
+        def op(si: Any) -> list[str] | None:
+            vm = find_vm_by_uuid(si, vm_id)
+            return None if vm is None else secret_keys_present(vm)
+
+        present = self.run(op, what=f"read extraConfig of VM {props.get('vm_name') or vm_id}")
+        if present is None:
+            return handlers.ReadResult(id_="", outs={})  # the VM is gone, and its keys with it
+        return handlers.ReadResult(id_=id_, outs=self._outs(props, present))
+
+    def delete(self, _id: str, _props: dict[str, Any]) -> None:
+        """Nothing to give back: the keys stay removed (the VM is usually being deleted)."""
+
+
+class GuestinfoScrub(GpuclusterResource, module="vsphere", name="GuestinfoScrub"):
+    """Removes a node VM's first-boot secrets from its extraConfig; create it once the node has
+    joined (`depends_on` its `NodeJoined`).
+
+    Type token: `gpucluster:vsphere:GuestinfoScrub`. Credentials come from the stack
+    config (`vsphere:vsphereServer`, `vsphere:user`, `vsphere:password`,
+    `vsphere:allowUnverifiedSsl`) or the VSPHERE_* environment, never from inputs.
+    """
+
+    vm_id: pulumi.Output[str]
+    """The VM's BIOS UUID (pulumi-vsphere's VM id)."""
+    node_name: pulumi.Output[str]
+    """The node the VM becomes."""
+    keys_present: pulumi.Output[list[str]]
+    """Secret-bearing guestinfo keys the VM holds (live after a refresh; empty once scrubbed)."""
+
+    def __init__(
+        self,
+        resource_name: str,
+        *,
+        vm_id: pulumi.Input[str],
+        vm_name: str,
+        node_name: str,
+        opts: pulumi.ResourceOptions | None = None,
+    ) -> None:
+        """
+        :param vm_id: the node VM's id (`vsphere.VirtualMachine.id`, its BIOS UUID).
+        :param vm_name: the VM's name in vCenter (for messages).
+        :param node_name: the node the VM becomes (for people and `plan`'s picture).
+        :param opts: must depend on the node's `NodeJoined`: the keys go only once the node joined.
+        """
+        super().__init__(
+            resource_name,
+            {"vm_id": vm_id, "vm_name": vm_name, "node_name": node_name, "keys_present": None},
+            opts,
+        )
