@@ -28,7 +28,7 @@ def test_every_node_vm_gets_its_own_scrub_once_its_node_joined(dev_run: ProgramR
         # The scrub takes the keys out of this VM only, and only after its node joined.
         assert scrub.inputs["vm_name"] == vm.inputs["name"]
         assert scrub.property_dependencies["vm_id"] == [vm.urn]
-        assert set(scrub.dependencies) == {vm.urn, wait.urn}
+        assert set(scrub.resource_dependencies) == {vm.urn, wait.urn}
         # The wait is for this VM's node (a replaced VM has a new id: a new wait), after the
         # readiness check and the join token, so a waiting node never holds up what a join needs.
         assert wait.property_dependencies["vm_id"] == [vm.urn]

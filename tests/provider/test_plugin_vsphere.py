@@ -25,6 +25,7 @@ MEMBER = "gpucluster:vsphere:DvsHostMember"
 PVRDMA = "gpucluster:vsphere:PvrdmaHostSettings"
 VGPU = "gpucluster:vsphere:VgpuAttachment"
 REPLICA = "gpucluster:vsphere:TemplateReplica"
+RDMA_NET = "192.168.50.0/24"
 
 
 @pytest.fixture
@@ -139,16 +140,16 @@ def test_pvrdma_host_settings_lifecycle(
     vsphere_plugin: Plugin, host_name: str, find: Callable[[Any, str], Any]
 ) -> None:
     settings = Lifecycle(vsphere_plugin.stub, PVRDMA, f"rdma-pvrdma-{host_name}")
-    assert [f.property for f in settings.check({"host_name": host_name, "vmknic_device": "eth0"}).failures] == [
-        "vmknic_device"
-    ]
-    inputs = settings.checked({"host_name": f" {host_name} ", "vmknic_device": "vmk1"})
+    refused = settings.check({"host_name": host_name, "vmknic_device": "eth0", "allowed_network": RDMA_NET})
+    assert [f.property for f in refused.failures] == ["vmknic_device"]
+    inputs = settings.checked({"host_name": f" {host_name} ", "vmknic_device": "vmk1", "allowed_network": RDMA_NET})
 
     id_, outs, _ = settings.create(inputs)
 
     assert id_ == f"pvrdma:{host_name}"
     assert _pvrdma_state(find, host_name) == ("vmk1", True)
     assert outs["previous_vmknic"] == "" and outs["ruleset_enabled"] is True
+    assert (outs["allowed_all_ip"], outs["allowed_hosts"]) == (False, [RDMA_NET])
     read_id, read = settings.read(id_, outs)
     assert (read_id, read) == (id_, outs)
     assert no_change(settings.diff(id_, read, inputs))
@@ -233,7 +234,7 @@ def test_without_credentials_check_works_and_vcenter_calls_name_the_missing_keys
     with running_plugin(env={"VSPHERE_SERVER": "", "VSPHERE_USER": "", "VSPHERE_PASSWORD": ""}) as bare:
         configure(bare.stub, {"vsphereServer": None, "user": None, "password": None, "allowUnverifiedSsl": None})
         settings = Lifecycle(bare.stub, PVRDMA, "rdma-pvrdma-x")
-        inputs = settings.checked({"host_name": "x", "vmknic_device": "vmk1"})
+        inputs = settings.checked({"host_name": "x", "vmknic_device": "vmk1", "allowed_network": RDMA_NET})
         with pytest.raises(grpc.RpcError) as refused:
             settings.read("pvrdma:x", inputs)
     assert "vsphere:vsphereServer" in refused.value.details()

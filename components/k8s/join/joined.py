@@ -8,7 +8,7 @@ it needs on disk, so the first-boot secrets may go from vCenter: `GuestinfoScrub
 
 Why a resource of its own, and on day one too: the rollout's settle waits only after a VM was
 replaced (components/k8s/rollout/rollout.py), and nothing else in the program waits for a new node.
-The wait holds one of the dynamic provider host's worker threads per node, so the program makes it
+The wait holds one of the gpucluster plugin's worker threads per node, so the program makes it
 depend on the API readiness check and the join token (`__main__.py`): nothing a join needs waits
 behind it. A new VM (a rollout replacement) has a new id and so gets a new wait, for its own join.
 A node that does not join within `timeout_seconds` fails the step naming the node; the next
