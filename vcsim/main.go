@@ -194,7 +194,11 @@ func main() {
 		stackInv.shapeModel(model) // overrides -cluster, -host, -standalone-host, -vm
 	}
 
-	applyAPIVersion(model) // vcsim/preflight.go
+	applyAPIVersion(model)                          // vcsim/preflight.go
+	if err := applyMethodDelay(model); err != nil { // vcsim/method_delay.go
+		fmt.Fprintln(os.Stderr, "vcsim-harness:", err)
+		os.Exit(2)
+	}
 	if err := model.Create(); err != nil {
 		fmt.Fprintln(os.Stderr, "vcsim-harness: create model:", err)
 		os.Exit(1)

@@ -9,7 +9,8 @@ from pathlib import Path
 
 import pytest
 
-from stacks.tools.plan.deploy_time.durations import TEMPLATE_HOST, Durations, estimate, load_durations
+from stacks.tools.plan.deploy_time.durations import TEMPLATE_HOST, Durations, load_durations
+from stacks.tools.plan.deploy_time.estimate import estimate
 from stacks.tools.plan.deploy_time.model import CycleError, Operation, critical_path_bound, simulate
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -88,12 +89,12 @@ def _vm(name: str, *, linked: bool, host: str) -> dict[str, object]:
 
 
 def test_clones_share_the_template_hosts_units() -> None:
-    d = Durations(linked_clone=20, full_clone=100, power_on=0, host_units=4)
+    d = Durations(linked_clone=20, full_clone=100, power_on=0, host_units=4, full_clone_units=2)
     linked = [_vm(f"w{i}", linked=True, host=f"h{i}") for i in range(8)]
-    assert estimate(linked, d).pulumi_up.seconds == 40  # 4 units, 1 each: two waves
-    assert estimate(linked, d).bound.seconds == 20
+    assert estimate(linked, d, engine=None).pulumi_up.seconds == 40  # 4 units, 1 each: two waves
+    assert estimate(linked, d, engine=None).bound.seconds == 20
     full = [_vm(f"w{i}", linked=False, host=f"h{i}") for i in range(4)]
-    assert estimate(full, d).pulumi_up.seconds == 200  # 2 units each: two at a time
+    assert estimate(full, d, engine=None).pulumi_up.seconds == 200  # 2 units each: two at a time
 
 
 def _copy(host: str, *, linked: bool = True) -> dict[str, object]:
@@ -116,19 +117,19 @@ def test_clones_from_template_copies_use_the_copies_hosts_units() -> None:
     # Two copies, each serving three workers on other hosts: 3 units on each copy's host, one wave.
     copies = [_copy("c1"), _copy("c2")]
     workers = [_from_copy(_vm(f"w{i}", linked=True, host=f"h{i}"), "c1" if i < 3 else "c2") for i in range(6)]
-    result = estimate([*copies, *workers], d)
+    result = estimate([*copies, *workers], d, engine=None)
     assert result.pulumi_up.seconds == 25 + 20  # the copies (clone + snapshot) then one wave of clones
     assert result.bound.seconds == 45
     assert result.kinds["urn:copy:c1"] == "template copy (linked)"
     # The same six workers from the template: 4 units, two waves.
-    assert estimate([_vm(f"w{i}", linked=True, host=f"h{i}") for i in range(6)], d).pulumi_up.seconds == 40
+    assert estimate([_vm(f"w{i}", linked=True, host=f"h{i}") for i in range(6)], d, engine=None).pulumi_up.seconds == 40
 
 
 def test_a_clone_onto_its_copys_own_host_takes_units_on_both_sides() -> None:
     d = Durations(linked_clone=20, power_on=0, snapshot=0, host_units=4)
     # Copy c1 runs on h0; three clones from it plus the one landing on h0: 3 + 2 = 5 units > 4.
     vms = [_from_copy(_vm(f"w{i}", linked=True, host="c1" if i == 0 else f"h{i}"), "c1") for i in range(4)]
-    assert estimate([_copy("c1"), *vms], d).pulumi_up.seconds == 20 + 20 + 20
+    assert estimate([_copy("c1"), *vms], d, engine=None).pulumi_up.seconds == 20 + 20 + 20
 
 
 def test_durations_file_overrides_and_refuses_typos(tmp_path: Path) -> None:
@@ -141,9 +142,16 @@ def test_durations_file_overrides_and_refuses_typos(tmp_path: Path) -> None:
         load_durations(bad)
 
 
+NO_ENGINE_LIMITS = (
+    *("--provider-host", "plugin", "--executor", "1000", "--switch-joins", "batched"),
+    *("--parallel", "1000", "--checkpoints", "skip"),
+)
+"""The engine's terms out of the way: what is left is vCenter's (issue 31's plugin design, generous)."""
+
+
 def test_plan_json_carries_the_estimate(tmp_path: Path) -> None:
     result = subprocess.run(
-        [sys.executable, "-m", "stacks", "plan", "dev", "--out", str(tmp_path), "--json"],
+        [sys.executable, "-m", "stacks", "plan", "dev", "--out", str(tmp_path), "--json", *NO_ENGINE_LIMITS],
         cwd=ROOT,
         capture_output=True,
         text=True,
@@ -151,13 +159,18 @@ def test_plan_json_carries_the_estimate(tmp_path: Path) -> None:
     )
     assert result.returncode == 0, result.stderr
     deployment = json.loads(result.stdout)["deployment"]
-    assert deployment["inWords"].startswith("deployment: about 5 minutes until `pulumi up` returns")
+    assert deployment["inWords"].startswith("deployment: about 6 minutes until `pulumi up` returns")
     assert deployment["boundSeconds"] <= deployment["pulumiUpSeconds"] <= deployment["readyForTrainingSeconds"]
     path = deployment["criticalPath"]
-    # What a fresh dev deployment waits for: the control plane's clone, its boot and init, the add-ons.
+    # What a fresh dev deployment waits for: the control plane's clone, its boot and init, then a
+    # worker's join (`pulumi up` waits for every node's, components/k8s/join/joined.py).
     assert path[1].startswith("linked clone + power-on: control-plane-")
     assert any(step.startswith("guest boot + kubeadm init") for step in path)
-    assert any(step.startswith("add-on rollout") for step in path)
+    assert any(step.startswith("wait for node join: joined-worker-") for step in path)
+    engine = deployment["engine"]
+    assert engine["settings"]["providerHost"] == "plugin" and engine["settings"]["parallel"] == 1000
+    assert engine["vcenterOnlySeconds"] == deployment["boundSeconds"]
+    assert {term["term"] for term in engine["terms"]} == {"provider host", "switch joins", "--parallel", "checkpoints"}
 
 
 def test_plan_refuses_a_bad_durations_file_before_planning(tmp_path: Path) -> None:
@@ -182,7 +195,7 @@ def test_plan_refuses_a_bad_durations_file_before_planning(tmp_path: Path) -> No
 def test_plan_says_the_estimate_in_words_before_the_bound_ratio(tmp_path: Path) -> None:
     """Dev: a person reads the time and what it waits for first; the model's figures come after."""
     result = subprocess.run(
-        [sys.executable, "-m", "stacks", "plan", "dev", "--out", str(tmp_path)],
+        [sys.executable, "-m", "stacks", "plan", "dev", "--out", str(tmp_path), *NO_ENGINE_LIMITS],
         cwd=ROOT,
         capture_output=True,
         text=True,
@@ -192,12 +205,12 @@ def test_plan_says_the_estimate_in_words_before_the_bound_ratio(tmp_path: Path) 
     lines = result.stdout.splitlines()
     [words] = [i for i, line in enumerate(lines) if line.startswith("deployment: ")]
     assert lines[words] == (
-        "deployment: about 5 minutes until `pulumi up` returns, about 6 until the GPU workers can train; "
-        "longest path: linked clone -> boot -> kubeadm init -> add-on rollout"
+        "deployment: about 6 minutes until `pulumi up` returns, about 6 until the GPU workers can train; "
+        "longest path: linked clone -> boot -> kubeadm init -> node join"
     )
     [ratio] = [i for i, line in enumerate(lines) if "bound" in line and "x" in line]
     assert ratio == words + 1
-    assert "pulumi up 5m09s, bound 5m09s (1.00x: nothing queues" in lines[ratio]
+    assert "pulumi up 6m14s, bound 6m14s (1.00x: nothing queues" in lines[ratio]
 
 
 @pytest.mark.parametrize(

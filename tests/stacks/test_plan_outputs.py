@@ -139,14 +139,15 @@ def test_the_legend_says_which_way_an_arrow_points(dot_text: str) -> None:
     assert 'legend_b -> legend_c [label="critical path", ' in dot_text
 
 
-def test_the_critical_path_is_drawn_bold_and_red_from_clone_to_init_to_add_ons(dot_text: str) -> None:
-    """Dev's longest path: the folder, the control plane's clone, kubeadm init, the add-ons."""
+def test_the_critical_path_is_drawn_bold_and_red_from_clone_to_init_to_the_workers_joins(dot_text: str) -> None:
+    """Dev's longest path: the folder, the control plane's clone, kubeadm init, the join token, then
+    a worker's join, which `pulumi up` waits for (its NodeJoined: two minutes of boot and join,
+    longer than the add-ons' minute after the API answers)."""
     assert _edges(dot_text, critical=True) == {
         ("vm-folder\\nFolder", "control-plane\\nNodePool"),
         ("control-plane\\nNodePool", "api-server-ready\\nApiServerReady"),
-        ("api-server-ready\\nApiServerReady", "cluster\\nClusterAccess"),
-        ("cluster\\nClusterAccess", "mpi-operator\\nMpiOperator"),
-        ("mpi-operator\\nMpiOperator", "training\\nTrainingJobs"),
+        ("api-server-ready\\nApiServerReady", "join-token\\nJoinToken"),
+        ("join-token\\nJoinToken", "gpu-workers\\nNodePool"),
     }
 
 

@@ -57,7 +57,7 @@ _JOB_KEYS = (
 """The jobs are Kubernetes objects the stack applies: every key of them takes effect in place."""
 
 _MONITORING_KEYS = (
-    *(f"monitoring.{k}" for k in ("enabled", "exporterImage", "scrape")),
+    *(f"monitoring.{k}" for k in ("enabled", "exporterImage", "scrape", "serviceMonitorLabels")),
     *(f"monitoring.prometheus.{k}" for k in ("enabled", "image", "retentionHours", "storageLimitGi")),
 )
 """The DCGM exporter and the minimal Prometheus are add-ons the stack applies: in place. The
@@ -338,6 +338,14 @@ DAY_TWO: Mapping[str, DayTwo] = {
         "remove or add the key in ~/.ssh/authorized_keys on each node by hand (or replace the nodes)",
         FIRST_BOOT,
     ),
+    # The node firewall's nftables ruleset is written by cloud-init at first boot and is not part of a
+    # node's generation (stacks/wiring/rollout.py): existing nodes keep theirs.
+    "kubernetes.nodeFirewall.enabled": FIRST_BOOT_ONLY,
+    "kubernetes.nodeFirewall.adminNetworks": FIRST_BOOT_ONLY,
+    # A new key list changes the control plane's generation (stacks/wiring/rollout.py): each API
+    # server gets the new EncryptionConfiguration on a new VM, one at a time (docs/security.md gives
+    # the rotation's steps, one `pulumi up` each).
+    "kubernetes.secretsEncryptionKeys": ROLLS_CONTROL_PLANE,
     "kubernetes.apiReadyTimeoutMinutes": TIMEOUT,
     "kubernetes.drainTimeoutMinutes": TIMEOUT,
     "kubernetes.rolloutTimeoutMinutes": TIMEOUT,

@@ -15,6 +15,7 @@ from stacks.environment.day_two.check import ACCEPT_FLAG, DayTwoReport, day_two_
 from stacks.environment.loader import read_stack_file
 from stacks.environment.stack_file import check_stack_file, stack_file_path
 from stacks.environment.version_change import checked_old_environment
+from stacks.tools.plan.deploy_time.engine import add_engine_arguments, engine_from_args
 from stacks.tools.plan.errors import PlanOptionRefused
 
 EXIT_INVALID = 2
@@ -32,6 +33,7 @@ def cmd_plan(args: argparse.Namespace) -> int:
     )
     from stacks.tools.plan.deploy_time import durations as deploy_time
     from stacks.tools.plan.deploy_time.change import change_time
+    from stacks.tools.plan.deploy_time.estimate import summary_lines
     from stacks.tools.plan.scrape_note import scrape_lines
     from stacks.tools.plan.upgrade_notes import upgrade_notes
 
@@ -42,6 +44,10 @@ def cmd_plan(args: argparse.Namespace) -> int:
         durations = deploy_time.load_durations(Path(args.durations) if args.durations else None)
     except (ValueError, yaml.YAMLError) as error:
         raise PlanOptionRefused(f"--durations: {error}") from None
+    try:
+        engine = engine_from_args(args)
+    except ValueError as error:
+        raise PlanOptionRefused(str(error)) from None
     if args.accept_rebuild and not args.against:
         raise PlanOptionRefused(f"{ACCEPT_FLAG}: only with --against OLD_STACK_FILE, whose change it accepts")
     # Every problem, cross-stack collisions included, before planning.
@@ -59,7 +65,13 @@ def cmd_plan(args: argparse.Namespace) -> int:
             raise PlanOptionRefused(day_two.unused_accept_message())
         before = (run_plan(old_view, stack=args.stack), old_env)
     result = plan_stack(
-        view, stack=args.stack, out_dir=out_dir, graph_file=graph, graph_detail=args.graph_detail, durations=durations
+        view,
+        stack=args.stack,
+        out_dir=out_dir,
+        graph_file=graph,
+        graph_detail=args.graph_detail,
+        durations=durations,
+        engine=engine,
     )
     timing = result.timing
     admission = admission_report(new_env, result.run)  # the scheduler's rules over the plan
@@ -105,7 +117,7 @@ def cmd_plan(args: argparse.Namespace) -> int:
             return EXIT_INVALID
         return EXIT_INVALID if admission.failures else 0
     print(summary_tree(result.run))
-    print("\n".join(deploy_time.summary_lines(timing)))
+    print("\n".join(summary_lines(timing)))
     if changes is not None and rolling is not None:
         print(f"against {args.against}:")
         print("\n".join(f"  {line}" for line in rolling.lines()))
@@ -168,4 +180,5 @@ def register(commands: Any) -> None:
     plan.add_argument(
         "--durations", help="JSON/YAML file overriding the deployment model's durations (docs/deployment-time.md)"
     )
+    add_engine_arguments(plan)
     plan.set_defaults(func=cmd_plan)

@@ -20,7 +20,9 @@ import yaml
 
 from stacks import PROJECT_DIR
 from stacks.environment.loader import PROJECT, ConfigView, config_for_runtime, load_environment
-from stacks.tools.plan.deploy_time.durations import Durations, Estimate, estimate
+from stacks.tools.plan.deploy_time.durations import Durations
+from stacks.tools.plan.deploy_time.engine import TODAY, EngineSettings
+from stacks.tools.plan.deploy_time.estimate import Estimate, estimate
 from stacks.tools.plan.errors import GraphRefused, ManifestFolderRefused
 from stacks.tools.plan.graph import graph_problem, write_graph
 from stacks.tools.plan.mock_runtime import (
@@ -57,6 +59,7 @@ def plan_stack(
     graph_detail: bool = False,
     durations: Durations | None = None,
     secret_placeholder: str = SECRET_PLACEHOLDER,
+    engine: EngineSettings | None = TODAY,
 ) -> PlanResult:
     """Validate, run under mocks and write the plan. Raises `InvalidEnvironment` on bad input, and
     `GraphRefused`/`ManifestFolderRefused` for an output it cannot write, all before the program runs.
@@ -65,9 +68,12 @@ def plan_stack(
     refuse_unwritable_outputs(out_dir, graph_file)
     run = run_plan(view, stack=stack, secret_placeholder=secret_placeholder)
     manifests = write_plan(run, out_dir)
-    timing = estimate(run.resources, durations)
+    timing = estimate(run.resources, durations, engine)
     if graph_file is not None:
-        write_graph(run.resources, graph_file, timing.pulumi_up.critical_path, detail=graph_detail)
+        # The graph draws deployment order: vCenter's path, whose links are dependencies or
+        # vCenter's queue; the engine's queueing (threads, slots) links unrelated resources.
+        path = (timing.vcenter or timing.pulumi_up).critical_path
+        write_graph(run.resources, graph_file, path, detail=graph_detail)
     return PlanResult(run=run, manifest_files=manifests, timing=timing)
 
 

@@ -13,8 +13,8 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 
-from stacks.tools.plan.deploy_time.durations import Durations, format_seconds
-from stacks.tools.plan.deploy_time.words import about
+from stacks.tools.plan.deploy_time.durations import Durations
+from stacks.tools.plan.deploy_time.words import about, format_seconds
 from stacks.tools.plan.diff import CONTROL_PLANE_PREFIX, READY, VM, PlanDiff, planned
 
 

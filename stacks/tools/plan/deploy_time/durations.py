@@ -2,7 +2,7 @@
 
 Every duration below is a default a site can override (`python -m stacks plan --durations FILE`,
 a JSON or YAML mapping of these field names to seconds). Each says where its number comes from;
-they are orders of magnitude for a healthy estate, not promises. The model (`deploy_model`)
+they are orders of magnitude for a healthy estate, not promises. The model (`model`)
 turns them into a bound and an estimate; this module only decides what a resource costs.
 
 What Pulumi waits for is not all a user waits for: nothing in the program waits for the GPU
@@ -19,8 +19,7 @@ from typing import Any
 
 import yaml
 
-from stacks.tools.plan.deploy_time.model import Operation, Schedule, critical_path_bound, simulate
-from stacks.tools.plan.deploy_time.words import estimate_in_words, ratio_in_words
+from stacks.tools.plan.deploy_time.model import Operation
 
 TEMPLATE_HOST = "host:template"
 """The ESXi host the template is registered on: every clone is a provisioning operation there too."""
@@ -60,6 +59,9 @@ class Durations:
     """One host advanced-option or firewall call (`Net.PVRDMAVmknic`, ruleset `pvrdma`)."""
     host_graphics: float = 90
     """Default graphics type set, then the host's `xorg` service restarted (VMware's procedure)."""
+    vm_reconfigure: float = 10
+    """A VM reconfigure without a power cycle: `GuestinfoScrub` removing the first-boot guestinfo
+    keys from the VM's extraConfig once its node joined."""
     vgpu_attach: float = 5
     """The vGPU attachment's create: it reads the VM's devices and checks the vGPU the GPU template
     carried (no power cycle; before `vcenter.gpuTemplate` it powered the VM off and on, ~45 s)."""
@@ -82,17 +84,20 @@ class Durations:
     """A CustomResourceDefinition becoming established."""
     instant: float = 0
     """Keys, certificates, random tokens and providers: computed locally."""
-    host_units: int = 16
-    """Concurrent-operation units per ESXi host; a clone uses them on its source host (the
-    template's) and its destination (VMware performance blog, "vCenter Limits for Tasks Running at
-    the Same Time", 2021: 16 units per 6.x/7.x host, a linked clone 1 unit)."""
+    host_units: int = 8
+    """Concurrent provisioning operations per ESXi host: "All hosts have a maximum cost per host of
+    8"; cloning and other provisioning operations cost 1 (VMware, "Limits on Simultaneous
+    Migrations", vCenter Server and Host Management 6.5/6.7; no later edition changes it). A clone
+    takes its cost on its source host (the template's) and on its destination. (A 2021 VMware
+    performance blog, "vCenter Limits for Tasks Running at the Same Time", gives 16 units for
+    6.x/7.x hosts; set 16 here if you trust it for your estate.)"""
     linked_clone_units: int = 1
-    full_clone_units: int = 2
-    """Same blog: a full clone to the same host uses 4 units, 2 on each side."""
+    full_clone_units: int = 1
+    """The documentation's cost of a provisioning operation, full or linked."""
     datastore_units: int = 128
     """Maximum cost per datastore ("Limits on Simultaneous Migrations", vSphere docs), 1 per clone."""
     parallel: int | None = None
-    """`pulumi up --parallel`: unbounded by default (pulumi/pulumi#2123: math.MaxInt32)."""
+    """`pulumi up --parallel`; None: the CLI's default for the runner (`engine`: 4 x its CPUs)."""
 
 
 def load_durations(path: Path | None) -> Durations:
@@ -114,7 +119,10 @@ def load_durations(path: Path | None) -> Durations:
 
 _VM = "vsphere:index/virtualMachine:VirtualMachine"
 _REPLICA = "gpucluster:vsphere:TemplateReplica"
+_NODE_JOINED = "gpucluster:kubernetes:NodeJoined"
+_READY = "gpucluster:kubernetes:ApiServerReady"
 _TIMES_BY_TYPE = {
+    "gpucluster:vsphere:GuestinfoScrub": "vm_reconfigure",
     "vsphere:index/distributedVirtualSwitch:DistributedVirtualSwitch": "switch",
     "vsphere:index/distributedPortGroup:DistributedPortGroup": "port_group",
     "vsphere:index/vnic:Vnic": "vmknic",
@@ -190,7 +198,9 @@ def _kind_seconds_holds(
         clone = resource.inputs.get("clone") or {}
         linked = bool(clone.get("linkedClone")) if isinstance(clone, Mapping) else False
         units = d.linked_clone_units if linked else d.full_clone_units
-        holds = _clone_holds(source_host, resource.inputs.get("hostSystemId"), resource.inputs.get("datastoreId"), units)
+        holds = _clone_holds(
+            source_host, resource.inputs.get("hostSystemId"), resource.inputs.get("datastoreId"), units
+        )
         kind = "linked clone + power-on" if linked else "full clone + power-on"
         return kind, (d.linked_clone if linked else d.full_clone) + d.power_on, holds
     if resource.type == _REPLICA:
@@ -219,7 +229,7 @@ def operations(resources: Iterable[Resource], d: Durations) -> list[Operation]:
     custom = [r for r in resources if r.custom or r.type in _REMOTE_COMPONENTS]
     keys = {r.urn for r in custom}
     ops: list[Operation] = []
-    ready = [r.urn for r in custom if r.type == "gpucluster:kubernetes:ApiServerReady"]
+    ready = [r.urn for r in custom if r.type == _READY]
     attachments = {
         dep: r.urn for r in custom if r.type == "gpucluster:vsphere:VgpuAttachment" for dep in r.dependencies
     }
@@ -230,10 +240,22 @@ def operations(resources: Iterable[Resource], d: Durations) -> list[Operation]:
         for r in custom
         if r.type == _REPLICA and isinstance(r.inputs.get("host_id"), str)
     }
+    init_vms = {dep for r in custom if r.type == _READY for dep in r.dependencies}
+    vm_urns = {r.urn for r in custom if r.type == _VM}
     for r in custom:
         source = next((copy_hosts[dep] for dep in r.dependencies if dep in copy_hosts), TEMPLATE_HOST)
         kind, seconds, holds = _kind_seconds_holds(r, d, source)
         depends_on = tuple(dict.fromkeys(dep for dep in r.dependencies if dep in keys))
+        if r.type == _NODE_JOINED:
+            # `pulumi up` waits, per node, until it joined (components/k8s/join/joined.py): a
+            # provider operation as long as the node's boot and `kubeadm join`, from when its VM
+            # (with its vGPU) and the API server are ready; the init node joined with `kubeadm init`.
+            vms = [dep for dep in r.dependencies if dep in vm_urns]
+            joining = [vm for vm in vms if vm not in init_vms]
+            kind, seconds = (
+                ("wait for node join", d.guest_boot + d.kubeadm_join) if joining else ("wait for node join", 0.0)
+            )
+            depends_on = tuple(dict.fromkeys((*depends_on, *(attachments[vm] for vm in vms if vm in attachments))))
         ops.append(Operation(r.urn, f"{kind}: {r.name}", seconds, depends_on, holds, kind=kind))
         if r.type == _VM and r.urn in attachments and ready:
             # A GPU worker boots for good once its vGPU is attached, then joins the cluster.
@@ -248,86 +270,6 @@ def operations(resources: Iterable[Resource], d: Durations) -> list[Operation]:
                 )
             )
     return ops
-
-
-@dataclass(frozen=True)
-class Estimate:
-    pulumi_up: Schedule
-    """`pulumi up` alone (the engine's operations), with Pulumi's parallelism and vCenter's limits."""
-    bound: Schedule
-    """The same operations with infinite parallelism and no limits."""
-    ready: Schedule
-    """Including the workers' boot and join: when the cluster can run training."""
-    labels: dict[str, str]
-    seconds: dict[str, float]
-    """Each operation's own duration."""
-    kinds: dict[str, str]
-
-    @property
-    def ratio(self) -> float:
-        return self.pulumi_up.seconds / self.bound.seconds if self.bound.seconds else 1.0
-
-    def path_labels(self, schedule: Schedule) -> list[str]:
-        return [self.labels[key] for key in schedule.critical_path if self.seconds[key] > 0]
-
-    def dominant(self, schedule: Schedule) -> list[tuple[str, float]]:
-        """Time on the critical path per kind of operation (the label's first words), largest first."""
-        totals: dict[str, float] = {}
-        for key in schedule.critical_path:
-            totals[self.kinds[key]] = totals.get(self.kinds[key], 0.0) + self.seconds[key]
-        return sorted(((k, v) for k, v in totals.items() if v > 0), key=lambda kv: (-kv[1], kv[0]))
-
-    def as_dict(self) -> dict[str, Any]:
-        steps = [(self.kinds[key], self.seconds[key]) for key in self.pulumi_up.critical_path]
-        return {
-            "inWords": estimate_in_words(self.pulumi_up.seconds, self.ready.seconds, steps, self.ratio),
-            "pulumiUpSeconds": round(self.pulumi_up.seconds, 1),
-            "boundSeconds": round(self.bound.seconds, 1),
-            "ratio": round(self.ratio, 2),
-            "readyForTrainingSeconds": round(self.ready.seconds, 1),
-            "criticalPath": self.path_labels(self.pulumi_up),
-            "readyCriticalPath": self.path_labels(self.ready),
-            "dominant": [{"operation": k, "seconds": round(v, 1)} for k, v in self.dominant(self.pulumi_up)],
-        }
-
-
-def _capacity(d: Durations, ops: Iterable[Operation]) -> dict[str, int]:
-    names = {name for op in ops for name in op.holds}
-    return {name: d.datastore_units if name.startswith("datastore:") else d.host_units for name in names}
-
-
-def estimate(entries: Iterable[Any], durations: Durations | None = None) -> Estimate:
-    d = durations or Durations()
-    ops = operations(resources_from_plan(entries), d)
-    engine_ops = [op for op in ops if op.engine_slot]
-    capacity = _capacity(d, ops)
-    return Estimate(
-        pulumi_up=simulate(engine_ops, parallel=d.parallel, capacity=capacity),
-        bound=critical_path_bound(engine_ops),
-        ready=simulate(ops, parallel=d.parallel, capacity=capacity),
-        labels={op.key: op.label for op in ops},
-        seconds={op.key: op.seconds for op in ops},
-        kinds={op.key: op.kind for op in ops},
-    )
-
-
-def format_seconds(seconds: float) -> str:
-    minutes, rest = divmod(round(seconds), 60)
-    hours, minutes = divmod(minutes, 60)
-    return f"{hours}h{minutes:02d}m{rest:02d}s" if hours else f"{minutes}m{rest:02d}s"
-
-
-def summary_lines(result: Estimate, path_items: int = 6) -> list[str]:
-    """The lines `plan` prints: the estimate in words first, then the model's figures and its path."""
-    path = result.path_labels(result.pulumi_up)
-    shown = path if len(path) <= path_items else [*path[:2], "...", *path[-(path_items - 3) :]]
-    return [
-        result.as_dict()["inWords"],
-        f"  pulumi up {format_seconds(result.pulumi_up.seconds)}, bound {format_seconds(result.bound.seconds)} "
-        f"({ratio_in_words(result.ratio)}), ready for training {format_seconds(result.ready.seconds)}; most time in: "
-        + ", ".join(f"{kind} {format_seconds(s)}" for kind, s in result.dominant(result.pulumi_up)[:3]),
-        "  critical path: " + " -> ".join(shown),
-    ]
 
 
 def durations_table() -> dict[str, Any]:

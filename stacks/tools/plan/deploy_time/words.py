@@ -14,6 +14,7 @@ SHORT_WORDS: dict[str, tuple[str, ...]] = {
     "full clone + power-on": ("full clone",),
     "guest boot + kubeadm init": ("boot", "kubeadm init"),
     "guest boot + kubeadm join": ("boot", "kubeadm join"),
+    "wait for node join": ("node join",),
     "gpu operator": ("GPU Operator install",),
     "host graphics": ("host graphics mode",),
     "host reconfigure": ("host settings",),
@@ -30,6 +31,13 @@ MINOR_SHARE = 0.03
 
 QUEUED_RATIO = 1.05
 """An estimate this much over its bound has steps that waited for capacity, not for a dependency."""
+
+
+def format_seconds(seconds: float) -> str:
+    """`5m09s`, `4h31m00s`: the model's figures."""
+    minutes, rest = divmod(round(seconds), 60)
+    hours, minutes = divmod(minutes, 60)
+    return f"{hours}h{minutes:02d}m{rest:02d}s" if hours else f"{minutes}m{rest:02d}s"
 
 
 def about(seconds: float) -> str:
@@ -68,7 +76,8 @@ def estimate_in_words(pulumi_up: float, ready: float, steps: Sequence[tuple[str,
         ready_words = ready_words.removesuffix(" minutes")
     return (
         f"deployment: {about(pulumi_up)} until `pulumi up` returns, {ready_words} until the GPU workers can train; "
-        f"longest path: {path_in_words(steps)}" + (", queued for vCenter's capacity" if ratio >= QUEUED_RATIO else "")
+        f"longest path: {path_in_words(steps)}"
+        + (", queued for vCenter's or the engine's capacity" if ratio >= QUEUED_RATIO else "")
     )
 
 
@@ -76,4 +85,4 @@ def ratio_in_words(ratio: float) -> str:
     """What the estimate-to-bound ratio means for the person reading it."""
     if ratio < QUEUED_RATIO:
         return f"{ratio:.2f}x: nothing queues; only a shorter step on the path makes it faster"
-    return f"{ratio:.2f}x: operations queue for vCenter's per-host limits or `--parallel`"
+    return f"{ratio:.2f}x: operations queue for vCenter's per-host limits or the engine's terms below"
