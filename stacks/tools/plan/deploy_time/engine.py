@@ -170,6 +170,7 @@ def measured_bytes_per_type() -> Mapping[str, int]:
 
 def state_bytes(types: Iterable[str]) -> int:
     per_type = measured_bytes_per_type()
+
     # Measured while our resources were dynamic ones; the gpucluster plugin's carry the same
     # properties without the pickled provider, so the dynamic figure is an upper bound for them.
     def size(t: str) -> int:
