@@ -647,7 +647,12 @@ def test_the_documented_clone_leaves_these_tests_green(tmp_path: Path) -> None:
     for name in ("Pulumi.yaml", "__main__.py", "pyproject.toml", *(path.name for path in SHIPPED_FILES.values())):
         copy_of_project.mkdir(exist_ok=True)
         shutil.copy(PROJECT / name, copy_of_project / name)
-    for package in ("components", "stacks", "tests/workflow"):
+    for package in (
+        "components",
+        "stacks",
+        "manifests",  # the pinned-manifest index and the vendored CRD: read by the program
+        "tests/workflow",
+    ):
         shutil.copytree(PROJECT / package, copy_of_project / package, ignore=shutil.ignore_patterns("__pycache__"))
     clone = subprocess.run(
         [sys.executable, "-m", "stacks", "clone", *QA_ARGS],
