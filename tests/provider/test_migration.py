@@ -2,7 +2,7 @@
 is created anew, none replaced, no VM or host resource touched.
 
 The old state is `fixtures/dev-dynamic-era.state.json`, written from the program as it was at
-commit 9e46fb1 (dynamic providers, `__provider` pickles in inputs and outputs; see
+commit c538ec1 (dynamic providers, `__provider` pickles in inputs and outputs; see
 `fixtures/make_dynamic_era_state.py`). The new program runs under the offline plan's mocks with
 the same stack file. The engine's steps are then what these tests check:
 - each new resource finds its old state through its alias (`getOldResource` follows aliases);
