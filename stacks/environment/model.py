@@ -203,8 +203,8 @@ class WorkerPool(NodePool):
     """How many workers a rolling change (template, sizes, vGPU profile) takes down at once; default
     1. More finishes a large pool sooner (one worker takes a clone, a boot and a join) but leaves
     less GPU capacity for the jobs meanwhile. The control plane always goes one node at a time. At
-    most 3: every dynamic resource of a stack is served by one provider process with four worker
-    threads (pulumi/dynamic/__main__.py), and each chain's settle holds one while it waits."""
+    most 3: every resource of ours is served by one provider process with a bounded worker pool
+    (gpucluster:maxConcurrentOperations), and each chain's settle holds a thread while it waits."""
 
 
 class VmSettings(Model):
