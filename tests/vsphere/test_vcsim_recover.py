@@ -217,7 +217,7 @@ def test_every_vsphere_object_of_the_stack_is_in_the_import_file_with_an_id_that
             parent = entries[entry["parent"]]
             assert parent.get("component") is True and "id" not in parent
     # The project's own resources are named with what `pulumi up` does for them.
-    assert recovery.adopted["pulumi-python:dynamic/vsphere:VgpuAttachment"][0] == 4
+    assert recovery.adopted["gpucluster:vsphere:VgpuAttachment"][0] == 4
 
 
 def test_the_stacks_template_copy_is_reported_and_another_stacks_is_not(si: Any, lost: dict[str, Any]) -> None:

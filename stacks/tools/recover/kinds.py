@@ -5,12 +5,14 @@ Every custom resource type the program registers falls in exactly one class; a t
 fails on it), so a new resource type cannot be silently forgotten.
 
 - IMPORTED: pulumi-vsphere resources, found in vCenter by name (`finders`), written to the import file.
-- ADOPTED: the project's own resources (dynamic providers today, `pulumi-python:dynamic/<module>:<Name>`;
-  the provider plugin's `gpucluster:<module>:<Name>` after it lands). A dynamic resource cannot be
-  imported: on import the engine sends no inputs, and the SDK's provider host finds the pickled
-  provider only in them (pulumi/dynamic/__main__.py `Read` -> `get_provider(props)` reads
-  `props["__provider"]`). `pulumi up` creates them again; what that does is in `ADOPTED` per kind,
-  read from each `create` (components/).
+- ADOPTED: the project's own resources, served by the gpucluster provider plugin
+  (`gpucluster:<module>:<Name>`; `pulumi-python:dynamic/<module>:<Name>` in states from before it).
+  `pulumi import --file` gives a provider's Read only the id, no inputs and no state
+  (provider/server.py `read`: "an import: the engine passes only inputs", and the CLI's import has
+  none), and their reads find the object from recorded inputs (DvsHostMember's `host_name` and
+  `switch_uuid`, PvrdmaHostSettings' `host_name`, ...). So they are not imported: `pulumi up`
+  creates them again, and what that does is in `ADOPTED` per kind, read from each `create`
+  (components/).
 - STATE_ONLY: resources that exist only in Pulumi's state (random, tls): nothing in vCenter to find.
 - IN_CLUSTER: Kubernetes objects and providers.
 """
@@ -77,6 +79,7 @@ STATE_ONLY_NOTE = (
     "ones (cluster CA, join token) at first boot; if the control plane VM is listed above, delete the imported "
     "VMs' entries or run `pulumi up --replace` on them so they boot with the new ones"
 )
+PROVIDER_NOTE = "an explicit provider: its configuration lives in the state only; `pulumi up` registers it again"
 IN_CLUSTER_NOTE = (
     "a Kubernetes object or provider: lives in the cluster, not in vCenter. pulumi-kubernetes 4.34 (pinned) "
     "creates client-side: an object the interrupted run already made fails with AlreadyExists (v4.29.0 "
@@ -111,6 +114,8 @@ def classify(type_token: str) -> Kind:
     package = type_token.split(":", 1)[0]
     if package in STATE_ONLY_PACKAGES:
         return Kind("STATE_ONLY", STATE_ONLY_NOTE)
-    if package == "kubernetes" or type_token == "pulumi:providers:kubernetes":
+    if package == "kubernetes":
         return Kind("IN_CLUSTER", IN_CLUSTER_NOTE)
+    if type_token in ("pulumi:providers:kubernetes", "pulumi:providers:gpucluster"):
+        return Kind("STATE_ONLY", PROVIDER_NOTE)
     return Kind("UNCLASSIFIED")
