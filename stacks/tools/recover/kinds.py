@@ -33,8 +33,9 @@ VNIC = "vsphere:index/vnic:Vnic"
 IMPORTED = (VM, SWITCH, PORT_GROUP, FOLDER, VM_GROUP, HOST_GROUP, VM_HOST_RULE, VNIC)
 
 ADOPTED: dict[str, str] = {
-    # components/vsphere/dvs_host_member.py `_apply`: reads the host's membership first; adds it
-    # only when absent, edits only when its uplinks differ.
+    # components/vsphere/dvs_host_member.py `_apply`, and the plugin's batched path
+    # (components/vsphere/dvs_member_batch.py `_member_spec`): read the host's membership first;
+    # add it only when absent, edit only when its uplinks differ.
     "DvsHostMember": "looks first: a host already on the switch with the same uplinks is left as it is",
     # components/vsphere/pvrdma_host.py `_apply`: sets the advanced option and ruleset to the
     # wanted values (no-ops when already set). Its `previous_*` outputs (what `pulumi destroy`
