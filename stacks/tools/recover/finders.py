@@ -96,7 +96,8 @@ def _vnic(scope: Scope, inputs: dict[str, Any], host_name: str | None, port_grou
     host = find_host_or_none(scope.si, host_name)
     if host is None:
         return None
-    for nic in host.config.network.vnic or []:
+    # The host's network system's own view of its VMkernel adapters (HostNetworkSystem.networkInfo).
+    for nic in host.configManager.networkSystem.networkInfo.vnic or []:
         port = nic.spec.distributedVirtualPort
         if port is not None and port.portgroupKey == scope.port_group_keys[port_group]:
             return f"{host._moId}_{nic.device}"
