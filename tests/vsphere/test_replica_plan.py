@@ -94,5 +94,10 @@ def test_a_linked_copy_clones_only_a_copy_on_its_own_datastore() -> None:
     sites = [ReplicaSite(f"h{i}", "other" if i < 7 else "ds") for i in range(9)]
     sources = copy_sources(sites, linked=True)
     assert sources["h7-ds"] is None and sources["h8-ds"] is None
-    full = copy_sources(sites, linked=False)  # a full copy takes any: 3 from the template
-    assert full["h7-ds"] is not None
+
+
+
+def test_full_copies_all_clone_the_template() -> None:
+    """A level of full copies would add a full clone (8 minutes) to the path of every worker below it."""
+    sites = [ReplicaSite(f"h{i}", "ds") for i in range(74)]
+    assert set(copy_sources(sites, linked=False).values()) == {None}
