@@ -96,7 +96,6 @@ def test_a_linked_copy_clones_only_a_copy_on_its_own_datastore() -> None:
     assert sources["h7-ds"] is None and sources["h8-ds"] is None
 
 
-
 def test_full_copies_all_clone_the_template() -> None:
     """A level of full copies would add a full clone (8 minutes) to the path of every worker below it."""
     sites = [ReplicaSite(f"h{i}", "ds") for i in range(74)]

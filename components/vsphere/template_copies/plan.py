@@ -107,9 +107,10 @@ def copy_sources(sites: Sequence[ReplicaSite], *, linked: bool) -> dict[str, Rep
 
     What it costs a worker: a linked copy of a copy adds the copy's own, nearly empty, delta disk to
     the chain below a worker's disk (a read that misses a delta falls through to its parent: vSphere
-    Web Services SDK Programming Guide, "Linked Virtual Machines and Disk Backings"; VMware's own
-    advice: a linked clone of a linked clone performs less well, so keep chains short); two levels
-    are two such deltas, far below vSphere's 32-delta chain limit. Stable as a stack grows: a new
+    Web Services SDK Programming Guide, "Linked Virtual Machines and Disk Backings"; VMware
+    Workstation Pro's "Linked Clones": a linked clone of a linked clone performs less well, so keep
+    chains short); two levels are two such deltas, far inside the snapshot tree depth of 31 vSphere
+    allows (Dell PowerStore guide, "VMware snapshot limitations"). Stable as a stack grows: a new
     copy comes last in the sites' order, so the copies before it keep their source (a copy whose
     source changes is replaced, and its workers roll, `TemplateReplica`)."""
     if not linked:
