@@ -17,12 +17,12 @@ import sys
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
-from pulumi.dynamic import Config, ConfigureRequest
 from pulumi.provider.experimental import provider as p
 from pulumi.provider.experimental.property_value import PropertyValue
 from pulumi.provider.experimental.server import main as serve
 
 from benchmarks.engine.workload import TimedPvrdmaProvider
+from components.resource_handlers import ConfigureRequest
 
 
 def plain(value: PropertyValue) -> Any:
@@ -54,7 +54,7 @@ class ExecutorProvider(p.Provider):
 
     async def configure(self, request: p.ConfigureRequest) -> p.ConfigureResponse:
         raw = {key: plain(value) for key, value in request.args.items()}
-        self._inner.configure(ConfigureRequest(Config(raw_config=raw, project_name="engine-benchmark")))
+        self._inner.configure(ConfigureRequest(raw))
         # No creates during preview, no secrets to unwrap (as the dynamic host answers).
         return p.ConfigureResponse(accept_secrets=False, supports_preview=False)
 

@@ -19,8 +19,7 @@ from __future__ import annotations
 import time
 from typing import Any
 
-import pulumi.dynamic
-
+from components import resource_handlers as handlers
 from components.vsphere.pvrdma_host import PvrdmaHostSettingsProvider
 
 RESOURCE_TYPE = "pulumi-python:dynamic/vsphere:PvrdmaHostSettings"
@@ -37,13 +36,13 @@ SIMULATOR_HOSTS = ("DC0_C0_H0", "DC0_C0_H1", "DC0_C0_H2", "DC0_C0_H3")
 class TimedPvrdmaProvider(PvrdmaHostSettingsProvider):
     """Our provider, its create timed into its outputs."""
 
-    def create(self, props: dict[str, Any]) -> pulumi.dynamic.CreateResult:
+    def create(self, props: dict[str, Any]) -> handlers.CreateResult:
         started = time.time()
         result = super().create(props)
         outs = dict(result.outs or {})
         outs[STARTED] = started
         outs[FINISHED] = time.time()
-        return pulumi.dynamic.CreateResult(id_=result.id, outs=outs)
+        return handlers.CreateResult(id_=result.id, outs=outs)
 
 
 def inputs(index: int) -> dict[str, Any]:

@@ -13,6 +13,6 @@ needs only the pure parts, such as `inventory_model`, does not load pyVmomi):
 - `inventory_model`: the read-only inventory snapshot as plain dataclasses (no pyVmomi).
 - `inventory`: reads that snapshot from vCenter.
 
-The Pulumi dynamic-provider base class lives with the providers
+The base class of the vSphere resource handlers lives with them
 (`components/vsphere/provider_base.py`).
 """

@@ -20,10 +20,10 @@ import threading
 from typing import Any
 
 import pulumi
-import pulumi.dynamic
 from pyVmomi import vim, vmodl
 
-from components.dynamic_resource import DynamicResource
+from components import resource_handlers as handlers
+from components.gpucluster_resource import GpuclusterResource
 from components.vcenter.errors import VsphereError
 from components.vcenter.faults import fault_text
 from components.vcenter.lookups import find_host, find_host_or_none
@@ -112,22 +112,22 @@ class DvsHostMemberProvider(VsphereProvider):
     def __init__(self, *, retry: RetryPolicy | None = None) -> None:
         super().__init__(retry=retry)
 
-    def check(self, _olds: dict[str, Any], news: dict[str, Any]) -> pulumi.dynamic.CheckResult:
+    def check(self, _olds: dict[str, Any], news: dict[str, Any]) -> handlers.CheckResult:
         inputs = public_props(news)
-        failures: list[pulumi.dynamic.CheckFailure] = []
+        failures: list[handlers.CheckFailure] = []
         for key in ("host_name", "switch_uuid"):
             value = inputs.get(key)
             if not is_unknown(value) and (not isinstance(value, str) or not value.strip()):
-                failures.append(pulumi.dynamic.CheckFailure(key, "must be a non-empty string"))
+                failures.append(handlers.CheckFailure(key, "must be a non-empty string"))
         vmnics = inputs.get("vmnics")
         if not is_unknown(vmnics):
             if not isinstance(vmnics, list) or not vmnics or not all(isinstance(v, str) and v for v in vmnics):
-                failures.append(pulumi.dynamic.CheckFailure("vmnics", "must be a list of vmnic names"))
+                failures.append(handlers.CheckFailure("vmnics", "must be a list of vmnic names"))
             else:
                 inputs["vmnics"] = sorted(vmnics)
-        return pulumi.dynamic.CheckResult(inputs, failures)
+        return handlers.CheckResult(inputs, failures)
 
-    def diff(self, _id: str, olds: dict[str, Any], news: dict[str, Any]) -> pulumi.dynamic.DiffResult:
+    def diff(self, _id: str, olds: dict[str, Any], news: dict[str, Any]) -> handlers.DiffResult:
         # Another host is another membership: the new one is added first, the old one removed at
         # the end, after whatever used it.
         #
@@ -168,7 +168,7 @@ class DvsHostMemberProvider(VsphereProvider):
             )
         replaces = ["host_name"] if olds.get("host_name") != news.get("host_name") else []
         changes = bool(replaces) or sorted(olds.get("vmnics") or []) != sorted(news.get("vmnics") or [])
-        return pulumi.dynamic.DiffResult(changes=changes, replaces=replaces, delete_before_replace=False)
+        return handlers.DiffResult(changes=changes, replaces=replaces, delete_before_replace=False)
 
     def _apply(self, props: dict[str, Any]) -> dict[str, Any]:
         host_name, uuid, vmnics = props["host_name"], props["switch_uuid"], sorted(props["vmnics"])
@@ -188,14 +188,14 @@ class DvsHostMemberProvider(VsphereProvider):
         with switch_lock(uuid):
             return self.run(op, what=f"membership of host {host_name} in switch {uuid}")
 
-    def create(self, props: dict[str, Any]) -> pulumi.dynamic.CreateResult:
+    def create(self, props: dict[str, Any]) -> handlers.CreateResult:
         outs = self._apply(props)
-        return pulumi.dynamic.CreateResult(id_=f"{props['switch_uuid']}:{props['host_name']}", outs=outs)
+        return handlers.CreateResult(id_=f"{props['switch_uuid']}:{props['host_name']}", outs=outs)
 
-    def update(self, _id: str, _olds: dict[str, Any], news: dict[str, Any]) -> pulumi.dynamic.UpdateResult:
-        return pulumi.dynamic.UpdateResult(outs=self._apply(news))
+    def update(self, _id: str, _olds: dict[str, Any], news: dict[str, Any]) -> handlers.UpdateResult:
+        return handlers.UpdateResult(outs=self._apply(news))
 
-    def read(self, id_: str, props: dict[str, Any]) -> pulumi.dynamic.ReadResult:
+    def read(self, id_: str, props: dict[str, Any]) -> handlers.ReadResult:
         host_name, uuid = props["host_name"], props["switch_uuid"]
 
         def op(si: Any) -> list[str] | None:
@@ -205,8 +205,8 @@ class DvsHostMemberProvider(VsphereProvider):
 
         vmnics = self.run(op, what=f"read membership of host {host_name}")
         if vmnics is None:
-            return pulumi.dynamic.ReadResult(id_="", outs={})  # not a member (any more)
-        return pulumi.dynamic.ReadResult(id_=id_, outs={**public_props(props), "vmnics": vmnics or props["vmnics"]})
+            return handlers.ReadResult(id_="", outs={})  # not a member (any more)
+        return handlers.ReadResult(id_=id_, outs={**public_props(props), "vmnics": vmnics or props["vmnics"]})
 
     def delete(self, _id: str, props: dict[str, Any]) -> None:
         host_name, uuid = props["host_name"], props["switch_uuid"]
@@ -222,10 +222,10 @@ class DvsHostMemberProvider(VsphereProvider):
             self.run(op, what=f"remove host {host_name} from switch {uuid}")
 
 
-class DvsHostMember(DynamicResource, module="vsphere", name="DvsHostMember"):
+class DvsHostMember(GpuclusterResource, module="vsphere", name="DvsHostMember"):
     """One ESXi host as a member of a distributed switch, with its uplink vmnics.
 
-    Type token: `pulumi-python:dynamic/vsphere:DvsHostMember`. The host's vmknic and the VMs
+    Type token: `gpucluster:vsphere:DvsHostMember`. The host's vmknic and the VMs
     placed on the host depend on it, so removing the host deletes them first and takes the host
     off the switch last, which is the only order vCenter accepts.
     """
@@ -252,7 +252,6 @@ class DvsHostMember(DynamicResource, module="vsphere", name="DvsHostMember"):
         :param vmnics: the vmnics that become the host's uplinks (PVRDMA: exactly one).
         """
         super().__init__(
-            DvsHostMemberProvider(),
             resource_name,
             {"host_name": host_name, "switch_uuid": switch_uuid, "vmnics": vmnics},
             opts,

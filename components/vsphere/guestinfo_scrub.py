@@ -43,10 +43,10 @@ from __future__ import annotations
 from typing import Any
 
 import pulumi
-import pulumi.dynamic
 from pyVmomi import vim
 
-from components.dynamic_resource import DynamicResource
+from components import resource_handlers as handlers
+from components.gpucluster_resource import GpuclusterResource
 from components.vcenter.errors import VsphereError
 from components.vcenter.lookups import find_vm_by_uuid
 from components.vcenter.tasks import wait_for_task
@@ -91,24 +91,24 @@ class GuestinfoScrubProvider(VsphereProvider):
     def __init__(self, *, retry: RetryPolicy | None = None) -> None:
         super().__init__(retry=retry)
 
-    def check(self, _olds: dict[str, Any], news: dict[str, Any]) -> pulumi.dynamic.CheckResult:
+    def check(self, _olds: dict[str, Any], news: dict[str, Any]) -> handlers.CheckResult:
         inputs = public_props(news)
-        failures: list[pulumi.dynamic.CheckFailure] = []
+        failures: list[handlers.CheckFailure] = []
         vm_id = inputs.get("vm_id")
         if not is_unknown(vm_id):
             if not isinstance(vm_id, str) or not vm_id.strip():
-                failures.append(pulumi.dynamic.CheckFailure("vm_id", "must be a VM BIOS UUID"))
+                failures.append(handlers.CheckFailure("vm_id", "must be a VM BIOS UUID"))
             else:
                 inputs["vm_id"] = vm_id.strip().lower()
-        return pulumi.dynamic.CheckResult(inputs, failures)
+        return handlers.CheckResult(inputs, failures)
 
-    def diff(self, _id: str, olds: dict[str, Any], news: dict[str, Any]) -> pulumi.dynamic.DiffResult:
+    def diff(self, _id: str, olds: dict[str, Any], news: dict[str, Any]) -> handlers.DiffResult:
         # A new VM (a replacement) is a new scrub, created after the new VM's node joined.
         replaces = ["vm_id"] if olds.get("vm_id") != news.get("vm_id") else []
         # Drift: a key came back (put there by hand, or by another tool's VM update).
         drift = bool(olds.get("keys_present"))
         changed = any(olds.get(key) != news.get(key) for key in ("vm_name", "node_name"))
-        return pulumi.dynamic.DiffResult(changes=bool(replaces) or drift or changed, replaces=replaces)
+        return handlers.DiffResult(changes=bool(replaces) or drift or changed, replaces=replaces)
 
     @staticmethod
     def _outs(props: dict[str, Any], keys_present: list[str]) -> dict[str, Any]:
@@ -142,16 +142,16 @@ class GuestinfoScrubProvider(VsphereProvider):
 
         return self._outs(props, self.run(op, what=f"remove first-boot secrets from VM {label}"))
 
-    def create(self, props: dict[str, Any]) -> pulumi.dynamic.CreateResult:
+    def create(self, props: dict[str, Any]) -> handlers.CreateResult:
         outs = self._scrub(props)
         pulumi.log.info(f"VM {outs['vm_name'] or outs['vm_id']}: first-boot secrets removed from extraConfig")
-        return pulumi.dynamic.CreateResult(id_=f"guestinfo-scrub:{props['vm_id']}", outs=outs)
+        return handlers.CreateResult(id_=f"guestinfo-scrub:{props['vm_id']}", outs=outs)
 
-    def update(self, _id: str, _olds: dict[str, Any], news: dict[str, Any]) -> pulumi.dynamic.UpdateResult:
+    def update(self, _id: str, _olds: dict[str, Any], news: dict[str, Any]) -> handlers.UpdateResult:
         # The node joined before this scrub was created: keys seen again are removed at once.
-        return pulumi.dynamic.UpdateResult(outs=self._scrub(news))
+        return handlers.UpdateResult(outs=self._scrub(news))
 
-    def read(self, id_: str, props: dict[str, Any]) -> pulumi.dynamic.ReadResult:
+    def read(self, id_: str, props: dict[str, Any]) -> handlers.ReadResult:
         vm_id = str(props["vm_id"])
 
         def op(si: Any) -> list[str] | None:
@@ -160,18 +160,18 @@ class GuestinfoScrubProvider(VsphereProvider):
 
         present = self.run(op, what=f"read extraConfig of VM {props.get('vm_name') or vm_id}")
         if present is None:
-            return pulumi.dynamic.ReadResult(id_="", outs={})  # the VM is gone, and its keys with it
-        return pulumi.dynamic.ReadResult(id_=id_, outs=self._outs(props, present))
+            return handlers.ReadResult(id_="", outs={})  # the VM is gone, and its keys with it
+        return handlers.ReadResult(id_=id_, outs=self._outs(props, present))
 
     def delete(self, _id: str, _props: dict[str, Any]) -> None:
         """Nothing to give back: the keys stay removed (the VM is usually being deleted)."""
 
 
-class GuestinfoScrub(DynamicResource, module="vsphere", name="GuestinfoScrub"):
+class GuestinfoScrub(GpuclusterResource, module="vsphere", name="GuestinfoScrub"):
     """Removes a node VM's first-boot secrets from its extraConfig; create it once the node has
     joined (`depends_on` its `NodeJoined`).
 
-    Type token: `pulumi-python:dynamic/vsphere:GuestinfoScrub`. Credentials come from the stack
+    Type token: `gpucluster:vsphere:GuestinfoScrub`. Credentials come from the stack
     config (`vsphere:vsphereServer`, `vsphere:user`, `vsphere:password`,
     `vsphere:allowUnverifiedSsl`) or the VSPHERE_* environment, never from inputs.
     """
@@ -199,7 +199,6 @@ class GuestinfoScrub(DynamicResource, module="vsphere", name="GuestinfoScrub"):
         :param opts: must depend on the node's `NodeJoined`: the keys go only once the node joined.
         """
         super().__init__(
-            GuestinfoScrubProvider(),
             resource_name,
             {"vm_id": vm_id, "vm_name": vm_name, "node_name": node_name, "keys_present": None},
             opts,

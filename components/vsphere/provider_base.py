@@ -1,5 +1,6 @@
-"""The base our dynamic providers share: credentials from `configure` (never from inputs or
-pickles), and one vCenter session per provider operation, retried, logged out at its end.
+"""The base our vSphere resource handlers share: credentials from `configure` (the gpucluster
+provider's configuration, never resource inputs), and one vCenter session per provider
+operation, retried, logged out at its end.
 
 vCenter I/O itself lives in `components.vcenter` (no Pulumi there); this module is the Pulumi
 side of it.
@@ -21,9 +22,9 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any, TypeVar
 
-import pulumi.dynamic
 from pulumi.runtime import rpc
 
+from components import resource_handlers as handlers
 from components.vcenter.errors import VsphereError
 from components.vcenter.faults import is_connection_error
 from components.vcenter.session import HTTP_TIMEOUT_S, LOGIN_TIMEOUT_S, login, logout
@@ -39,7 +40,8 @@ def is_unknown(value: Any) -> bool:
 
 
 def public_props(props: Mapping[str, Any]) -> dict[str, Any]:
-    """Props without the engine's serialized provider (`__provider`)."""
+    """Props without the dynamic provider host's keys (`__provider`, in states written before
+    the gpucluster plugin; the plugin drops them too, provider/values.py)."""
     return {k: v for k, v in props.items() if not k.startswith("__")}
 
 
@@ -56,8 +58,8 @@ class RetryPolicy:
     """Socket timeout of each SOAP request."""
 
 
-class VsphereProvider(pulumi.dynamic.ResourceProvider):
-    """Base for our providers: credentials come from `configure`, never from inputs or pickles."""
+class VsphereProvider(handlers.ResourceHandlers):
+    """Base for our vSphere handlers: credentials come from `configure`, never from inputs."""
 
     def __init__(self, *, retry: RetryPolicy | None = None) -> None:
         super().__init__()
@@ -65,19 +67,7 @@ class VsphereProvider(pulumi.dynamic.ResourceProvider):
         self._conn: VcenterConnection | None = None
         self._config_error: VsphereError | None = None
 
-    # The SDK pickles the provider (dill) into the state file as `__provider`. Connection
-    # settings are set only by `configure`, which runs after unpickling, and are dropped here
-    # too so a configured provider never carries a password into a pickle.
-    def __getstate__(self) -> dict[str, Any]:
-        state = dict(self.__dict__)
-        state["_conn"] = None
-        state["_config_error"] = None
-        return state
-
-    def __setstate__(self, state: dict[str, Any]) -> None:
-        self.__dict__.update(state)
-
-    def configure(self, req: pulumi.dynamic.ConfigureRequest) -> None:
+    def configure(self, req: handlers.ConfigureRequest) -> None:
         # Missing settings are remembered, not raised: `check` during a preview must work on a
         # machine without vCenter credentials; the first call that needs vCenter raises it.
         try:

@@ -29,10 +29,10 @@ import re
 from typing import Any
 
 import pulumi
-import pulumi.dynamic
 from pyVmomi import vim
 
-from components.dynamic_resource import DynamicResource
+from components import resource_handlers as handlers
+from components.gpucluster_resource import GpuclusterResource
 from components.vcenter.errors import VsphereError
 from components.vcenter.lookups import find_host, find_host_or_none
 from components.vsphere.provider_base import RetryPolicy, VsphereProvider, is_unknown, public_props
@@ -143,13 +143,13 @@ class PvrdmaHostSettingsProvider(VsphereProvider):
     def __init__(self, *, retry: RetryPolicy | None = None) -> None:
         super().__init__(retry=retry)
 
-    def check(self, _olds: dict[str, Any], news: dict[str, Any]) -> pulumi.dynamic.CheckResult:
+    def check(self, _olds: dict[str, Any], news: dict[str, Any]) -> handlers.CheckResult:
         inputs = public_props(news)
-        failures: list[pulumi.dynamic.CheckFailure] = []
+        failures: list[handlers.CheckFailure] = []
         host_name = inputs.get("host_name")
         if not is_unknown(host_name):
             if not isinstance(host_name, str) or not host_name.strip():
-                failures.append(pulumi.dynamic.CheckFailure("host_name", "must be a host name"))
+                failures.append(handlers.CheckFailure("host_name", "must be a host name"))
             else:
                 inputs["host_name"] = host_name.strip()
         device = inputs.get("vmknic_device")
@@ -157,17 +157,17 @@ class PvrdmaHostSettingsProvider(VsphereProvider):
             device = str(device or "").strip()
             if not _VMKNIC.match(device):
                 failures.append(
-                    pulumi.dynamic.CheckFailure("vmknic_device", f"must be a vmknic device like 'vmk1', got {device!r}")
+                    handlers.CheckFailure("vmknic_device", f"must be a vmknic device like 'vmk1', got {device!r}")
                 )
             inputs["vmknic_device"] = device
         network = inputs.get("allowed_network")
         if not is_unknown(network):
             why = allowed_network_error(network)
             if why is not None:
-                failures.append(pulumi.dynamic.CheckFailure("allowed_network", why))
-        return pulumi.dynamic.CheckResult(inputs, failures)
+                failures.append(handlers.CheckFailure("allowed_network", why))
+        return handlers.CheckResult(inputs, failures)
 
-    def diff(self, _id: str, olds: dict[str, Any], news: dict[str, Any]) -> pulumi.dynamic.DiffResult:
+    def diff(self, _id: str, olds: dict[str, Any], news: dict[str, Any]) -> handlers.DiffResult:
         # A different host is a different object: create the new one, then restore the old host.
         # The two hosts do not share anything, so create-before-delete is safe.
         replaces = ["host_name"] if olds.get("host_name") != news.get("host_name") else []
@@ -180,7 +180,7 @@ class PvrdmaHostSettingsProvider(VsphereProvider):
             or olds.get("allowed_all_ip") is not False
             or olds.get("allowed_hosts") != [network]
         )
-        return pulumi.dynamic.DiffResult(changes=changes, replaces=replaces, delete_before_replace=False)
+        return handlers.DiffResult(changes=changes, replaces=replaces, delete_before_replace=False)
 
     def _apply(self, host_name: str, device: str, network: str, previous: dict[str, Any]) -> dict[str, Any]:
         # The first state seen, kept across retries: a retry after a dropped connection must
@@ -223,12 +223,12 @@ class PvrdmaHostSettingsProvider(VsphereProvider):
 
         return self.run(op, what=f"PVRDMA settings on host {host_name}")
 
-    def create(self, props: dict[str, Any]) -> pulumi.dynamic.CreateResult:
+    def create(self, props: dict[str, Any]) -> handlers.CreateResult:
         host_name = props["host_name"]
         outs = self._apply(host_name, props["vmknic_device"], props["allowed_network"], previous={})
-        return pulumi.dynamic.CreateResult(id_=f"pvrdma:{host_name}", outs=outs)
+        return handlers.CreateResult(id_=f"pvrdma:{host_name}", outs=outs)
 
-    def update(self, _id: str, olds: dict[str, Any], news: dict[str, Any]) -> pulumi.dynamic.UpdateResult:
+    def update(self, _id: str, olds: dict[str, Any], news: dict[str, Any]) -> handlers.UpdateResult:
         previous: dict[str, Any] = {
             "previous_vmknic": olds.get("previous_vmknic", ""),
             "previous_ruleset_enabled": bool(olds.get("previous_ruleset_enabled", False)),
@@ -237,9 +237,9 @@ class PvrdmaHostSettingsProvider(VsphereProvider):
             previous["previous_allowed_all_ip"] = bool(olds["previous_allowed_all_ip"])
             previous["previous_allowed_hosts"] = list(olds.get("previous_allowed_hosts") or [])
         outs = self._apply(news["host_name"], news["vmknic_device"], news["allowed_network"], previous=previous)
-        return pulumi.dynamic.UpdateResult(outs=outs)
+        return handlers.UpdateResult(outs=outs)
 
-    def read(self, id_: str, props: dict[str, Any]) -> pulumi.dynamic.ReadResult:
+    def read(self, id_: str, props: dict[str, Any]) -> handlers.ReadResult:
         host_name = props["host_name"]
 
         def op(si: Any) -> dict[str, Any] | None:
@@ -261,8 +261,8 @@ class PvrdmaHostSettingsProvider(VsphereProvider):
         outs = self.run(op, what=f"read PVRDMA settings of host {host_name}")
         if outs is None:
             # Host removed from vCenter: an empty id tells Pulumi the resource is gone.
-            return pulumi.dynamic.ReadResult(id_="", outs={})
-        return pulumi.dynamic.ReadResult(id_=id_, outs=outs)
+            return handlers.ReadResult(id_="", outs={})
+        return handlers.ReadResult(id_=id_, outs=outs)
 
     def delete(self, _id: str, props: dict[str, Any]) -> None:
         host_name = props["host_name"]
@@ -292,10 +292,10 @@ class PvrdmaHostSettingsProvider(VsphereProvider):
         self.run(op, what=f"restore PVRDMA settings of host {host_name}")
 
 
-class PvrdmaHostSettings(DynamicResource, module="vsphere", name="PvrdmaHostSettings"):
+class PvrdmaHostSettings(GpuclusterResource, module="vsphere", name="PvrdmaHostSettings"):
     """Tags a vmknic for PVRDMA (`Net.PVRDMAVmknic`) and enables the `pvrdma` firewall ruleset.
 
-    Type token: `pulumi-python:dynamic/vsphere:PvrdmaHostSettings`. Credentials come from the
+    Type token: `gpucluster:vsphere:PvrdmaHostSettings`. Credentials come from the
     stack config (`vsphere:vsphereServer`, `vsphere:user`, `vsphere:password`,
     `vsphere:allowUnverifiedSsl`) or the VSPHERE_* environment, never from inputs.
     """
@@ -338,7 +338,6 @@ class PvrdmaHostSettings(DynamicResource, module="vsphere", name="PvrdmaHostSett
             sources the `pvrdma` ruleset lets in.
         """
         super().__init__(
-            PvrdmaHostSettingsProvider(),
             resource_name,
             {
                 "host_name": host_name,

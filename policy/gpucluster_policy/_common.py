@@ -17,7 +17,7 @@ ReportViolation = Callable[..., None]
 VM_TYPE = "vsphere:index/virtualMachine:VirtualMachine"
 SWITCH_TYPE = "vsphere:index/distributedVirtualSwitch:DistributedVirtualSwitch"
 PORT_GROUP_TYPE = "vsphere:index/distributedPortGroup:DistributedPortGroup"
-VGPU_ATTACHMENT_TYPE = "pulumi-python:dynamic/vsphere:VgpuAttachment"
+VGPU_ATTACHMENT_TYPE = "gpucluster:vsphere:VgpuAttachment"
 CONFIG_GROUP_TYPE = "kubernetes:yaml/v2:ConfigGroup"
 
 

@@ -63,7 +63,13 @@ def cluster_spec(env: Environment, spec_class: type[Spec], **more: Any) -> Spec:
         ],
         search_domain=env.management_network.dns_domain,
         ssh_authorized_keys=list(k8s.ssh_authorized_keys),
-        calico=CalicoSettings(version=k8s.cni.version, operator_manifest_url=k8s.cni.operator_manifest_url),
+        calico=CalicoSettings(
+            version=k8s.cni.version,
+            operator_manifest_url=k8s.cni.operator_manifest_url,
+            registry=env.mirror.registry,
+            files=env.mirror.files,
+        ),
+        image_repository=env.mirror.registry,
         taint_gpu_nodes=k8s.gpu_node_taint,
         # The GPU Operator installs the driver and configures containerd itself.
         configure_nvidia_runtime=env.gpu.mode == "device-plugin",

@@ -43,6 +43,7 @@ from stacks.environment.fields import (
     Vmnic,
     vgpu_board_and_series,
 )
+from stacks.environment.mirror import Mirror
 from stacks.environment.monitoring import Monitoring
 from stacks.environment.replicas import TemplateReplica
 from stacks.environment.tuning import Tuning
@@ -202,8 +203,8 @@ class WorkerPool(NodePool):
     """How many workers a rolling change (template, sizes, vGPU profile) takes down at once; default
     1. More finishes a large pool sooner (one worker takes a clone, a boot and a join) but leaves
     less GPU capacity for the jobs meanwhile. The control plane always goes one node at a time. At
-    most 3: every dynamic resource of a stack is served by one provider process with four worker
-    threads (pulumi/dynamic/__main__.py), and each chain's settle holds one while it waits."""
+    most 3: every resource of ours is served by one provider process with a bounded worker pool
+    (gpucluster:maxConcurrentOperations), and each chain's settle holds a thread while it waits."""
 
 
 class VmSettings(Model):
@@ -409,6 +410,12 @@ class Jobs(Model):
     extra_env: dict[EnvName, str] = Field(default_factory=dict)
     """More environment variables for every rank of every job; they override the transport's
     settings (e.g. `NCCL_IB_GID_INDEX: "3"`, `NCCL_DEBUG: WARN`)."""
+    site_image: PinnedImage | None = None
+    """The site's job image, built from `images/site/Dockerfile` (NVIDIA's PyTorch image plus
+    sshd, the distribution's verbs providers incl. vmw_pvrdma, and nccl-tests): the fabric check
+    and the PyTorch samples run on it unless their own `image` is set. Jobs install nothing at
+    start, so without it the PyTorch sample has no sshd and, over RoCE, the fabric check's default
+    image has no vmw_pvrdma provider (the check then says so before it sweeps). Default none."""
     sample: SampleJob = SampleJob()
     """The tf_cnn_benchmarks job."""
     fabric_check: FabricCheck = FabricCheck()
@@ -452,6 +459,8 @@ class Environment(Model):
     """GPU health metrics (dcgm-exporter) and the optional minimal Prometheus."""
     tuning: Tuning = Tuning()
     """Kubeflow Trainer v2 and Katib with a sample Experiment; off by default."""
+    mirror: Mirror = Mirror()
+    """One registry and one file base for an air-gapped site (docs/air-gapped.md); default none."""
 
     def vm_name(self, node: NodeSpec) -> str:
         return f"{self.vm.name_prefix}-{node.name}"

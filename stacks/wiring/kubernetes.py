@@ -15,7 +15,7 @@ from components.k8s.addons.kubeflow_tuning import KatibSettings, KubeflowTuning,
 from components.k8s.addons.monitoring import GpuMonitoringArgs
 from components.k8s.addons.mpi_operator import MpiOperator, MpiOperatorArgs, MpiOperatorSettings
 from components.k8s.addons.prometheus import PrometheusSettings
-from components.k8s.addons.rdma_plugin import RdmaDevicePluginArgs, RdmaPluginSettings, RdmaResource
+from components.k8s.addons.rdma_plugin import RDMA_PLUGIN_IMAGE, RdmaDevicePluginArgs, RdmaPluginSettings, RdmaResource
 from components.k8s.api.ready import ApiServerReadyArgs
 from components.k8s.bootstrap import ClusterBootstrap, ClusterBootstrapArgs
 from components.k8s.cluster_access import ClusterAccess, ClusterAccessArgs
@@ -29,11 +29,17 @@ from components.k8s.jobs.trainjob import TuningSampleJob
 from components.k8s.jobs.tuning_sample import TuningSampleArgs
 from components.k8s.join.joined import NodeJoinedArgs
 from components.k8s.join.token import JoinTokenArgs
+from components.k8s.mirror import mirrored_image
 from components.k8s.rollout.drain import NodeDrainArgs
 from components.vsphere.node_pool import NodeOutputs, NodePool
 from stacks.environment.cluster_spec import cluster_name, cluster_spec, control_plane_endpoint
 from stacks.environment.loader import KUBECONFIG_KEY, LICENSE_TOKEN_KEY
 from stacks.environment.model import Environment
+
+
+def image(env: Environment, reference: str) -> str:
+    """`reference` as the stack pulls it: from `mirror.registry` when one is set."""
+    return mirrored_image(reference, env.mirror.registry)
 
 
 def bootstrap_args(env: Environment) -> ClusterBootstrapArgs:
@@ -148,11 +154,13 @@ def gpu_support_args(env: Environment, cluster: ClusterAccess) -> GpuDevicePlugi
             gridd_conf=settings.gridd_conf,
             chart_version=settings.chart_version,
             extra_values=operator_monitoring_values(env),
+            image_registry=env.mirror.registry,
+            chart_files=env.mirror.files,
         )
     return GpuDevicePluginArgs(
         provider=cluster.provider,
         mode=gpu.mode,
-        device_plugin=DevicePluginSettings(image=gpu.device_plugin_image)
+        device_plugin=DevicePluginSettings(image=image(env, gpu.device_plugin_image))
         if operator is None
         else DevicePluginSettings(),
         gpu_operator=operator,
@@ -176,7 +184,7 @@ def monitoring_args(env: Environment, cluster: ClusterAccess) -> GpuMonitoringAr
     exporter = None
     if monitoring.enabled and env.gpu.mode == "device-plugin":
         exporter = DcgmExporterSettings(
-            image=monitoring.exporter_image,
+            image=image(env, monitoring.exporter_image),
             scrape=monitoring.scrape,
             service_monitor_labels=monitoring.service_monitor_labels,
         )
@@ -184,7 +192,7 @@ def monitoring_args(env: Environment, cluster: ClusterAccess) -> GpuMonitoringAr
     if monitoring.prometheus.enabled:
         settings = monitoring.prometheus
         prometheus = PrometheusSettings(
-            image=settings.image,
+            image=image(env, settings.image),
             retention_hours=settings.retention_hours,
             storage_limit_gi=settings.storage_limit_gi,
         )
@@ -209,12 +217,19 @@ def rdma_support_args(env: Environment, cluster: ClusterAccess) -> RdmaDevicePlu
         device_ids=tuple(rdma.device_ids),
         drivers=tuple(rdma.drivers),
     )
-    return RdmaDevicePluginArgs(provider=cluster.provider, settings=RdmaPluginSettings(resources=(resource,)))
+    return RdmaDevicePluginArgs(
+        provider=cluster.provider,
+        settings=RdmaPluginSettings(resources=(resource,), image=image(env, RDMA_PLUGIN_IMAGE)),
+    )
 
 
 def mpi_operator_args(env: Environment, cluster: ClusterAccess) -> MpiOperatorArgs:
+    operator = env.mpi_operator
     settings = MpiOperatorSettings(
-        version=env.mpi_operator.version, crd_url=env.mpi_operator.crd_url, placement=env.mpi_operator.placement
+        version=operator.version,
+        crd_url=operator.crd_url,
+        placement=operator.placement,
+        image=image(env, MpiOperatorSettings(version=operator.version).controller_image),
     )
     return MpiOperatorArgs(provider=cluster.provider, settings=settings)
 
@@ -254,9 +269,12 @@ def training_jobs_args(env: Environment, cluster: ClusterAccess, operator: MpiOp
             num_batches=sample.num_batches,
         )
         if sample.script_path:
-            benchmark = dataclasses.replace(benchmark, fetch_benchmarks=False, script_path=sample.script_path)
-    if benchmark is not None and sample.image:
-        benchmark = dataclasses.replace(benchmark, image=sample.image)
+            benchmark = dataclasses.replace(benchmark, script_path=sample.script_path)
+    # The sample's own image, else the site image (PyTorch sample only: the legacy one needs
+    # Horovod), else the job's default; from the mirror when one is set.
+    site_image = jobs.site_image if isinstance(benchmark, PytorchDdpJob) else None
+    if benchmark is not None:
+        benchmark = dataclasses.replace(benchmark, image=image(env, sample.image or site_image or benchmark.image))
     fabric = None
     if jobs.fabric_check.enabled:
         check = jobs.fabric_check
@@ -268,8 +286,7 @@ def training_jobs_args(env: Environment, cluster: ClusterAccess, operator: MpiOp
             link_gbps=check.link_gbps,
             min_bus_share=check.min_bus_bandwidth_share,
         )
-        if check.image:
-            fabric = dataclasses.replace(fabric, image=check.image)
+        fabric = dataclasses.replace(fabric, image=image(env, check.image or jobs.site_image or fabric.image))
     return TrainingJobsArgs(
         provider=cluster.provider,
         namespace=jobs.namespace,
@@ -295,7 +312,9 @@ def kubeflow_tuning_args(env: Environment, cluster: ClusterAccess) -> KubeflowTu
             db_storage_class=tuning.katib.db_storage_class or "",
             manifest_url=tuning.katib.manifest_url,
         )
-    return KubeflowTuningArgs(provider=cluster.provider, trainer=trainer, katib=katib)
+    return KubeflowTuningArgs(
+        provider=cluster.provider, trainer=trainer, katib=katib, image_registry=env.mirror.registry
+    )
 
 
 def tuning_sample_args(env: Environment, cluster: ClusterAccess, tuning: KubeflowTuning) -> TuningSampleArgs | None:
@@ -312,7 +331,7 @@ def tuning_sample_args(env: Environment, cluster: ClusterAccess, tuning: Kubeflo
     job = TuningSampleJob(
         namespace=settings.namespace,
         shape=shape,
-        image=sample.image,
+        image=image(env, sample.image),
         nodes=sample.nodes,
         batch_sizes=tuple(sample.batch_sizes),
         steps=sample.steps,

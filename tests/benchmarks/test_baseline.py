@@ -39,6 +39,6 @@ def test_typed_replay_finds_provider_index_classes_only() -> None:
     found = typed_class("vsphere:index/virtualMachine:VirtualMachine")
     assert found is not None and found.cls is vsphere.VirtualMachine
     assert found.python_names["datastoreId"] == "datastore_id"
-    assert typed_class("pulumi-python:dynamic/vsphere:VgpuAttachment") is None
+    assert typed_class("gpucluster:vsphere:VgpuAttachment") is None
     assert typed_class("kubernetes:yaml/v2:ConfigGroup") is None
     assert typed_class("nosuchpackage:index/thing:Thing") is None

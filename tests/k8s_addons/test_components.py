@@ -113,9 +113,8 @@ def test_mpi_operator_installs_the_pinned_crd_before_its_objects() -> None:
     result = run(all_addons)
     crd = result.named("mpi-crd")
     assert crd.type == "kubernetes:yaml/v2:ConfigFile"
-    assert crd.plain_inputs()["file"] == (
-        "https://raw.githubusercontent.com/kubeflow/mpi-operator/v0.8.2/manifests/base/kubeflow.org_mpijobs.yaml"
-    )
+    # The vendored copy, relative to the project directory: preview fetches nothing.
+    assert crd.plain_inputs()["file"] == "manifests/mpi-operator/v0.8.0/mpijobs.kubeflow.org.crd.yaml"
     assert crd.urn in result.named("mpi-objects").dependencies
 
 

@@ -10,7 +10,6 @@ import pytest
 from components.k8s.addons.device_plugin import DevicePluginSettings, render_device_plugin
 from components.k8s.addons.gpu_operator import driver_image_tag, visible_pod_templates
 from components.k8s.addons.mpi_operator import (
-    CRD_URL_TEMPLATE,
     MpiOperatorSettings,
     render_mpi_operator,
 )
@@ -198,10 +197,10 @@ def test_mpi_operator_namespace_follows_settings() -> None:
     assert by_kind(objs, "ClusterRoleBinding")["subjects"][0]["namespace"] == "kubeflow"
 
 
-def test_crd_source_is_pinned_to_the_release_tag() -> None:
+def test_crd_source_is_the_vendored_copy_of_the_release() -> None:
     settings = MpiOperatorSettings()
-    assert settings.crd_source == CRD_URL_TEMPLATE.format(version="0.8.2")
-    assert "/v0.8.2/" in settings.crd_source
+    assert settings.crd_source == "manifests/mpi-operator/v0.8.0/mpijobs.kubeflow.org.crd.yaml"
+    assert "://" not in MpiOperatorSettings(version="0.8.0").crd_source
     assert MpiOperatorSettings(crd_url="https://mirror.example/crd.yaml").crd_source == (
         "https://mirror.example/crd.yaml"
     )

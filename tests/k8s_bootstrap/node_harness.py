@@ -9,6 +9,8 @@ command the script runs without a stand-in fails the test instead of touching th
 from __future__ import annotations
 
 import configparser
+import hashlib
+import re
 import shutil
 import signal
 import subprocess
@@ -39,7 +41,7 @@ STANDIN_NAMES = (
     "apt-get",
     "rpm",
 )
-TOOLS = ("bash", "cat", "cp", "grep", "mkdir", "rm", "sed", "touch")
+TOOLS = ("bash", "cat", "cp", "grep", "mkdir", "mv", "rm", "sed", "sha256sum", "touch")
 
 CONTAINERD_CONFIG = {
     2: 'version = 2\n[plugins."io.containerd.grpc.v1.cri".containerd.runtimes.runc.options]\n  SystemdCgroup = true\n',
@@ -55,6 +57,32 @@ class Run:
     @property
     def power_cut(self) -> bool:
         return self.returncode == -signal.SIGKILL
+
+
+CALICO_MANIFEST = b"""\
+# A stand-in for Calico's tigera-operator.yaml, with its shape where the bootstrap touches it (the
+# operator's image, named as upstream names it): the repository holds no copy of Calico's file.
+apiVersion: v1
+kind: Namespace
+metadata:
+  name: tigera-operator
+---
+apiVersion: apps/v1
+kind: Deployment
+metadata:
+  name: tigera-operator
+  namespace: tigera-operator
+spec:
+  template:
+    spec:
+      containers:
+        - name: tigera-operator
+          image: quay.io/tigera/operator:v1.40.3
+"""
+"""What the stand-in curl serves for tigera-operator.yaml."""
+CALICO_MANIFEST_SHA256 = hashlib.sha256(CALICO_MANIFEST).hexdigest()
+"""The checksum the harness pins in the init node's settings in place of the recorded one."""
+_PINNED_CALICO = re.compile(r"^GPUCLUSTER_CALICO_MANIFEST_SHA256=[0-9a-f]{64}$", re.MULTILINE)
 
 
 @dataclass
@@ -75,6 +103,7 @@ class Node:
         self.sim = self.base / "sim"
         self.sim.mkdir(parents=True)
         (self.sim / "hostname").write_text(self.hostname + "\n")
+        (self.sim / "calico-manifest").write_bytes(CALICO_MANIFEST)
         bin_dir = self.base / "bin"
         bin_dir.mkdir()
         for name in STANDIN_NAMES:
@@ -94,7 +123,15 @@ class Node:
         for entry in document["write_files"]:
             path = self.root / entry["path"].lstrip("/")
             path.parent.mkdir(parents=True, exist_ok=True)
-            path.write_text(entry["content"])
+            content = entry["content"]
+            if entry["path"] == BOOTSTRAP_ENV_PATH:
+                # The stand-in manifest's own checksum in place of the recorded one (the real one
+                # is checked by the golden user-data): the script checks what it fetched against it.
+                content, pins = _PINNED_CALICO.subn(
+                    f"GPUCLUSTER_CALICO_MANIFEST_SHA256={CALICO_MANIFEST_SHA256}", content
+                )
+                assert pins == ("GPUCLUSTER_ROLE=init" in content), "the init node's settings carry one Calico pin"
+            path.write_text(content)
             path.chmod(int(entry["permissions"], 8))
 
     # --- the world around the node -------------------------------------------------------------

@@ -23,7 +23,7 @@ from tests.k8s_bootstrap.cluster_settings import GPU_WORKER, cluster_settings
 PROJECT = "vsphere-gpu-cluster"
 BOOTSTRAP = "gpucluster:kubernetes:ClusterBootstrap"
 ACCESS = "gpucluster:kubernetes:ClusterAccess"
-READY = "pulumi-python:dynamic/kubernetes:ApiServerReady"
+READY = "gpucluster:kubernetes:ApiServerReady"
 K8S_PROVIDER = "pulumi:providers:kubernetes"
 
 
@@ -108,9 +108,10 @@ def test_children_have_stable_role_names_and_the_component_as_parent(run: Progra
         ("tls:index/locallySignedCert:LocallySignedCert", "c-etcd-client-cert"),
         ("random:index/randomString:RandomString", "c-token-id"),
         ("random:index/randomPassword:RandomPassword", "c-token-secret"),
-        ("pulumi-python:dynamic/kubernetes:JoinTokenRotation", "c-token-rotation"),
+        ("gpucluster:kubernetes:JoinTokenRotation", "c-token-rotation"),
     }
-    assert len(run.resources) == 1 + len(children)
+    # The component, its children, and the gpucluster provider the rotation is served by.
+    assert len(run.resources) == 2 + len(children)
 
 
 def test_resources_do_not_depend_on_the_node_list() -> None:

@@ -5,6 +5,7 @@ must be loud (missing RDMA devices, driver, toolkit)."""
 
 from __future__ import annotations
 
+import dataclasses
 import shutil
 from pathlib import Path
 
@@ -12,7 +13,7 @@ import pytest
 
 from components.k8s.node_bootstrap import ClusterPki, ClusterSpec, UserDataRenderer
 from tests.k8s_bootstrap.cluster_settings import PEM_FIELDS, TEST_ENCRYPTION_KEYS, cluster_settings
-from tests.k8s_bootstrap.node_harness import Node
+from tests.k8s_bootstrap.node_harness import CALICO_MANIFEST_SHA256, Node
 
 pytestmark = pytest.mark.skipif(shutil.which("bash") is None, reason="the bootstrap script needs bash")
 
@@ -23,6 +24,7 @@ PKI = ClusterPki(
     secrets_encryption_keys=TEST_ENCRYPTION_KEYS,
 )
 CALICO = "https://raw.githubusercontent.com/projectcalico/calico/v3.31.3/manifests/tigera-operator.yaml"
+FETCHED = "/var/lib/gpucluster/tigera-operator.yaml"
 
 
 def make_spec(**overrides: object) -> ClusterSpec:
@@ -77,7 +79,12 @@ def test_first_control_plane_node_inits_once_installs_calico_and_keeps_the_share
     assert node.lines("inits") == ["init"]
     assert not node.calls_of("kubeadm reset")
     assert node.file("/etc/kubernetes/pki/ca.key").read_text() == PKI.ca_key_pem
-    assert node.lines("applied") == [CALICO, str(node.file("/etc/kubernetes/calico-installation.yaml"))]
+    # The pinned manifest, fetched once and applied from the checked local copy.
+    assert node.lines("fetched") == [CALICO]
+    assert node.lines("applied") == [
+        str(node.file(FETCHED)),
+        str(node.file("/etc/kubernetes/calico-installation.yaml")),
+    ]
     # Calico only once the API answers with admin credentials, after init.
     calls = node.calls
     assert calls.index(next(c for c in calls if c.startswith("kubeadm init --config"))) < calls.index(
@@ -316,7 +323,10 @@ def test_control_plane_failing_its_calico_apply_is_never_reset_and_finishes_on_t
     assert node.boot().returncode == 0
     assert len(node.calls_of("kubeadm init --config")) == 1
     assert not node.calls_of("kubeadm reset")
-    assert node.lines("applied")[-2:] == [CALICO, str(node.file("/etc/kubernetes/calico-installation.yaml"))]
+    assert node.lines("applied")[-2:] == [
+        str(node.file(FETCHED)),
+        str(node.file("/etc/kubernetes/calico-installation.yaml")),
+    ]
     assert_bootstrapped(node)
 
 
@@ -453,3 +463,34 @@ def test_a_boot_cut_inside_kubeadm_recovers_on_the_next_boot(tmp_path: Path, nam
         assert node.file("/etc/kubernetes/kubelet.conf").exists()
     if name == "cp-2":
         assert node.lines("etcd-members") == ["cp-2"]
+
+
+# --- the pinned Calico manifest ------------------------------------------------------------------
+
+
+def test_a_calico_manifest_with_other_bytes_is_refused_and_nothing_is_applied(tmp_path: Path) -> None:
+    node = make_node(tmp_path, "cp-1")
+    (node.sim / "calico-manifest").write_text("apiVersion: v1\nkind: Namespace\nmetadata: {name: evil}\n")
+    run = node.start()
+    assert run.returncode != 0
+    assert f"not the pinned {CALICO_MANIFEST_SHA256}" in run.output
+    assert not [line for line in node.lines("applied") if "tigera-operator" in line]
+    assert not node.file(FETCHED).exists()
+
+
+def test_with_a_mirror_the_operator_image_is_pulled_from_it_and_the_manifest_fetched_there(tmp_path: Path) -> None:
+    spec = make_spec()
+    spec = dataclasses.replace(
+        spec,
+        calico=dataclasses.replace(
+            spec.calico, registry="registry.site.example/mirror", files="https://files.site.example/m"
+        ),
+    )
+    node = make_node(tmp_path, "cp-1", spec=spec)
+    assert node.boot().returncode == 0
+    assert node.lines("fetched") == [
+        "https://files.site.example/m/raw.githubusercontent.com/projectcalico/calico/v3.31.3/manifests/tigera-operator.yaml"
+    ]
+    applied = node.file(FETCHED).read_text()
+    assert "image: registry.site.example/mirror/tigera/operator:v1.40.3" in applied
+    assert "quay.io" not in applied

@@ -34,8 +34,8 @@ from stacks.tools.plan.mock_values import MOCK_JOIN_TOKEN_ISSUED_AT
 
 ROOT = Path(__file__).resolve().parents[2]
 SECRET_RESOURCE = "kubernetes:core/v1:Secret"
-READY = "pulumi-python:dynamic/kubernetes:ApiServerReady"
-ROTATION = "pulumi-python:dynamic/kubernetes:JoinTokenRotation"
+READY = "gpucluster:kubernetes:ApiServerReady"
+ROTATION = "gpucluster:kubernetes:JoinTokenRotation"
 
 
 @pytest.fixture(scope="module")

@@ -187,7 +187,7 @@ def test_credentials_reach_the_state_only_as_secrets(monkeypatch: pytest.MonkeyP
         )
 
     run = run_program(program, project="vsphere-gpu-cluster", stack="test", config={}, secret_keys=[])
-    (member,) = run.by_type("pulumi-python:dynamic/kubernetes:ControlPlaneMember")
+    (member,) = run.by_type("gpucluster:kubernetes:ControlPlaneMember")
     inputs = member.redacted_inputs()
     for key in ("kubeconfig", "etcd_client_cert_pem", "etcd_client_key_pem"):
         assert inputs[key] == "[secret]", key

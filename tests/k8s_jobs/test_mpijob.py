@@ -22,14 +22,6 @@ from components.k8s.jobs.pytorch_ddp import PytorchDdpJob, render_pytorch_ddp, r
 from tests.k8s_addons.k8s_checks import check_policy, validate_strict
 from tests.k8s_jobs.crd_schema import MPIJOB_CRD, load_crd_schema, validate
 
-needs_crd = pytest.mark.skipif(
-    not MPIJOB_CRD.is_file(),
-    reason=(
-        f"MPIJob CRD reference {MPIJOB_CRD} is absent (it lives in the shared reference folder "
-        "next to the repository, which CI has and a plain clone does not)"
-    ),
-)
-
 POD = {"spec": {"containers": [{"name": "c", "image": "busybox:1.36"}]}}
 
 
@@ -66,9 +58,7 @@ def rendered_jobs() -> dict[str, dict[str, Any]]:
         ),
         "benchmark-roce": render_benchmark(BenchmarkJob(workers=4)),
         "benchmark-tcp": render_benchmark(BenchmarkJob(workers=2, shape=WorkerShape(transport="tcp", gpus=2))),
-        "benchmark-baked-image": render_benchmark(
-            BenchmarkJob(workers=2, fetch_benchmarks=False, script_path="/opt/tf_cnn_benchmarks.py")
-        ),
+        "benchmark-baked-image": render_benchmark(BenchmarkJob(workers=2, script_path="/opt/tf_cnn_benchmarks.py")),
         "fabric-roce": render_fabric_check(FabricCheckJob(workers=4)),
         "fabric-tcp": render_fabric_check(FabricCheckJob(workers=4, shape=WorkerShape(transport="tcp"))),
         "pytorch-roce": render_pytorch_ddp(PytorchDdpJob(workers=4)),
@@ -84,7 +74,6 @@ def crd_schema() -> dict[str, Any]:
     return load_crd_schema(MPIJOB_CRD, "v2beta1")
 
 
-@needs_crd
 @pytest.mark.parametrize("which", sorted(JOBS))
 def test_jobs_validate_against_the_crd_with_no_unknown_field(which: str, crd_schema: dict[str, Any]) -> None:
     assert validate(crd_schema, JOBS[which]) == []
@@ -162,7 +151,6 @@ def test_bad_jobs_are_rejected(build: Any, message: str) -> None:
 # The validator must be able to fail, or the CRD test above proves nothing.
 
 
-@needs_crd
 def test_validator_rejects_an_unknown_field(crd_schema: dict[str, Any]) -> None:
     job = copy.deepcopy(JOBS["minimal"])
     job["spec"]["slotsPerWorkers"] = 1
@@ -172,7 +160,6 @@ def test_validator_rejects_an_unknown_field(crd_schema: dict[str, Any]) -> None:
     assert any(e.endswith("imagePullPolicyy: unknown field") for e in errors), errors
 
 
-@needs_crd
 def test_validator_rejects_a_wrong_type(crd_schema: dict[str, Any]) -> None:
     job = copy.deepcopy(JOBS["minimal"])
     job["spec"]["slotsPerWorker"] = "1"
@@ -182,7 +169,6 @@ def test_validator_rejects_a_wrong_type(crd_schema: dict[str, Any]) -> None:
     assert ".spec.mpiReplicaSpecs.Worker.replicas: expected integer, got bool" in errors
 
 
-@needs_crd
 def test_validator_rejects_a_bad_enum_and_a_missing_required_field(
     crd_schema: dict[str, Any],
 ) -> None:

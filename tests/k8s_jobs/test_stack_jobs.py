@@ -31,8 +31,10 @@ def stack_with(tmp_path: Path, jobs_yaml: str) -> Path:
     return path
 
 
-BENCHMARK_OVER_TCP = """    jobs:
+SITE_IMAGE = "registry.site.example/gpucluster/site:25.06-1"
+BENCHMARK_OVER_TCP = f"""    jobs:
       transport: tcp
+      siteImage: {SITE_IMAGE}
       extraEnv:
         NCCL_DEBUG_SUBSYS: INIT,NET
       sample:
@@ -62,10 +64,13 @@ def test_the_switch_runs_the_pytorch_benchmark_over_tcp_with_the_extra_env(
     env = {e["name"]: e["value"] for e in launcher["env"]}
     assert env["NCCL_DEBUG_SUBSYS"] == "INIT,NET" and env["NCCL_NET"] == "Socket"
     assert "--batch-size=64" in launcher["command"]
-    assert launcher["image"] == "nvcr.io/nvidia/pytorch:25.06-py3"
+    # The site image (images/site/Dockerfile): NVIDIA's PyTorch image plus sshd.
+    assert launcher["image"] == SITE_IMAGE
     worker = mpijob["spec"]["mpiReplicaSpecs"]["Worker"]
     assert worker["replicas"] == 4 and worker["template"]["spec"]["hostNetwork"] is True
-    assert "apt-get install" in shlex.join(worker["template"]["spec"]["containers"][0]["command"])
+    command = shlex.join(worker["template"]["spec"]["containers"][0]["command"])
+    assert "apt-get" not in command and "sshd -De" in command
+    assert worker["template"]["spec"]["containers"][0]["image"] == SITE_IMAGE
     [namespace] = [o for o in benchmark_plan if o["kind"] == "Namespace" and o["metadata"]["name"] == "training"]
     assert namespace["metadata"]["labels"]["pod-security.kubernetes.io/enforce"] == "privileged"
 
@@ -76,8 +81,7 @@ def test_the_planned_job_objects_validate_strictly(benchmark_plan: list[dict[str
     assert {o["kind"] for o in jobs} == {"ConfigMap", "MPIJob", "NetworkPolicy"}
     for obj in jobs:
         if obj["kind"] == "MPIJob":
-            if MPIJOB_CRD.is_file():
-                assert validate(load_crd_schema(MPIJOB_CRD, "v2beta1"), obj) == []
+            assert validate(load_crd_schema(MPIJOB_CRD, "v2beta1"), obj) == []
             for role, replica in obj["spec"]["mpiReplicaSpecs"].items():
                 validate_strict(
                     {
@@ -96,12 +100,18 @@ def test_the_planned_job_objects_validate_strictly(benchmark_plan: list[dict[str
     ("jobs_yaml", "valid"),
     [
         (SAMPLE_OFF.join(["    jobs:\n      transport: roce\n", "      fabricCheck:\n        enabled: true\n"]), True),
-        ("    jobs:\n      sample:\n        enabled: true\n      fabricCheck:\n        enabled: true\n", False),
         (
-            "    jobs:\n      workers: 2\n      sample:\n        enabled: true\n      fabricCheck:\n        enabled: true\n",
+            f"    jobs:\n      siteImage: {SITE_IMAGE}\n      sample:\n        enabled: true\n      fabricCheck:\n        enabled: true\n",
+            False,
+        ),
+        (
+            f"    jobs:\n      siteImage: {SITE_IMAGE}\n      workers: 2\n      sample:\n        enabled: true\n      fabricCheck:\n        enabled: true\n",
             True,
         ),
-        ("    jobs:\n      sample:\n        enabled: true\n      fabricCheck:\n        enabled: false\n", True),
+        (
+            f"    jobs:\n      siteImage: {SITE_IMAGE}\n      sample:\n        enabled: true\n      fabricCheck:\n        enabled: false\n",
+            True,
+        ),
     ],
 )
 def test_jobs_must_fit_in_the_gpus_together(tmp_path: Path, jobs_yaml: str, valid: bool) -> None:

@@ -27,7 +27,7 @@ from stacks.tools.plan.upgrade_notes import upgrade_notes
 from tests.program.conftest import ROOT, EnvEdit
 
 WORKERS = [f"gpu-workers-worker-{i}" for i in range(1, 5)]
-CP_MEMBER = "pulumi-python:dynamic/kubernetes:ControlPlaneMember"
+CP_MEMBER = "gpucluster:kubernetes:ControlPlaneMember"
 
 
 def verdicts(before: ProgramRun, after: ProgramRun) -> dict[str, str]:

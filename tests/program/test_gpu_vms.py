@@ -21,7 +21,7 @@ from stacks.tools.plan.mock_values import fake_invoke_result
 from tests.program.conftest import edited_view, run_view
 
 VM = "vsphere:index/virtualMachine:VirtualMachine"
-VGPU = "pulumi-python:dynamic/vsphere:VgpuAttachment"
+VGPU = "gpucluster:vsphere:VgpuAttachment"
 GET_VM = "vsphere:index/getVirtualMachine:getVirtualMachine"
 
 

@@ -9,8 +9,8 @@ from stacks.environment.model import Environment
 from stacks.tools.plan.mock_runtime import ProgramRun, contains_secret
 
 VM = "vsphere:index/virtualMachine:VirtualMachine"
-SCRUB = "pulumi-python:dynamic/vsphere:GuestinfoScrub"
-JOINED = "pulumi-python:dynamic/kubernetes:NodeJoined"
+SCRUB = "gpucluster:vsphere:GuestinfoScrub"
+JOINED = "gpucluster:kubernetes:NodeJoined"
 
 
 def test_every_node_vm_gets_its_own_scrub_once_its_node_joined(dev_run: ProgramRun, dev_env: Environment) -> None:
@@ -28,7 +28,7 @@ def test_every_node_vm_gets_its_own_scrub_once_its_node_joined(dev_run: ProgramR
         # The scrub takes the keys out of this VM only, and only after its node joined.
         assert scrub.inputs["vm_name"] == vm.inputs["name"]
         assert scrub.property_dependencies["vm_id"] == [vm.urn]
-        assert set(scrub.dependencies) == {vm.urn, wait.urn}
+        assert set(scrub.resource_dependencies) == {vm.urn, wait.urn}
         # The wait is for this VM's node (a replaced VM has a new id: a new wait), after the
         # readiness check and the join token, so a waiting node never holds up what a join needs.
         assert wait.property_dependencies["vm_id"] == [vm.urn]
@@ -42,6 +42,6 @@ def test_every_node_vm_gets_its_own_scrub_once_its_node_joined(dev_run: ProgramR
 
 
 def test_pvrdma_rulesets_are_open_to_the_rdma_subnet_only(dev_run: ProgramRun, dev_env: Environment) -> None:
-    settings = dev_run.by_type("pulumi-python:dynamic/vsphere:PvrdmaHostSettings")
+    settings = dev_run.by_type("gpucluster:vsphere:PvrdmaHostSettings")
     assert len(settings) == len(dev_env.hosts)
     assert {s.inputs["allowed_network"] for s in settings} == {str(dev_env.rdma_network.subnet)}

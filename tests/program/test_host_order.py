@@ -20,9 +20,9 @@ from stacks.environment.model import Environment
 from stacks.tools.plan.mock_runtime import ProgramRun, RecordedResource
 from tests.program.test_vsphere_layer import SWITCH, VM, closure, name_of, workers
 
-MEMBER = "pulumi-python:dynamic/vsphere:DvsHostMember"
-GRAPHICS = "pulumi-python:dynamic/vsphere:HostGraphicsMode"
-PVRDMA_HOST = "pulumi-python:dynamic/vsphere:PvrdmaHostSettings"
+MEMBER = "gpucluster:vsphere:DvsHostMember"
+GRAPHICS = "gpucluster:vsphere:HostGraphicsMode"
+PVRDMA_HOST = "gpucluster:vsphere:PvrdmaHostSettings"
 VNIC = "vsphere:index/vnic:Vnic"
 FABRIC_TYPES = {SWITCH, "vsphere:index/distributedPortGroup:DistributedPortGroup", VNIC, PVRDMA_HOST, MEMBER, GRAPHICS}
 
@@ -123,7 +123,7 @@ def test_adding_a_host_updates_no_switch(dev_run: ProgramRun, run_edited: Callab
     member = after.named("rdma-member-esxi-05.lab.example.com")
     assert member.type == MEMBER
     assert member.inputs["vmnics"] == ["vmnic4"]
-    assert member.dependencies == [only_switch(after).urn]
+    assert member.resource_dependencies == [only_switch(after).urn]
 
 
 def only_switch(run: ProgramRun) -> RecordedResource:

@@ -13,7 +13,7 @@ from typing import Any
 from stacks.tools.plan.mock_runtime import ProgramRun
 from tests.program.conftest import edited_view, run_view, stack_view
 
-GATE = "pulumi-python:dynamic/kubernetes:RolloutGate"
+GATE = "gpucluster:kubernetes:RolloutGate"
 BYTES = "random:index/randomBytes:RandomBytes"
 
 

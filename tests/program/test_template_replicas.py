@@ -15,8 +15,8 @@ from stacks.tools.plan.mock_runtime import ProgramRun, RecordedResource
 from tests.program.conftest import run_view
 
 VM = "vsphere:index/virtualMachine:VirtualMachine"
-REPLICA = "pulumi-python:dynamic/vsphere:TemplateReplica"
-GATE = "pulumi-python:dynamic/kubernetes:RolloutGate"
+REPLICA = "gpucluster:vsphere:TemplateReplica"
+GATE = "gpucluster:kubernetes:RolloutGate"
 
 
 def _run(workers: int, edit: Any = None) -> ProgramRun:

@@ -28,9 +28,9 @@ from stacks.tools.plan.mock_runtime import SECRET_MARK, ProgramRun, RecordedReso
 SWITCH = "vsphere:index/distributedVirtualSwitch:DistributedVirtualSwitch"
 PORT_GROUP = "vsphere:index/distributedPortGroup:DistributedPortGroup"
 VNIC = "vsphere:index/vnic:Vnic"
-PVRDMA_HOST = "pulumi-python:dynamic/vsphere:PvrdmaHostSettings"
+PVRDMA_HOST = "gpucluster:vsphere:PvrdmaHostSettings"
 VM = "vsphere:index/virtualMachine:VirtualMachine"
-VGPU = "pulumi-python:dynamic/vsphere:VgpuAttachment"
+VGPU = "gpucluster:vsphere:VgpuAttachment"
 HOST_GROUP = "vsphere:index/computeClusterHostGroup:ComputeClusterHostGroup"
 VM_GROUP = "vsphere:index/computeClusterVmGroup:ComputeClusterVmGroup"
 VM_HOST_RULE = "vsphere:index/computeClusterVmHostRule:ComputeClusterVmHostRule"
@@ -91,7 +91,7 @@ def test_one_switch_with_one_uplink_and_each_hosts_rdma_vmnic(dev_run: ProgramRu
     # Members are their own resources (DvsHostMember), so removing a host never updates the switch.
     assert switch["hosts"] == []
     assert only(dev_run.by_type(SWITCH)).ignore_changes == ["hosts"]
-    members = dev_run.by_type("pulumi-python:dynamic/vsphere:DvsHostMember")
+    members = dev_run.by_type("gpucluster:vsphere:DvsHostMember")
     assert sorted((m.inputs["host_name"], tuple(m.inputs["vmnics"])) for m in members) == [
         (host.name, ("vmnic4",)) for host in sorted(dev_env.hosts, key=lambda h: h.name)
     ]
@@ -145,7 +145,7 @@ def test_pvrdma_host_settings_wait_on_their_own_vmknic(dev_run: ProgramRun, dev_
         resource = dev_run.named(f"rdma-pvrdma-{host.name}")
         assert resource.type == PVRDMA_HOST
         assert resource.inputs["host_name"] == host.name
-        assert resource.dependencies == [dev_run.urn_of(f"rdma-vmk-{host.name}")]
+        assert resource.resource_dependencies == [dev_run.urn_of(f"rdma-vmk-{host.name}")]
 
 
 # --- the node VMs ---------------------------------------------------------------------------------
@@ -195,7 +195,7 @@ def test_one_vgpu_per_worker_waiting_on_its_own_vm_only(dev_run: ProgramRun, dev
         assert vgpu.type == VGPU
         assert vgpu.inputs["profiles"] == ["grid_t4-16c"]
         assert vgpu.inputs["vm_name"] == f"dev-gpu-{node.name}"
-        assert vgpu.dependencies == [worker_vm(dev_run, node.name).urn]
+        assert vgpu.resource_dependencies == [worker_vm(dev_run, node.name).urn]
 
 
 def test_each_worker_is_pinned_to_its_host_by_its_own_mandatory_rule(dev_run: ProgramRun, dev_env: Environment) -> None:
@@ -302,7 +302,7 @@ def test_reordering_hosts_and_workers_renames_nothing(
 
     assert {(r.type, r.name) for r in reordered.resources} == {(r.type, r.name) for r in dev_run.resources}
     # Same names must also mean the same things: each resource waits on the same-named resources.
-    vsphere_layer = [r for r in dev_run.resources if r.type.startswith(("vsphere:", "pulumi-python:dynamic/vsphere:"))]
+    vsphere_layer = [r for r in dev_run.resources if r.type.startswith(("vsphere:", "gpucluster:vsphere:"))]
     for resource in vsphere_layer:
         after = reordered.named(resource.name)
         assert sorted(map(name_of, after.dependencies)) == sorted(map(name_of, resource.dependencies)), resource.name

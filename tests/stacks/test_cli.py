@@ -175,10 +175,10 @@ def test_plan_tree_names_the_components_with_counts(dev_plan: tuple[subprocess.C
     assert "1 x vsphere:index/distributedVirtualSwitch:DistributedVirtualSwitch" in fabric
     assert "1 x vsphere:index/distributedPortGroup:DistributedPortGroup" in fabric
     assert "4 x vsphere:index/vnic:Vnic" in fabric
-    assert "4 x pulumi-python:dynamic/vsphere:PvrdmaHostSettings" in fabric
+    assert "4 x gpucluster:vsphere:PvrdmaHostSettings" in fabric
     workers = tree_block(tree, GPU_WORKERS)
     assert "4 x vsphere:index/virtualMachine:VirtualMachine" in workers
-    assert "4 x pulumi-python:dynamic/vsphere:VgpuAttachment" in workers
+    assert "4 x gpucluster:vsphere:VgpuAttachment" in workers
     assert "4 x vsphere:index/computeClusterVmHostRule:ComputeClusterVmHostRule" in workers
     assert "1 x vsphere:index/virtualMachine:VirtualMachine" in tree_block(tree, CONTROL_PLANE)
     assert re.search(r"^total: \d+ resources \(\d+ custom resources \+ \d+ components\), ", tree, re.MULTILINE)

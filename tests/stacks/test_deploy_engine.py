@@ -44,7 +44,7 @@ def test_an_operation_waiting_for_a_provider_thread_keeps_its_engine_slot() -> N
 def _member(i: int, switch: str = "dvs-1") -> dict[str, object]:
     return {
         "urn": f"urn:member:{i}",
-        "type": engine.SWITCH_MEMBER,
+        "type": engine.SWITCH_MEMBERS[1],
         "name": f"member-{i}",
         "custom": True,
         "dependencies": [],
@@ -55,7 +55,7 @@ def _member(i: int, switch: str = "dvs-1") -> dict[str, object]:
 def _graphics(i: int) -> dict[str, object]:
     return {
         "urn": f"urn:graphics:{i}",
-        "type": "pulumi-python:dynamic/vsphere:HostGraphicsMode",
+        "type": "gpucluster:vsphere:HostGraphicsMode",
         "name": f"graphics-{i}",
         "custom": True,
         "dependencies": [],

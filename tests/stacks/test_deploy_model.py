@@ -100,7 +100,7 @@ def test_clones_share_the_template_hosts_units() -> None:
 def _copy(host: str, *, linked: bool = True) -> dict[str, object]:
     return {
         "urn": f"urn:copy:{host}",
-        "type": "pulumi-python:dynamic/vsphere:TemplateReplica",
+        "type": "gpucluster:vsphere:TemplateReplica",
         "name": f"copy-{host}",
         "custom": True,
         "dependencies": [],

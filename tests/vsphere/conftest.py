@@ -25,10 +25,10 @@ from pathlib import Path
 from typing import Any, NoReturn
 
 import pytest
-from pulumi.dynamic import Config, ConfigureRequest
 from pyVim.connect import Disconnect, SmartConnect
 from pyVmomi import vim
 
+from components.resource_handlers import ConfigureRequest
 from tests.real_parts import unavailable
 from tests.vsphere.graphics_helpers import set_active_graphics
 
@@ -69,7 +69,7 @@ class Vcsim:
         return urllib.parse.unquote(urllib.parse.urlsplit(self.url).password or "")
 
     def config(self, port: int | None = None) -> dict[str, Any]:
-        """Raw stack config, as the engine hands it to a dynamic provider's configure."""
+        """The connection settings as the gpucluster plugin hands them to handlers' configure."""
         return {
             "vsphere:vsphereServer": f"http://127.0.0.1:{port or self.port}",
             "vsphere:user": self.user,
@@ -181,7 +181,7 @@ def configure_request(vcsim: Vcsim) -> Callable[..., ConfigureRequest]:
     """Build the ConfigureRequest the engine would send, for the simulator or a proxy port."""
 
     def make(port: int | None = None) -> ConfigureRequest:
-        return ConfigureRequest(Config(raw_config=vcsim.config(port), project_name="test"))
+        return ConfigureRequest(vcsim.config(port))
 
     return make
 

@@ -3,24 +3,23 @@
 The real program runs under the SDK's mocks with its template and host lookups answered by the
 simulator; then, in Pulumi's order: each host's graphics mode (our provider), every
 `VirtualMachine` as pulumi-vsphere creates it (tests/vsphere/terraform_vm.py), then each VM's
-`VgpuAttachment` (it waits on its VM). Our resources run through their own pickled providers, as
-the engine's `pulumi-python` plugin runs them. The RDMA switch, port group and vmknics are left
+`VgpuAttachment` (it waits on its VM). Our resources run through the handlers the gpucluster
+plugin picks for their type token (provider/kinds.py). The RDMA switch, port group and vmknics are left
 out: no VM power step depends on them.
 """
 
 from __future__ import annotations
 
-import base64
 import contextlib
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-import dill
 import pytest
-from pulumi.dynamic import Config, ConfigureRequest
 from pyVmomi import vim
 
+from components.resource_handlers import ConfigureRequest
+from provider.kinds import HANDLERS
 from stacks.tools.plan import mock_runtime
 from stacks.tools.plan.mock_runtime import ProgramRun
 from stacks.tools.plan.mock_values import fake_invoke_result
@@ -30,8 +29,8 @@ from tests.vsphere.conftest import _find
 from tests.vsphere.vm_helpers import destroy, events, unique, vgpus
 
 VM = "vsphere:index/virtualMachine:VirtualMachine"
-VGPU = "pulumi-python:dynamic/vsphere:VgpuAttachment"
-GRAPHICS = "pulumi-python:dynamic/vsphere:HostGraphicsMode"
+VGPU = "gpucluster:vsphere:VgpuAttachment"
+GRAPHICS = "gpucluster:vsphere:HostGraphicsMode"
 GET_VM = "vsphere:index/getVirtualMachine:getVirtualMachine"
 GET_HOST = "vsphere:index/getHost:getHost"
 
@@ -99,10 +98,9 @@ def on_the_simulator(
 
 
 def provider_of(resource: Any, config: dict[str, Any]) -> Any:
-    """The resource's own provider, unpickled from its `__provider` input and configured, as the
-    engine's plugin does (pulumi.dynamic.__main__.get_provider)."""
-    provider = dill.loads(base64.b64decode(resource.plain_inputs()["__provider"]))
-    provider.configure(ConfigureRequest(Config(raw_config=config, project_name="vsphere-gpu-cluster")))
+    """The handlers of the resource's type, configured, as the gpucluster plugin picks them."""
+    provider = HANDLERS[resource.type]()
+    provider.configure(ConfigureRequest(config))
     return provider
 
 

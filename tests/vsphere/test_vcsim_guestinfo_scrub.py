@@ -159,7 +159,7 @@ def test_every_vm_of_a_deployed_dev_stack_is_left_with_no_secret_in_vcenter(si: 
         with deployed(si, vcsim.config(), "dev", edit) as deployment:
             assert deployment.error is None, deployment.error
             vm_names = {r.urn: r.name for r in deployment.run.by_type("vsphere:index/virtualMachine:VirtualMachine")}
-            scrubs = deployment.run.by_type("pulumi-python:dynamic/vsphere:GuestinfoScrub")
+            scrubs = deployment.run.by_type("gpucluster:vsphere:GuestinfoScrub")
             assert len(scrubs) == len(deployment.vms) == 5
             for vm in deployment.vms.values():
                 assert "guestinfo.userdata" in _extra_config(vm)  # what a vCenter reader saw until now

@@ -2,18 +2,14 @@
 
 from __future__ import annotations
 
-import base64
-import pickle
 from typing import Any
 
-import dill
 import pulumi
 import pytest
-from pulumi.dynamic import Config, ConfigureRequest
-from pulumi.dynamic.dynamic import serialize_provider
 from pulumi.runtime import rpc
 from pyVmomi import vim
 
+from components.resource_handlers import ConfigureRequest
 from components.vcenter.errors import VsphereError
 from components.vcenter.faults import fault_text
 from components.vcenter.settings import VcenterConnection, parse_server
@@ -104,8 +100,8 @@ def test_parse_server_rejects(server: str) -> None:
         parse_server(server)
 
 
-def _config(raw: dict[str, Any]) -> Config:
-    return Config(raw_config=raw, project_name="test")
+def _config(raw: dict[str, Any]) -> dict[str, Any]:
+    return raw
 
 
 def test_from_pulumi_config_reads_vsphere_namespace() -> None:
@@ -160,7 +156,7 @@ def test_bad_boolean_names_the_key() -> None:
 
 def test_provider_without_settings_fails_on_first_vcenter_call_with_the_keys() -> None:
     provider = PvrdmaHostSettingsProvider()
-    provider.configure(ConfigureRequest(_config({})))
+    provider.configure(ConfigureRequest({}))
     with pytest.raises(VsphereError, match=r"vsphere:vsphereServer"):
         provider.read("pvrdma:h", {"host_name": "h", "vmknic_device": "vmk1"})
 
@@ -170,37 +166,6 @@ def test_vmknic_device_from_vnic_id() -> None:
     assert vmknic_device_from_vnic_id("host_with_underscores-9_vmk12") == "vmk12"
     with pytest.raises(ValueError, match="Vnic id"):
         vmknic_device_from_vnic_id("vmk1")
-
-
-# --- pickling: no password in the serialized provider ---------------------------------------
-
-
-@pytest.mark.parametrize(
-    "provider",
-    [PvrdmaHostSettingsProvider(), HostGraphicsModeProvider(), VgpuAttachmentProvider()],
-    ids=["pvrdma", "graphics", "vgpu"],
-)
-def test_pickled_provider_contains_no_password(provider: Any) -> None:
-    provider.configure(
-        ConfigureRequest(
-            _config(
-                {
-                    "vsphere:vsphereServer": "vc.lab",
-                    "vsphere:user": "administrator",
-                    "vsphere:password": PASSWORD,
-                }
-            )
-        )
-    )
-    assert provider.connection.password == PASSWORD  # configured for real
-    # As the SDK does it (dill, recurse=True, sorted dicts, base64) and plainly.
-    blob = base64.b64decode(serialize_provider(provider))
-    for data in (blob, dill.dumps(provider, protocol=pickle.DEFAULT_PROTOCOL, recurse=True)):
-        assert PASSWORD.encode() not in data
-        assert b"administrator" not in data
-    # And the round trip gives a provider that waits for configure again.
-    clone = dill.loads(blob)
-    assert not clone.has_connection_settings
 
 
 # --- retries -------------------------------------------------------------------------------
@@ -358,7 +323,7 @@ def test_vgpu_check_rejects_empty_profiles() -> None:
 def test_graphics_check_without_vcenter_settings_does_not_fail() -> None:
     # Preview of a new stack without credentials: the early check is skipped, not failed.
     provider = HostGraphicsModeProvider()
-    provider.configure(ConfigureRequest(_config({})))
+    provider.configure(ConfigureRequest({}))
     result = provider.check({}, {"host_name": "esx1", "manage": False})
     assert result.failures == []
 
@@ -389,13 +354,17 @@ def test_resources_register_typed_tokens_and_no_credentials() -> Any:
     vgpu = VgpuAttachment("w1-vgpu", vm_id="4211aaaa-0000", vm_name="w1", profiles=["grid_t4-16c"])
 
     def verify(_: Any) -> None:
-        types = {args.name: args.typ for args in mocks.registered}
+        ours = [args for args in mocks.registered if not args.typ.startswith("pulumi:providers:")]
+        types = {args.name: args.typ for args in ours}
+        # One provider resource serves them all: the vCenter connection is its input, not theirs.
+        assert [args.typ for args in mocks.registered if args not in ours] == ["pulumi:providers:gpucluster"]
+        assert {args.provider.split("::")[-2] for args in ours} == {"gpucluster"}
         assert types == {
-            "esx1-pvrdma": "pulumi-python:dynamic/vsphere:PvrdmaHostSettings",
-            "esx1-graphics": "pulumi-python:dynamic/vsphere:HostGraphicsMode",
-            "w1-vgpu": "pulumi-python:dynamic/vsphere:VgpuAttachment",
+            "esx1-pvrdma": "gpucluster:vsphere:PvrdmaHostSettings",
+            "esx1-graphics": "gpucluster:vsphere:HostGraphicsMode",
+            "w1-vgpu": "gpucluster:vsphere:VgpuAttachment",
         }
-        for args in mocks.registered:
+        for args in ours:
             assert not {k for k in args.inputs if "password" in k.lower() or "user" in k.lower()}
 
     # Once all three are registered.

@@ -479,8 +479,9 @@ class Translation:
         # Same /24s, same host offsets: only the network part of each address changes.
         self.rules.append((re.compile(r"(?<![\d.])192\.168\.0\.(?=\d{1,3}(?![\d.]))"), "192.168.50."))
         self.rules.append((re.compile(r"(?<![\d.])10\.10\.0\.(?=\d{1,3}(?![\d.]))"), "10.50.0."))
-        # The bare environment name last, and never as a path segment (/dev/infiniband stays).
-        self.rules.append((re.compile(r"(?<![A-Za-z0-9/])dev(?![A-Za-z0-9])"), "qa"))
+        # The bare environment name last, never as a path segment (/dev/infiniband stays) nor as
+        # iproute2's object in the bootstrap's `rdma dev set` (a command word, not the stack).
+        self.rules.append((re.compile(r"(?<![A-Za-z0-9/])(?<!rdma )dev(?![A-Za-z0-9])"), "qa"))
         self.exact: dict[str, str] = {}
 
     def __call__(self, text: str) -> str:
@@ -647,7 +648,12 @@ def test_the_documented_clone_leaves_these_tests_green(tmp_path: Path) -> None:
     for name in ("Pulumi.yaml", "__main__.py", "pyproject.toml", *(path.name for path in SHIPPED_FILES.values())):
         copy_of_project.mkdir(exist_ok=True)
         shutil.copy(PROJECT / name, copy_of_project / name)
-    for package in ("components", "stacks", "tests/workflow"):
+    for package in (
+        "components",
+        "stacks",
+        "manifests",  # the pinned-manifest index and the vendored CRD: read by the program
+        "tests/workflow",
+    ):
         shutil.copytree(PROJECT / package, copy_of_project / package, ignore=shutil.ignore_patterns("__pycache__"))
     clone = subprocess.run(
         [sys.executable, "-m", "stacks", "clone", *QA_ARGS],

@@ -22,6 +22,14 @@ node is tainted leaves it Pending and the chart's await failing: we give it the 
 toleration. `visible_pod_templates` mirrors those placements so the plan's admission check can
 judge them (the chart itself is rendered only at `pulumi up`).
 
+Air-gapped sites (`image_registry`, `chart_files`): the chart's own documented settings move every
+image it deploys, each component's `repository` (NVIDIA, "Install NVIDIA GPU Operator in Air-Gapped
+Environments": "update values.yaml with your local registry", one `repository` per component) and
+NFD's `node-feature-discovery.image.repository`; `chart_images` lists what runs, for
+`stacks images`. The chart itself is then read from the mirror's file base as an archive URL
+(pulumi_kubernetes helm/v4 Chart "Chart Resolution" 4: by absolute URL). The vGPU guest driver
+image is the site's own already (`driver_repository`) and is left as it is.
+
 The client configuration token stays a Pulumi secret end to end: it enters as a secret Output,
 goes into the Secret's `stringData` as a secret, so the ConfigGroup input holding it is secret in
 state and redacted in `plan`.
@@ -37,6 +45,7 @@ import pulumi
 import pulumi_kubernetes as k8s
 
 from components.k8s.gpu_runtime import NVIDIA_RUNTIME_CLASS
+from components.k8s.mirror import mirrored_repository, mirrored_url
 from components.k8s.objects import (
     CONTROL_PLANE_LABEL,
     GPU_NODE_LABEL,
@@ -50,6 +59,47 @@ from components.k8s.objects import (
 CHART_REPOSITORY = "https://helm.ngc.nvidia.com/nvidia"
 CHART_NAME = "gpu-operator"
 CHART_VERSION = "v26.7.0"
+
+# The chart's image settings at v26.7.0 (deployments/gpu-operator/values.yaml and its NFD 0.19.0
+# subchart): values path -> (default repository, image, tag). The operator and the validator take
+# the chart's appVersion, which the published chart sets to its version.
+CHART_IMAGE_SETTINGS: dict[tuple[str, ...], tuple[str, str, str]] = {
+    ("operator",): ("nvcr.io/nvidia", "gpu-operator", CHART_VERSION),
+    ("validator",): ("nvcr.io/nvidia", "gpu-operator", CHART_VERSION),
+    ("driver", "manager"): ("nvcr.io/nvidia/cloud-native", "k8s-driver-manager", "v0.12.0"),
+    ("toolkit",): ("nvcr.io/nvidia/k8s", "container-toolkit", "v1.20.0"),
+    ("devicePlugin",): ("nvcr.io/nvidia", "k8s-device-plugin", "v0.20.0"),
+    ("gfd",): ("nvcr.io/nvidia", "k8s-device-plugin", "v0.20.0"),
+    ("dcgmExporter",): ("nvcr.io/nvidia/k8s", "dcgm-exporter", "4.6.0-4.8.3-distroless"),
+    ("migManager",): ("nvcr.io/nvidia/cloud-native", "k8s-mig-manager", "v0.15.0"),
+    ("dcgm",): ("nvcr.io/nvidia/cloud-native", "dcgm", "4.6.0-1-ubuntu24.04"),
+    ("nodeStatusExporter",): ("nvcr.io/nvidia", "gpu-operator", CHART_VERSION),
+    ("gds",): ("nvcr.io/nvidia/cloud-native", "nvidia-fs", "2.29.4"),
+    ("gdrcopy",): ("nvcr.io/nvidia/cloud-native", "gdrdrv", "v2.6"),
+    ("vgpuManager", "driverManager"): ("nvcr.io/nvidia/cloud-native", "k8s-driver-manager", "v0.12.0"),
+    ("vgpuDeviceManager",): ("nvcr.io/nvidia/cloud-native", "vgpu-device-manager", "v0.5.0"),
+    ("vfioManager",): ("nvcr.io/nvidia/cloud-native", "k8s-driver-manager", "v0.12.0"),
+    ("vfioManager", "driverManager"): ("nvcr.io/nvidia/cloud-native", "k8s-driver-manager", "v0.12.0"),
+    ("sandboxDevicePlugin",): ("nvcr.io/nvidia", "kubevirt-gpu-device-plugin", "v1.6.0"),
+    ("kataSandboxDevicePlugin",): ("nvcr.io/nvidia/cloud-native", "nvidia-sandbox-device-plugin", "v0.0.5"),
+    ("ccManager",): ("nvcr.io/nvidia/cloud-native", "k8s-cc-manager", "v0.4.3"),
+    ("draDriver",): ("nvcr.io/nvidia", "dra-driver-nvidia-gpu", "v0.5.0"),
+}
+NFD_IMAGE = "registry.k8s.io/nfd/node-feature-discovery:v0.19.0"
+"""NFD subchart 0.19.0 `image.repository`, tag its appVersion."""
+RUNNING_COMPONENTS: tuple[tuple[str, ...], ...] = (
+    ("operator",),
+    ("validator",),
+    ("driver", "manager"),
+    ("toolkit",),
+    ("devicePlugin",),
+    ("gfd",),
+    ("dcgmExporter",),
+    ("migManager",),
+)
+"""What the chart runs for vGPU guests with this component's values: the components enabled by
+default outside sandbox (VM passthrough) workloads; dcgm-exporter unless monitoring turns it off.
+The driver image itself is the site's (`driver_repository`)."""
 LICENSING_SECRET = "licensing-config"
 DEFAULT_GRIDD_CONF = "# NVIDIA License System client (vGPU guest)\nFeatureType=1\n"
 """FeatureType=1 (NVIDIA vGPU): with NLS the licensed product follows the VM's vGPU profile."""
@@ -83,6 +133,12 @@ class GpuOperatorArgs:
     (`driver_image_tag`) when moving it."""
     extra_values: Mapping[str, Any] = field(default_factory=dict)
     """Chart values merged (deeply) over the ones this component sets; default none."""
+    image_registry: str | None = None
+    """Mirror registry prefix every chart image is pulled from (each component's `repository`);
+    default none: nvcr.io and registry.k8s.io."""
+    chart_files: str | None = None
+    """Mirror file base the chart archive is read from (`<files>/helm.ngc.nvidia.com/nvidia/charts/
+    gpu-operator-<version>.tgz`); default none: NGC's Helm repository."""
 
     def __post_init__(self) -> None:
         check_dns_label(self.namespace, "GPU Operator namespace")
@@ -136,7 +192,45 @@ def chart_values(args: GpuOperatorArgs) -> dict[str, Any]:
         # on a cluster whose every node is tainted.
         "node-feature-discovery": {"gc": {"tolerations": [control_plane_toleration()]}},
     }
+    values = deep_merge(values, mirror_values(args.image_registry))
     return deep_merge(values, args.extra_values)
+
+
+def mirror_values(registry: str | None) -> dict[str, Any]:
+    """Every chart image's `repository` in the mirror; {} without one."""
+    if not registry:
+        return {}
+    values: dict[str, Any] = {}
+    for path, (repository, _, _) in CHART_IMAGE_SETTINGS.items():
+        values = deep_merge(values, _nested(path, {"repository": mirrored_repository(repository, registry)}))
+    nfd_repository = NFD_IMAGE.rsplit(":", 1)[0]
+    values["node-feature-discovery"] = {"image": {"repository": mirrored_repository(nfd_repository, registry)}}
+    return values
+
+
+def _nested(path: Sequence[str], leaf: dict[str, Any]) -> dict[str, Any]:
+    value: dict[str, Any] = leaf
+    for key in reversed(path):
+        value = {key: value}
+    return value
+
+
+def chart_images(*, exporter: bool) -> list[str]:
+    """The public images the chart runs for vGPU guests (`RUNNING_COMPONENTS`, the exporter only
+    when `exporter`), deduplicated, plus NFD's."""
+    images: list[str] = []
+    for path in RUNNING_COMPONENTS:
+        if path == ("dcgmExporter",) and not exporter:
+            continue
+        repository, image, tag = CHART_IMAGE_SETTINGS[path]
+        images.append(f"{repository}/{image}:{tag}")
+    images.append(NFD_IMAGE)
+    return list(dict.fromkeys(images))
+
+
+def chart_archive_url(version: str = CHART_VERSION) -> str:
+    """The chart archive in NGC's Helm repository (its index's `urls` entry for the release)."""
+    return f"{CHART_REPOSITORY}/charts/{CHART_NAME}-{version}.tgz"
 
 
 # The chart's defaults (gpu-operator v26.7.0 `deployments/gpu-operator/values.yaml` and its NFD 0.19
@@ -257,12 +351,19 @@ class GpuOperator(pulumi.ComponentResource):
             provider=args.provider,
             depends_on=[ns],
         )
+        if args.chart_files:
+            # The archive from the mirror by absolute URL: no repository index to serve.
+            source: dict[str, Any] = {"chart": mirrored_url(chart_archive_url(args.chart_version), args.chart_files)}
+        else:
+            source = {
+                "chart": CHART_NAME,
+                "version": args.chart_version,
+                "repository_opts": k8s.helm.v4.RepositoryOptsArgs(repo=CHART_REPOSITORY),
+            }
         k8s.helm.v4.Chart(
             f"{name}-chart",
-            chart=CHART_NAME,
-            version=args.chart_version,
+            **source,
             namespace=args.namespace,
-            repository_opts=k8s.helm.v4.RepositoryOptsArgs(repo=CHART_REPOSITORY),
             values=chart_values(args),
             # The chart's pods mount the licensing Secret and live in the namespace created above.
             opts=pulumi.ResourceOptions(parent=self, provider=args.provider, depends_on=[ns, licensing]),

@@ -10,6 +10,13 @@ not vendor the generated CRDs (megabytes of schema); a pinned tag cannot change 
 for the MPI Operator: `plan` shows the folders only as URLs, and preview needs GitHub (or a mirror,
 `manifest_url`).
 
+With a mirror (`image_registry`) a third transform moves every image the folders deploy there:
+the containers of their Deployments and StatefulSets, and the suggestion, early-stopping and
+metrics-collector images Katib's own `katib-config` ConfigMap names (Katib's documented place for
+them: manifests/v1beta1/installs/katib-standalone/katib-config.yaml). `TRAINER_IMAGES` and
+`KATIB_IMAGES` list what the folders run at those releases, for `stacks images`. Images a trial
+itself names (the sample's) are the stack's and are mirrored where it renders them.
+
 Two things upstream leaves to the cluster, done here with resource transforms (which Pulumi
 applies to the children of packaged components too), as pure functions with their own tests:
 
@@ -34,6 +41,7 @@ applies to the children of packaged components too), as pure functions with thei
 from __future__ import annotations
 
 import base64
+import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
@@ -43,6 +51,7 @@ import pulumi_kubernetes as k8s
 import pulumi_random as random
 from pulumi_kubernetes.kustomize.v2 import Directory  # loaded with this module (see components/k8s/objects.py)
 
+from components.k8s.mirror import mirrored_image
 from components.k8s.objects import control_plane_selector, control_plane_toleration
 
 TRAINER_VERSIONS = ("2.3.0",)
@@ -61,7 +70,40 @@ KATIB_DB_PASSWORD_LENGTH = 32
 TRAINER_URL_TEMPLATE = "https://github.com/kubeflow/trainer/tree/v{version}/manifests/overlays/manager"
 KATIB_URL_TEMPLATE = "https://github.com/kubeflow/katib/tree/v{version}/manifests/v1beta1/installs/katib-standalone"
 
+TRAINER_IMAGES: Mapping[str, tuple[str, ...]] = {
+    "2.3.0": (
+        "ghcr.io/kubeflow/trainer/trainer-controller-manager:v2.3.0",
+        "registry.k8s.io/jobset/jobset:v0.12.0",
+    )
+}
+"""kubeflow/trainer v2.3.0 manifests/overlays/manager: the controller (tag set by the overlay's
+`images:`) and JobSet v0.12.0 (manifests/third-party/jobset's `images:` rename)."""
+_KATIB = "ghcr.io/kubeflow/katib"
+KATIB_IMAGES: Mapping[str, tuple[str, ...]] = {
+    "0.19.0": (
+        *(f"{_KATIB}/{name}:v0.19.0" for name in ("katib-controller", "katib-db-manager", "katib-ui")),
+        "mysql:8.0.29",
+        *(
+            f"{_KATIB}/{name}:v0.19.0"
+            for name in (
+                "file-metrics-collector",
+                "tfevent-metrics-collector",
+                "earlystopping-medianstop",
+                *(
+                    f"suggestion-{a}"
+                    for a in ("hyperopt", "optuna", "hyperband", "skopt", "goptuna", "enas", "darts", "pbt")
+                ),
+            )
+        ),
+    )
+}
+"""kubeflow/katib v0.19.0 katib-standalone: its three components (tags from the install's
+`images:`), MySQL (components/mysql/mysql.yaml), and every image katib-config.yaml names."""
+
 _DEPLOYMENT = "kubernetes:apps/v1:Deployment"
+_WORKLOADS = ("kubernetes:apps/v1:Deployment", "kubernetes:apps/v1:StatefulSet", "kubernetes:apps/v1:DaemonSet")
+_CONFIG_MAP = "kubernetes:core/v1:ConfigMap"
+_IMAGE_LINE = re.compile(r"^([ \t]*image:[ \t]*)(\S+)[ \t]*$", re.M)
 _CLAIM = "kubernetes:core/v1:PersistentVolumeClaim"
 _SECRET = "kubernetes:core/v1:Secret"
 
@@ -130,6 +172,29 @@ def with_storage_class(type_: str, props: Mapping[str, Any], storage_class: str)
     return {**props, "spec": {**(props.get("spec") or {}), "storageClassName": storage_class}}
 
 
+def with_mirrored_images(type_: str, props: Mapping[str, Any], registry: str) -> dict[str, Any] | None:
+    """A workload with its pod template's images in the mirror, or a ConfigMap with the `image:`
+    lines of its data (katib-config) moved there; None for anything else."""
+    if type_ == _CONFIG_MAP:
+        data = props.get("data") or {}
+        moved = {
+            key: _IMAGE_LINE.sub(lambda m: m.group(1) + mirrored_image(m.group(2), registry), value)
+            for key, value in data.items()
+        }
+        return None if moved == data else {**props, "data": moved}
+    if type_ not in _WORKLOADS:
+        return None
+    spec = dict(props.get("spec") or {})
+    template = dict(spec.get("template") or {})
+    pod = dict(template.get("spec") or {})
+    for key in ("containers", "initContainers"):
+        if pod.get(key):
+            pod[key] = [{**c, "image": mirrored_image(c["image"], registry)} if c.get("image") else c for c in pod[key]]
+    template["spec"] = pod
+    spec["template"] = template
+    return {**props, "spec": spec}
+
+
 def _base64(value: str) -> str:
     return base64.b64encode(value.encode()).decode()
 
@@ -146,13 +211,17 @@ def with_mysql_root_password(
     return {**props, "data": {**(props.get("data") or {}), KATIB_DB_PASSWORD_KEY: encoded}}
 
 
-def _transform(storage_class: str | None, db_password: pulumi.Output[str] | None = None) -> pulumi.ResourceTransform:
+def _transform(
+    storage_class: str | None, registry: str | None, db_password: pulumi.Output[str] | None = None
+) -> pulumi.ResourceTransform:
     def transform(args: pulumi.ResourceTransformArgs) -> pulumi.ResourceTransformResult | None:
         props = place_on_control_plane(args.type_, args.props)
         if props is None and storage_class is not None:
             props = with_storage_class(args.type_, args.props, storage_class)
         if props is None and db_password is not None:
             props = with_mysql_root_password(args.type_, args.props, db_password)
+        if registry:
+            props = with_mirrored_images(args.type_, props if props is not None else args.props, registry) or props
         return None if props is None else pulumi.ResourceTransformResult(props=props, opts=args.opts)
 
     return transform
@@ -166,6 +235,8 @@ class KubeflowTuningArgs:
     """The Trainer release; default 2.3.0 from GitHub."""
     katib: KatibSettings | None = None
     """Katib; default None (Trainer alone)."""
+    image_registry: str | None = None
+    """Mirror registry prefix for every image the folders deploy; default none."""
 
 
 class KubeflowTuning(pulumi.ComponentResource):
@@ -181,7 +252,9 @@ class KubeflowTuning(pulumi.ComponentResource):
         Directory(
             f"{name}-trainer",
             directory=args.trainer.source,
-            opts=pulumi.ResourceOptions(parent=self, provider=args.provider, transforms=[_transform(None)]),
+            opts=pulumi.ResourceOptions(
+                parent=self, provider=args.provider, transforms=[_transform(None, args.image_registry)]
+            ),
         )
         if args.katib is not None:
             self.sources.append(args.katib.source)
@@ -198,7 +271,13 @@ class KubeflowTuning(pulumi.ComponentResource):
                 opts=pulumi.ResourceOptions(
                     parent=self,
                     provider=args.provider,
-                    transforms=[_transform(args.katib.db_storage_class, pulumi.Output.secret(db_password.result))],
+                    transforms=[
+                        _transform(
+                            args.katib.db_storage_class,
+                            args.image_registry,
+                            pulumi.Output.secret(db_password.result),
+                        )
+                    ],
                 ),
             )
         self.register_outputs({"sources": self.sources})

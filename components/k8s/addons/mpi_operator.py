@@ -4,15 +4,17 @@ Upstream ships one manifest, `deploy/v2beta1/mpi-operator.yaml`: the MPIJob CRD 
 Namespace, ServiceAccount, ClusterRoles (incl. the kubeflow aggregate roles), ClusterRoleBinding
 and the controller Deployment. We install it in two parts, on purpose:
 
-- **The CRD** comes from the pinned upstream file of the same tag
-  (`manifests/base/kubeflow.org_mpijobs.yaml` at `v0.8.2`, unchanged since v0.8.0, so the
-  v0.8.0 schema in `reference/` still describes it) through
-  `pulumi_kubernetes.yaml.v2.ConfigFile`; the provider fetches it at preview/up and applies it
-  server-side (the explicit provider enables server-side apply; the CRD's ~600 kB schema is too
-  large for client-side apply's last-applied annotation). We do not vendor 600 kB of generated
-  schema into this repository, and a pinned tag cannot change under us. Cost: `plan` shows the
-  CRD only as a URL, and preview needs to reach raw.githubusercontent.com (set `crd_url` to an
-  internal mirror of the same file where it cannot).
+- **The CRD** is the CRD document of upstream's `deploy/v2beta1/mpi-operator.yaml` at v0.8.0, as
+  the project's shared/reference provides it, vendored in this repository (`manifests/`, with its
+  URL and SHA-256: vendored.py; 0.8.2 has the same v2beta1 schema, so one copy serves both), handed
+  to `pulumi_kubernetes.yaml.v2.ConfigFile` as a local file: preview and deploy fetch nothing, and a
+  copy whose checksum does not match is refused before it is applied. The provider applies it
+  server-side (the explicit provider enables server-side apply; the CRD's ~750 kB schema is too
+  large for client-side apply's last-applied annotation). The path is relative to the project
+  directory, where the engine starts the provider (pulumi/pulumi
+  sdk/go/common/resource/plugin/plugin.go: a provider process gets `cmd.Dir = pwd`, the program's
+  directory), so the input is the same on every machine. `crd_url` still points the provider at another
+  copy (a URL it then fetches, unchecked).
 - **Everything else** is rendered here as dicts mirroring the upstream manifest (same names,
   labels, RBAC rules, args), so `plan` shows it and the tests validate it, and so we can add what
   upstream leaves out: Pod Security labels on the namespace (`restricted`), a restricted
@@ -48,11 +50,9 @@ from components.k8s.objects import (
     namespace,
     register_objects,
 )
+from components.k8s.vendored import MPI_OPERATOR_CRD, REPO_ROOT, pinned
 
 MPI_OPERATOR_VERSION = "0.8.2"
-CRD_URL_TEMPLATE = (
-    "https://raw.githubusercontent.com/kubeflow/mpi-operator/v{version}/manifests/base/kubeflow.org_mpijobs.yaml"
-)
 # Labels upstream's kustomization puts on every object (and on the Deployment's selector).
 UPSTREAM_LABELS = {
     "app": "mpi-operator",
@@ -79,9 +79,10 @@ class MpiOperatorSettings:
     """Namespace of the controller (also its leader-election lock namespace), enforcing Pod
     Security `restricted`; default `mpi-operator`, upstream's."""
     install_crd: bool = True
-    """Install the MPIJob CRD from `crd_url`; default True. False when something else owns it."""
+    """Install the MPIJob CRD; default True. False when something else owns it."""
     crd_url: str | None = None
-    """Where the CRD manifest is fetched; default the upstream file at tag `v<version>`."""
+    """Where the provider fetches the CRD manifest; default none: the vendored copy of the release's
+    file (`manifests/`), read locally and checked against its SHA-256."""
     placement: Placement = "control-plane"
     """Where the controller runs. control-plane (default): nodeSelector
     `node-role.kubernetes.io/control-plane: ""` and a toleration of exactly kubeadm's control-plane
@@ -113,7 +114,13 @@ class MpiOperatorSettings:
 
     @property
     def crd_source(self) -> str:
-        return self.crd_url or CRD_URL_TEMPLATE.format(version=self.version)
+        """`crd_url`, else the vendored file's path (relative to the project directory), after
+        checking its checksum (`ManifestChecksumError` otherwise)."""
+        if self.crd_url:
+            return self.crd_url
+        manifest = pinned(MPI_OPERATOR_CRD, self.version)
+        manifest.verified_bytes()
+        return manifest.file.relative_to(REPO_ROOT).as_posix()
 
 
 def _meta(name: str, namespace_: str | None = None, **extra_labels: str) -> dict[str, Any]:
@@ -284,7 +291,7 @@ class MpiOperator(pulumi.ComponentResource):
 
     namespace: str
     crd_source: str | None
-    """URL the CRD was installed from; None when `install_crd` is False."""
+    """The file (or URL) the CRD was installed from; None when `install_crd` is False."""
 
     def __init__(self, name: str, args: MpiOperatorArgs, opts: pulumi.ResourceOptions | None = None) -> None:
         super().__init__("gpucluster:kubernetes:MpiOperator", name, None, opts)

@@ -1,4 +1,4 @@
-"""A small Kubernetes API client for our dynamic providers: JSON over HTTPS with a kubeconfig's
+"""A small Kubernetes API client for our resource handlers: JSON over HTTPS with a kubeconfig's
 credentials, standard library only.
 
 The providers run inside Pulumi's Python provider host, where the `kubernetes` client library is

@@ -1,4 +1,4 @@
-"""ApiServerReady: a dynamic resource that waits until a new cluster's API server authorises our
+"""ApiServerReady: a resource of ours (gpucluster plugin) that waits until a new cluster's API server authorises our
 admin credentials.
 
 The control-plane VMs finish `pulumi up` as soon as vSphere powers them on; kubeadm, image pulls
@@ -16,7 +16,7 @@ credentials" (the binding, or a certificate the cluster does not trust).
 
 Inputs: the endpoint, the CA certificate (public) and the admin client certificate and key. The
 key is a secret input and a secret output (`additional_secret_outputs`), so it is encrypted in
-state like the kubeconfig that holds the same key; the pickled provider holds no secret.
+state like the kubeconfig that holds the same key; the provider holds no secret.
 
 Lifecycle: `create` waits (bounded by `timeout_seconds`); `read` reports what it waited for and
 does not probe again (readiness was a moment, not a property to drift); changing the endpoint,
@@ -33,9 +33,9 @@ from dataclasses import dataclass
 from typing import Any
 
 import pulumi
-import pulumi.dynamic as dynamic
 
-from components.dynamic_resource import DynamicResource
+from components import resource_handlers as handlers
+from components.gpucluster_resource import GpuclusterResource
 from components.k8s.api.probe import (
     REQUEST_TIMEOUT_SECONDS,
     ClientCredentials,
@@ -139,14 +139,12 @@ def _outputs(props: dict[str, Any]) -> dict[str, Any]:
     }
 
 
-class ApiServerReadyProvider(dynamic.ResourceProvider):
+class ApiServerReadyProvider(handlers.ResourceHandlers):
     """Create waits for readiness; the rest is honest bookkeeping (see the module docstring)."""
 
-    # Holds no secrets (the key arrives as an input, per call), so its pickled form need not be
-    # encrypted in state.
-    serialize_as_secret_always = False
+    # Holds no secrets: the key arrives as an input, per call.
 
-    def create(self, props: dict[str, Any]) -> dynamic.CreateResult:
+    def create(self, props: dict[str, Any]) -> handlers.CreateResult:
         outs = _outputs(props)
         wait_until_ready(
             outs["host"],
@@ -158,9 +156,9 @@ class ApiServerReadyProvider(dynamic.ResourceProvider):
             timeout_seconds=outs["timeout_seconds"],
             poll_interval_seconds=outs["poll_interval_seconds"],
         )
-        return dynamic.CreateResult(id_=host_port(outs["host"], outs["port"]), outs=outs)
+        return handlers.CreateResult(id_=host_port(outs["host"], outs["port"]), outs=outs)
 
-    def diff(self, _id: str, olds: dict[str, Any], news: dict[str, Any]) -> dynamic.DiffResult:
+    def diff(self, _id: str, olds: dict[str, Any], news: dict[str, Any]) -> handlers.DiffResult:
         def differs(key: str) -> bool:
             old, new = olds.get(key), news.get(key)
             if key in ("port", "timeout_seconds", "poll_interval_seconds"):
@@ -169,15 +167,15 @@ class ApiServerReadyProvider(dynamic.ResourceProvider):
 
         replaces = [key for key in _REPLACE_ON if differs(key)]
         changed = replaces + [key for key in ("timeout_seconds", "poll_interval_seconds") if differs(key)]
-        return dynamic.DiffResult(changes=bool(changed), replaces=replaces, delete_before_replace=False)
+        return handlers.DiffResult(changes=bool(changed), replaces=replaces, delete_before_replace=False)
 
-    def update(self, _id: str, _olds: dict[str, Any], news: dict[str, Any]) -> dynamic.UpdateResult:
+    def update(self, _id: str, _olds: dict[str, Any], news: dict[str, Any]) -> handlers.UpdateResult:
         # Only the timing changed (anything else replaces): the server was already ready.
-        return dynamic.UpdateResult(outs=_outputs(news))
+        return handlers.UpdateResult(outs=_outputs(news))
 
-    def read(self, id_: str, props: dict[str, Any]) -> dynamic.ReadResult:
+    def read(self, id_: str, props: dict[str, Any]) -> handlers.ReadResult:
         # Reports the endpoint this resource waited for; readiness is not re-probed on refresh.
-        return dynamic.ReadResult(id_=id_, outs=_outputs(props) if props else props)
+        return handlers.ReadResult(id_=id_, outs=_outputs(props) if props else props)
 
     def delete(self, _id: str, _props: dict[str, Any]) -> None:
         pulumi.log.debug(f"ApiServerReady {_id}: nothing to delete (a wait leaves nothing behind)")
@@ -214,7 +212,7 @@ class ApiServerReadyArgs:
             raise ValueError(f"port {self.port} is not a TCP port")
 
 
-class ApiServerReady(DynamicResource, module="kubernetes", name="ApiServerReady"):
+class ApiServerReady(GpuclusterResource, module="kubernetes", name="ApiServerReady"):
     """Exists once the API server at `host:port` answered /readyz AND authorised the admin
     credentials; pass the control-plane VMs as `depends_on` so the wait starts after they are
     created."""
@@ -229,7 +227,6 @@ class ApiServerReady(DynamicResource, module="kubernetes", name="ApiServerReady"
         opts: pulumi.ResourceOptions | None = None,
     ) -> None:
         super().__init__(
-            ApiServerReadyProvider(),
             name,
             {
                 "host": args.host,

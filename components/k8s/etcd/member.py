@@ -48,7 +48,7 @@ from typing import Any
 
 import pulumi
 
-from components.dynamic_resource import DynamicResource
+from components.gpucluster_resource import GpuclusterResource
 from components.k8s.api.client import KubeApi
 from components.k8s.etcd.gateway import CLIENT_PORT, EtcdGateway, client_url
 from components.k8s.etcd.removal import EtcdMemberError, Removal, remove_etcd_member
@@ -171,7 +171,7 @@ class ControlPlaneMemberArgs:
             raise ValueError(f"other_addresses must not hold the node's own address {self.node_address}")
 
 
-class ControlPlaneMember(DynamicResource, module="kubernetes", name="ControlPlaneMember"):
+class ControlPlaneMember(GpuclusterResource, module="kubernetes", name="ControlPlaneMember"):
     """Drains a control-plane node and removes its etcd member before its VM goes; pass the API
     readiness as `depends_on`."""
 
@@ -179,7 +179,6 @@ class ControlPlaneMember(DynamicResource, module="kubernetes", name="ControlPlan
 
     def __init__(self, name: str, args: ControlPlaneMemberArgs, opts: pulumi.ResourceOptions | None = None) -> None:
         super().__init__(
-            ControlPlaneMemberProvider(),
             name,
             {
                 "node_name": args.node_name,

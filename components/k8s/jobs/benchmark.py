@@ -11,10 +11,9 @@ reference design's figures. Its image's NCCL (2.9.9) predates `NCCL_NET`, so a f
 is caught by the verdict (`python -m stacks verify`), not prevented.
 
 The Horovod image (`horovod/horovod:0.28.1`: TensorFlow, Open MPI, NCCL, sshd) does not contain
-tf_cnn_benchmarks. By default an init container clones it (branch `cnn_tf_v2.1_compatible` of the
-archived, read-only tensorflow/benchmarks repository, the line that runs on TensorFlow 2) into an
-emptyDir on each worker; that needs egress to github.com. Where workers have none, bake the
-scripts into an image and set `fetch_benchmarks=False` and `script_path`.
+tf_cnn_benchmarks, and jobs fetch nothing at start: run it on an image that carries the scripts
+(branch `cnn_tf_v2.1_compatible` of the archived tensorflow/benchmarks repository, the line that
+runs on TensorFlow 2; docs/air-gapped.md shows the three-line Dockerfile) and set `script_path`.
 """
 
 from __future__ import annotations
@@ -32,10 +31,8 @@ from components.k8s.jobs.pods import launcher_template, worker_template
 from components.k8s.objects import app_labels
 
 HOROVOD_IMAGE = "horovod/horovod:0.28.1"
-BENCHMARKS_REPO = "https://github.com/tensorflow/benchmarks"
-BENCHMARKS_REF = "cnn_tf_v2.1_compatible"
-BENCHMARKS_DIR = "/benchmarks"
-SCRIPT = f"{BENCHMARKS_DIR}/scripts/tf_cnn_benchmarks/tf_cnn_benchmarks.py"
+SCRIPT = "/benchmarks/scripts/tf_cnn_benchmarks/tf_cnn_benchmarks.py"
+"""Where docs/air-gapped.md's image puts the script."""
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -47,8 +44,8 @@ class BenchmarkJob(GpuJob):
     mpi_mca: ClassVar[MpiMca] = MPI_OVER_TCP
 
     image: str = HOROVOD_IMAGE
-    """Image of launcher and workers; needs Open MPI, Horovod with TensorFlow, NCCL, sshd, git
-    (for the fetch). Default `horovod/horovod:0.28.1`."""
+    """Image of launcher and workers; needs Open MPI, Horovod with TensorFlow, NCCL, sshd and the
+    tf_cnn_benchmarks scripts at `script_path`. Default `horovod/horovod:0.28.1` (no scripts)."""
     model: str = "resnet50"
     """tf_cnn_benchmarks `--model`. Default resnet50."""
     batch_size: int = 32
@@ -59,14 +56,8 @@ class BenchmarkJob(GpuJob):
     """Mixed precision (`--use_fp16`). Default True."""
     xla: bool = True
     """XLA JIT (`--xla=True`). Default True."""
-    fetch_benchmarks: bool = True
-    """Clone tf_cnn_benchmarks in an init container; default True. False when the image has it."""
-    benchmarks_repo: str = BENCHMARKS_REPO
-    """Where to clone from. Default the upstream repository."""
-    benchmarks_ref: str = BENCHMARKS_REF
-    """Branch or tag to clone. Default `cnn_tf_v2.1_compatible` (frozen: the repo is archived)."""
     script_path: str = SCRIPT
-    """Path of tf_cnn_benchmarks.py inside the workers. Default where the init container puts it."""
+    """Path of tf_cnn_benchmarks.py inside the image. Default where docs/air-gapped.md's image puts it."""
 
     def __post_init__(self) -> None:
         super().__post_init__()
@@ -95,28 +86,6 @@ def render_benchmark(job: BenchmarkJob) -> dict[str, Any]:
     labels = app_labels(job.job_name, "training-benchmark")
     env = job.env()
     command = job.launcher_command(job.benchmark_args())
-    init: list[dict[str, Any]] = []
-    volumes: list[dict[str, Any]] = []
-    mounts: list[dict[str, Any]] = []
-    if job.fetch_benchmarks:
-        volumes.append({"name": "benchmarks", "emptyDir": {}})
-        mounts.append({"name": "benchmarks", "mountPath": BENCHMARKS_DIR})
-        init.append(
-            {
-                "name": "fetch-benchmarks",
-                "image": job.image,
-                "command": [
-                    "git",
-                    "clone",
-                    "--depth=1",
-                    f"--branch={job.benchmarks_ref}",
-                    job.benchmarks_repo,
-                    BENCHMARKS_DIR,
-                ],
-                "volumeMounts": [{"name": "benchmarks", "mountPath": BENCHMARKS_DIR}],
-                "securityContext": {"privileged": False, "allowPrivilegeEscalation": False},
-            }
-        )
     spec = MpiJobSpec(
         name=job.job_name,
         namespace=job.namespace,
@@ -134,9 +103,6 @@ def render_benchmark(job: BenchmarkJob) -> dict[str, Any]:
                 shape=job.shape,
                 labels=labels,
                 env={},
-                init_containers=init,
-                extra_volumes=volumes,
-                extra_mounts=mounts,
             ),
         ),
     )

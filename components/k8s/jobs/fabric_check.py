@@ -35,7 +35,7 @@ from components.k8s.jobs.mpijob import (
 )
 from components.k8s.jobs.pods import launcher_template, worker_template
 from components.k8s.jobs.script_files import SCRIPTS_DIR, scripts_configmap, scripts_mount, scripts_volume
-from components.k8s.jobs.verbs import INSTALL_PVRDMA_PROVIDER, LIST_VERBS_DEVICES
+from components.k8s.jobs.verbs import CHECK_AND_LIST_VERBS_DEVICES
 from components.k8s.objects import app_labels
 
 NCCL_TESTS_IMAGE = "ghcr.io/coreweave/nccl-tests:12.4.1-devel-ubuntu22.04-nccl2.27.6-1-7c12c62"
@@ -58,7 +58,9 @@ class FabricCheckJob(GpuJob):
     `backoff_limit` must be 0: a retry would run the sweep again and report the last run."""
 
     image: str = NCCL_TESTS_IMAGE
-    """Image with Open MPI, sshd and nccl-tests. Default CoreWeave's pinned nccl-tests build."""
+    """Image with Open MPI, sshd and nccl-tests. Default CoreWeave's pinned nccl-tests build, whose
+    MOFED rdma-core lacks the vmw_pvrdma provider: over RoCE use the site image
+    (images/site/Dockerfile), or the check stops before its sweep saying so."""
     binary: str = ALL_REDUCE_PERF
     """Path of all_reduce_perf in the image. Default /opt/nccl_tests/build/all_reduce_perf."""
     min_bytes: str = "8"
@@ -70,10 +72,6 @@ class FabricCheckJob(GpuJob):
     link_gbps: float = 100.0
     """Line rate of the RDMA uplinks in Gb/s; bus bandwidth is judged against it. Default 100
     (12.5 GB/s)."""
-    install_verbs_provider: bool = True
-    """Over RoCE, install the vmw_pvrdma verbs provider on each worker where the image lacks it
-    (verbs.py: the default image's MOFED rdma-core has none). Default True; needs egress to
-    Ubuntu's mirror on such an image, nothing where the image has the provider."""
     min_bus_share: float = 0.8
     """Over RoCE, the least peak bus bandwidth as a share of the link rate. Default 0.8: a good
     bare-metal all_reduce reaches about 0.97; PVRDMA costs a few per cent. Not applied over TCP,
@@ -98,14 +96,20 @@ class FabricCheckJob(GpuJob):
         return f"{self.job_name}-verdict"
 
     def checked_command(self) -> list[str]:
-        """Over RoCE each worker's verbs devices first (informative: a failure there does not
-        stop the sweep, whose own verdict is the judge), then mpirun, its output kept in a log,
-        then the verdict on that log: the launcher's exit status is the verdict's (or mpirun's,
-        when the test itself failed)."""
+        """Over RoCE each worker's verbs provider and devices first: a worker whose image lacks
+        the vmw_pvrdma provider stops the check there (exit 3), before the sweep, naming the
+        image as the cause (verbs.py). Then mpirun, its output kept in a log, then the verdict on
+        that log: the launcher's exit status is the verdict's (or mpirun's, when the test itself
+        failed)."""
         devices = ""
         if self.shape.transport == "roce":
-            listing = shlex.join(self.launcher_command(["/bin/sh", "-c", LIST_VERBS_DEVICES], per_worker=True))
-            devices = f"{listing} || echo 'fabric check: ibv_devices failed on a worker' ; "
+            listing = shlex.join(
+                self.launcher_command(["/bin/sh", "-c", CHECK_AND_LIST_VERBS_DEVICES], per_worker=True)
+            )
+            devices = (
+                f"{listing} || {{ echo 'fabric check: stopped before the sweep: a worker cannot drive the "
+                "PVRDMA device (see above)' >&2; exit 3; } ; "
+            )
         run = shlex.join(self.launcher_command(self.test_args()))
         verdict = shlex.join(
             [
@@ -163,7 +167,6 @@ def render_fabric_check(job: FabricCheckJob) -> dict[str, Any]:
                 shape=job.shape,
                 labels=labels,
                 env={},
-                setup=[INSTALL_PVRDMA_PROVIDER] if job.shape.transport == "roce" and job.install_verbs_provider else [],
             ),
         ),
     )

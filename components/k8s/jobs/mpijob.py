@@ -198,15 +198,15 @@ def mpirun_command(
     return command + list(program)
 
 
-INSTALL_OPENSSH = (
-    "command -v sshd >/dev/null 2>&1 || { apt-get update -qq && "
-    "DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends openssh-server; }"
+REQUIRE_SSHD = (
+    "test -x /usr/sbin/sshd || { echo 'gpucluster: this image has no sshd (/usr/sbin/sshd), which MPI workers "
+    "need: run the job on an image that has it (images/site/Dockerfile, stack key jobs.siteImage)' >&2; exit 1; }"
 )
-"""For images without sshd (NVIDIA's framework images ship only the ssh client): install it at
-start. Needs egress to the distribution's mirror; without it, bake `openssh-server` into the image."""
+"""Workers install nothing at start (an air-gapped site has no archive to install from); an image
+without sshd (NVIDIA's framework images ship only the ssh client) is named as the cause."""
 
 
-def sshd_command(*, install_openssh: bool = False, setup: Sequence[str] = ()) -> list[str]:
+def sshd_command(*, setup: Sequence[str] = ()) -> list[str]:
     """What an OpenMPI MPIJob's workers run: sshd in the foreground, for the launcher's `mpirun`.
 
     The operator mounts the generated keys at `sshAuthMountPath` (/root/.ssh) from a Secret; with
@@ -215,7 +215,7 @@ def sshd_command(*, install_openssh: bool = False, setup: Sequence[str] = ()) ->
     `StrictModes no` in build/base/Dockerfile for this reason). `-o StrictModes=no` on the command
     line overrides whatever the image's sshd_config says, so every image behaves the same.
     """
-    steps = [INSTALL_OPENSSH] if install_openssh else []
+    steps = [REQUIRE_SSHD]
     steps += setup  # more start steps (bash), before sshd: ranks start only once it listens
     steps += [
         "mkdir -p /run/sshd",

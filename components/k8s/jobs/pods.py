@@ -107,7 +107,6 @@ def worker_template(
     init_containers: Sequence[Mapping[str, Any]] = (),
     extra_volumes: Sequence[Mapping[str, Any]] = (),
     extra_mounts: Sequence[Mapping[str, Any]] = (),
-    install_openssh: bool = False,
     setup: Sequence[str] = (),
 ) -> dict[str, Any]:
     """A GPU worker running sshd for the launcher's `mpirun`, after the `setup` steps (bash)."""
@@ -120,7 +119,7 @@ def worker_template(
     container: dict[str, Any] = {
         "name": "worker",
         "image": image,
-        "command": sshd_command(install_openssh=install_openssh, setup=setup),
+        "command": sshd_command(setup=setup),
         "resources": {
             "requests": {"cpu": shape.cpu, "memory": shape.memory},
             "limits": limits,

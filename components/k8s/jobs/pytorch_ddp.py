@@ -7,9 +7,9 @@ from a ConfigMap mounted on the workers, so nothing is fetched from GitHub; it p
 
 `nvcr.io/nvidia/pytorch:25.06-py3` is on the CUDA 12.9 line (guest driver R575, or R535/R550/R570
 with CUDA forward compatibility on data-center GPUs: check NVIDIA's release notes for the tag
-against the vGPU release in use). The image ships Open MPI (HPC-X) and the ssh client but no sshd:
-workers install `openssh-server` at start (`install_openssh`), which needs egress to Ubuntu's
-mirrors; without it, build `FROM` this image with `openssh-server` and set `install_openssh=False`.
+against the vGPU release in use). The image ships Open MPI (HPC-X) and the ssh client but no sshd,
+and workers install nothing at start: run it on the site image (images/site/Dockerfile: this image
+plus `openssh-server`), or the workers stop saying the image has no sshd.
 """
 
 from __future__ import annotations
@@ -47,8 +47,6 @@ class PytorchDdpJob(GpuJob):
     """fp16 autocast, as the legacy job's `--use_fp16`. Default True."""
     master_port: int = 29500
     """Rendezvous port on rank 0's worker; over TCP (host network) it is taken on that node. Default 29500."""
-    install_openssh: bool = True
-    """Install sshd in the workers at start (the image lacks it). Default True."""
 
     def __post_init__(self) -> None:
         super().__post_init__()
@@ -102,7 +100,6 @@ def render_pytorch_ddp(job: PytorchDdpJob) -> dict[str, Any]:
                 env={},
                 extra_volumes=[scripts_volume(job.scripts_configmap_name)],
                 extra_mounts=[scripts_mount()],
-                install_openssh=job.install_openssh,
             ),
         ),
     )

@@ -10,45 +10,26 @@ then says `couldn't load driver 'libvmw_pvrdma-rdmav34.so'` (seen in NVIDIA/nvsh
 finds no IB device.
 
 The provider must match libibverbs' private ABI (`IBVERBS_PRIVATE_<n>`, a load error otherwise,
-as in bytedance/byteps#313), so copying one file in is not enough: the worker replaces the
-image's whole rdma-core set with the distribution's, pinned above MOFED's (priority > 1000 lets
-apt downgrade). Open MPI here starts ranks over TCP (`pml ob1`, `btl ^openib`, hcoll off) and NCCL
-loads libibverbs itself, so nothing else in the image depends on MOFED's build. The step runs
-only where the provider is missing, so an image that has it needs no egress.
+as in bytedance/byteps#313), so copying one file in is not enough: the image's whole rdma-core must
+be the distribution's. Jobs install nothing at start (issue 34: air-gapped sites have no archive to
+install from): the site image built from `images/site/Dockerfile` carries it, and a worker whose
+image lacks the provider is named by the fabric check before it sweeps, instead of a sweep that
+falls back to sockets and fails later for a reason the log hides.
 """
 
 from __future__ import annotations
 
-RDMA_CORE_PACKAGES = (
-    "rdma-core libibverbs1 ibverbs-providers ibverbs-utils libibverbs-dev librdmacm1 librdmacm-dev "
-    "rdmacm-utils libibumad3 libibumad-dev infiniband-diags libibmad5 libibnetdisc5"
-)
-"""rdma-core's Debian binary packages (rdma-core debian/control): pinned together, so apt
-downgrades those MOFED installed as one consistent set."""
-
 PROVIDER_GLOB = "/usr/lib/*/libibverbs/libvmw_pvrdma-rdmav*.so"
 
-INSTALL_PVRDMA_PROVIDER = (
-    f"{{ ls {PROVIDER_GLOB} >/dev/null 2>&1 || {{ "
-    "printf 'Package: %s\\nPin: release o=Ubuntu\\nPin-Priority: 1001\\n' "
-    f"'{RDMA_CORE_PACKAGES}' > /etc/apt/preferences.d/gpucluster-rdma-core && "
-    'sources=$(mktemp -d) && { cp /etc/apt/sources.list.d/ubuntu.sources "$sources"/ 2>/dev/null || true; } && '
-    'apt-get -o Dir::Etc::SourceParts="$sources" update -qq && '
-    'DEBIAN_FRONTEND=noninteractive apt-get -o Dir::Etc::SourceParts="$sources" install -y -qq '
-    "--no-install-recommends --allow-downgrades libibverbs1 ibverbs-providers ibverbs-utils; } || "
-    "echo 'gpucluster: could not install the vmw_pvrdma verbs provider (no route to the Ubuntu archive?); "
-    "NCCL will find no RDMA device and the fabric check will say so' >&2; }"
-)
-"""A worker start step (bash, root, Ubuntu-based image): the vmw_pvrdma provider from Ubuntu's
-archive unless the image has it. Only the distribution's own sources are read (`sources.list`, and
-`ubuntu.sources` on 24.04): the image also lists MOFED's and CUDA's repositories, and one that
-cannot be reached fails `apt-get update` (exit 100). Best effort: a failure is reported and sshd
-starts anyway. In mpi-operator v0.8 the launcher starts only once every worker is Ready and a
-worker that exited (restartPolicy Never) fails nothing, so a fatal step would leave the MPIJob
-waiting for ever; this way the sweep runs and the verdict names the missing device. Needs egress
-to Ubuntu's mirror where it installs; without it, use an image whose rdma-core is the
-distribution's."""
+SITE_IMAGE_HINT = "an image with the distribution's rdma-core (images/site/Dockerfile, stack key jobs.siteImage)"
 
-LIST_VERBS_DEVICES = 'echo "verbs devices on $(hostname):"; ibv_devices'
-"""What each worker prints before the sweep (`ibv_devices`, ibverbs-utils): the device names
-libibverbs can drive there, so a missing provider or a renamed device shows in the launcher log."""
+CHECK_AND_LIST_VERBS_DEVICES = (
+    f"if ! ls {PROVIDER_GLOB} >/dev/null 2>&1; then "
+    'echo "fabric check: $(hostname): this image has no vmw_pvrdma verbs provider '
+    f'({PROVIDER_GLOB}), so NCCL would find no RDMA device; run the check on {SITE_IMAGE_HINT}" >&2; '
+    "exit 3; fi; "
+    'echo "verbs devices on $(hostname):"; ibv_devices'
+)
+"""What each worker runs before the sweep: refuse (exit 3) where the image lacks the provider,
+else print the device names libibverbs can drive there (`ibv_devices`, ibverbs-utils), so a
+renamed or missing device shows in the launcher log."""

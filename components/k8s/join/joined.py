@@ -8,7 +8,7 @@ it needs on disk, so the first-boot secrets may go from vCenter: `GuestinfoScrub
 
 Why a resource of its own, and on day one too: the rollout's settle waits only after a VM was
 replaced (components/k8s/rollout/rollout.py), and nothing else in the program waits for a new node.
-The wait holds one of the dynamic provider host's worker threads per node, so the program makes it
+The wait holds one of the gpucluster plugin's worker threads per node, so the program makes it
 depend on the API readiness check and the join token (`__main__.py`): nothing a join needs waits
 behind it. A new VM (a rollout replacement) has a new id and so gets a new wait, for its own join.
 A node that does not join within `timeout_seconds` fails the step naming the node; the next
@@ -23,9 +23,9 @@ from dataclasses import dataclass
 from typing import Any
 
 import pulumi
-import pulumi.dynamic as dynamic
 
-from components.dynamic_resource import DynamicResource
+from components import resource_handlers as handlers
+from components.gpucluster_resource import GpuclusterResource
 from components.k8s.api.client import KubeApi, KubeconfigError
 from components.k8s.rollout.drain import POLL_SECONDS, Api
 from components.k8s.rollout.steps import CONTROL_PLANE_LABEL, NodeState, NotYet, RolloutError, node_state
@@ -84,16 +84,14 @@ def wait_until_joined(api: Api, node: str, *, control_plane: bool, wait: JoinWai
 _KEYS = ("node_name", "vm_id", "control_plane", "kubeconfig", "timeout_seconds")
 
 
-class NodeJoinedProvider(dynamic.ResourceProvider):
+class NodeJoinedProvider(handlers.ResourceHandlers):
     """`create` waits for the join; a new VM or node name is a new wait; nothing else does anything."""
-
-    serialize_as_secret_always = False  # the provider holds no secret; the kubeconfig is an input
 
     def __init__(self, *, poll_seconds: float = POLL_SECONDS) -> None:
         super().__init__()
         self.poll_seconds = poll_seconds
 
-    def create(self, props: dict[str, Any]) -> dynamic.CreateResult:
+    def create(self, props: dict[str, Any]) -> handlers.CreateResult:
         node = str(props["node_name"])
         try:
             api = KubeApi(str(props["kubeconfig"]))
@@ -109,18 +107,18 @@ class NodeJoinedProvider(dynamic.ResourceProvider):
             ),
         )
         pulumi.log.info(f"node {node}: joined")
-        return dynamic.CreateResult(id_=f"{node}@{props['vm_id']}", outs={k: props.get(k) for k in _KEYS})
+        return handlers.CreateResult(id_=f"{node}@{props['vm_id']}", outs={k: props.get(k) for k in _KEYS})
 
-    def diff(self, _id: str, olds: dict[str, Any], news: dict[str, Any]) -> dynamic.DiffResult:
+    def diff(self, _id: str, olds: dict[str, Any], news: dict[str, Any]) -> handlers.DiffResult:
         replaces = [key for key in ("node_name", "vm_id") if olds.get(key) != news.get(key)]
         changed = any(olds.get(key) != news.get(key) for key in _KEYS)
-        return dynamic.DiffResult(changes=changed, replaces=replaces)
+        return handlers.DiffResult(changes=changed, replaces=replaces)
 
-    def update(self, _id: str, _olds: dict[str, Any], news: dict[str, Any]) -> dynamic.UpdateResult:
-        return dynamic.UpdateResult(outs={k: news.get(k) for k in _KEYS})
+    def update(self, _id: str, _olds: dict[str, Any], news: dict[str, Any]) -> handlers.UpdateResult:
+        return handlers.UpdateResult(outs={k: news.get(k) for k in _KEYS})
 
-    def read(self, id_: str, props: dict[str, Any]) -> dynamic.ReadResult:
-        return dynamic.ReadResult(id_=id_, outs=props)
+    def read(self, id_: str, props: dict[str, Any]) -> handlers.ReadResult:
+        return handlers.ReadResult(id_=id_, outs=props)
 
     def delete(self, _id: str, _props: dict[str, Any]) -> None:
         """Nothing to undo: a wait leaves nothing behind."""
@@ -141,7 +139,7 @@ class NodeJoinedArgs:
     `kubernetes.rolloutTimeoutMinutes`)."""
 
 
-class NodeJoined(DynamicResource, module="kubernetes", name="NodeJoined"):
+class NodeJoined(GpuclusterResource, module="kubernetes", name="NodeJoined"):
     """Created once the node of one VM has joined the cluster (see the module docstring)."""
 
     node_name: pulumi.Output[str]
@@ -154,4 +152,4 @@ class NodeJoined(DynamicResource, module="kubernetes", name="NodeJoined"):
             "kubeconfig": pulumi.Output.secret(args.kubeconfig),
             "timeout_seconds": args.timeout_seconds,
         }
-        super().__init__(NodeJoinedProvider(), name, inputs, opts)
+        super().__init__(name, inputs, opts)

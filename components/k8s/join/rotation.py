@@ -1,4 +1,4 @@
-"""JoinTokenRotation: the clock behind the join token's lifetime (a small dynamic resource).
+"""JoinTokenRotation: the clock behind the join token's lifetime (a small resource of ours).
 
 Why a resource: Pulumi programs have no stable "now". The join token's `expiration` must be a
 fixed timestamp in state (else every preview would show a change), yet it must move forward
@@ -27,9 +27,9 @@ from datetime import UTC, datetime, timedelta
 from typing import Any
 
 import pulumi
-import pulumi.dynamic as dynamic
 
-from components.dynamic_resource import DynamicResource
+from components import resource_handlers as handlers
+from components.gpucluster_resource import GpuclusterResource
 
 MIN_TTL_HOURS = 2
 """Renewal at half-life leaves a node at least one hour to join after the run that created it."""
@@ -74,16 +74,14 @@ def _issue(ttl_hours: float, now: datetime) -> dict[str, Any]:
     }
 
 
-class JoinTokenRotationProvider(dynamic.ResourceProvider):
+class JoinTokenRotationProvider(handlers.ResourceHandlers):
     """See the module docstring; holds no secret and no state of its own."""
 
-    serialize_as_secret_always = False
-
-    def create(self, props: dict[str, Any]) -> dynamic.CreateResult:
+    def create(self, props: dict[str, Any]) -> handlers.CreateResult:
         outs = _issue(float(props["ttl_hours"]), utc_now())
-        return dynamic.CreateResult(id_=f"join-token-{outs['issued_at']}", outs=outs)
+        return handlers.CreateResult(id_=f"join-token-{outs['issued_at']}", outs=outs)
 
-    def diff(self, _id: str, olds: dict[str, Any], news: dict[str, Any]) -> dynamic.DiffResult:
+    def diff(self, _id: str, olds: dict[str, Any], news: dict[str, Any]) -> handlers.DiffResult:
         new_ttl = float(news["ttl_hours"])
         old_ttl = olds.get("ttl_hours")
         if old_ttl is None or float(old_ttl) != new_ttl:
@@ -92,14 +90,14 @@ class JoinTokenRotationProvider(dynamic.ResourceProvider):
             replaces = ["expires_at"]
         else:
             replaces = []
-        return dynamic.DiffResult(changes=bool(replaces), replaces=replaces, delete_before_replace=False)
+        return handlers.DiffResult(changes=bool(replaces), replaces=replaces, delete_before_replace=False)
 
-    def update(self, _id: str, olds: dict[str, Any], news: dict[str, Any]) -> dynamic.UpdateResult:
+    def update(self, _id: str, olds: dict[str, Any], news: dict[str, Any]) -> handlers.UpdateResult:
         # Unreachable in practice (diff never reports an in-place change); keep what was issued.
-        return dynamic.UpdateResult(outs={**olds, "ttl_hours": float(news["ttl_hours"])})
+        return handlers.UpdateResult(outs={**olds, "ttl_hours": float(news["ttl_hours"])})
 
-    def read(self, id_: str, props: dict[str, Any]) -> dynamic.ReadResult:
-        return dynamic.ReadResult(id_=id_, outs=props)
+    def read(self, id_: str, props: dict[str, Any]) -> handlers.ReadResult:
+        return handlers.ReadResult(id_=id_, outs=props)
 
     def delete(self, _id: str, _props: dict[str, Any]) -> None:
         pulumi.log.debug(f"JoinTokenRotation {_id}: nothing to delete (a timestamp leaves nothing behind)")
@@ -116,7 +114,7 @@ class JoinTokenRotationArgs:
             raise ValueError(errors[0])
 
 
-class JoinTokenRotation(DynamicResource, module="kubernetes", name="JoinTokenRotation"):
+class JoinTokenRotation(GpuclusterResource, module="kubernetes", name="JoinTokenRotation"):
     """When the current join token was issued and when it expires (RFC 3339, UTC)."""
 
     issued_at: pulumi.Output[str]
@@ -126,7 +124,6 @@ class JoinTokenRotation(DynamicResource, module="kubernetes", name="JoinTokenRot
 
     def __init__(self, name: str, args: JoinTokenRotationArgs, opts: pulumi.ResourceOptions | None = None) -> None:
         super().__init__(
-            JoinTokenRotationProvider(),
             name,
             {"ttl_hours": args.ttl_hours, "issued_at": None, "expires_at": None},
             opts,

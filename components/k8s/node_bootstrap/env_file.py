@@ -33,6 +33,10 @@ def bootstrap_env(spec: ClusterSpec, role: NodeRole, node: ClusterNode) -> dict[
     if role == "init":
         values["GPUCLUSTER_CALICO_VERSION"] = spec.calico.version
         values["GPUCLUSTER_CALICO_MANIFEST"] = spec.calico.manifest_url
+        # The vendored copy's checksum: the script applies only a fetched file that matches.
+        values["GPUCLUSTER_CALICO_MANIFEST_SHA256"] = spec.calico.manifest_sha256
+        # Empty: Calico's images from quay.io. Else the operator's image is pulled from there too.
+        values["GPUCLUSTER_IMAGE_REGISTRY"] = spec.calico.registry or ""
         # The API servers whose answer means the cluster already runs (this VM replaces the first
         # node): the script then joins with kubeadm-join.yaml instead of `kubeadm init`.
         # Comma-separated host:port; empty with a single control-plane node (always init).

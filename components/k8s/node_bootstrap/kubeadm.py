@@ -92,6 +92,12 @@ def kubeadm_init_documents(spec: ClusterSpec, *, token: str) -> list[dict[str, A
             "extraVolumes": api_server_extra_volumes(),
         },
     }
+    if spec.image_repository:
+        # kubeadm pulls `<imageRepository>/<component>:<tag>`; CoreDNS from a custom repository
+        # is `<repo>/coredns:<tag>` (the `coredns/coredns` path applies to registry.k8s.io only:
+        # kubeadm images.GetDNSImage), so its own repository keeps the mirror's `coredns/coredns`.
+        cluster["imageRepository"] = spec.image_repository
+        cluster["dns"] = {"imageRepository": f"{spec.image_repository}/coredns"}
     kubelet = {
         "apiVersion": "kubelet.config.k8s.io/v1beta1",
         "kind": "KubeletConfiguration",

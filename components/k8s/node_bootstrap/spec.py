@@ -13,7 +13,9 @@ from functools import cached_property
 from typing import Literal
 
 from components.k8s.facts import DEFAULT_CALICO_VERSION
+from components.k8s.mirror import mirrored_url
 from components.k8s.node_bootstrap.checks import validate_spec
+from components.k8s.vendored import CALICO_OPERATOR, pinned
 
 TaintEffect = Literal["NoSchedule", "PreferNoSchedule", "NoExecute"]
 NodeRole = Literal["init", "control-plane", "worker"]
@@ -68,12 +70,31 @@ class CalicoSettings:
     VXLAN (UDP 4789) across subnets; needs no BGP peering with the physical network."""
     block_size: int = 26
     """Per-node pod address block (IPv4 prefix length). Default 26 (64 pods per block)."""
+    registry: str | None = None
+    """Mirror registry prefix for Calico's images: the Installation's `registry` (operator-managed
+    images) and, in the fetched manifest, the operator's own image (`quay.io/` replaced, as
+    Calico's "Configure use of your image registry" page does with sed). Default none: quay.io."""
+    files: str | None = None
+    """Mirror file base the manifest is fetched from when no `operator_manifest_url` is set
+    (`<files>/raw.githubusercontent.com/projectcalico/calico/<version>/manifests/tigera-operator.yaml`).
+    Default none: GitHub."""
+
+    @property
+    def upstream_manifest_url(self) -> str:
+        return f"https://raw.githubusercontent.com/projectcalico/calico/{self.version}/manifests/tigera-operator.yaml"
 
     @property
     def manifest_url(self) -> str:
         if self.operator_manifest_url:
             return self.operator_manifest_url
-        return f"https://raw.githubusercontent.com/projectcalico/calico/{self.version}/manifests/tigera-operator.yaml"
+        return mirrored_url(self.upstream_manifest_url, self.files)
+
+    @property
+    def manifest_sha256(self) -> str:
+        """SHA-256 of the release's `tigera-operator.yaml` as recorded in manifests/index.json (the
+        file is not vendored): the bootstrap applies a fetched file only when it matches.
+        `ManifestNotPinned` for a release with no recorded checksum."""
+        return pinned(CALICO_OPERATOR, self.version).sha256
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -142,6 +163,9 @@ class ClusterSpec:
     RuntimeClass points at) with the template's NVIDIA Container Toolkit, and fails loudly when the
     driver or the toolkit is missing. Default True (device-plugin mode: driver and toolkit in the
     template). False when the GPU Operator installs the driver and configures containerd itself."""
+    image_repository: str | None = None
+    """Registry prefix kubeadm pulls the control-plane images from (ClusterConfiguration
+    `imageRepository`, CoreDNS's under `<prefix>/coredns`). Default none: registry.k8s.io."""
     secrets_encryption_key_names: Sequence[str] = ("key-1",)
     """Names of the keys that encrypt Secrets at rest (api_server.py), in the API server's order:
     the first encrypts every write, all of them decrypt. Each name stands for 32 random bytes the

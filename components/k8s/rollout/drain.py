@@ -29,9 +29,9 @@ from dataclasses import dataclass, field
 from typing import Any, Protocol
 
 import pulumi
-import pulumi.dynamic as dynamic
 
-from components.dynamic_resource import DynamicResource
+from components import resource_handlers as handlers
+from components.gpucluster_resource import GpuclusterResource
 from components.k8s.api.client import KubeApi, Response, quote
 
 DEFAULT_TIMEOUT_SECONDS = 15 * 60
@@ -144,32 +144,31 @@ def _outputs(props: dict[str, Any]) -> dict[str, Any]:
     }
 
 
-class NodeGuardProvider(dynamic.ResourceProvider):
+class NodeGuardProvider(handlers.ResourceHandlers):
     """What a node's guard provider does besides its `delete`: `create` records, `read` reports its
     inputs (a guard has no state of its own in the cluster), a new node name or VM replaces it
     delete-first (the old node is drained before the old VM goes), anything else updates it."""
 
-    serialize_as_secret_always = False  # the provider holds no secret; the credentials are inputs
     replacing: tuple[str, ...] = ("node_name", "vm_id")
     updating: tuple[str, ...] = ()
 
     def outputs(self, props: dict[str, Any]) -> dict[str, Any]:
         raise NotImplementedError
 
-    def create(self, props: dict[str, Any]) -> dynamic.CreateResult:
+    def create(self, props: dict[str, Any]) -> handlers.CreateResult:
         outs = self.outputs(props)
-        return dynamic.CreateResult(id_=outs["node_name"], outs=outs)
+        return handlers.CreateResult(id_=outs["node_name"], outs=outs)
 
-    def diff(self, _id: str, olds: dict[str, Any], news: dict[str, Any]) -> dynamic.DiffResult:
+    def diff(self, _id: str, olds: dict[str, Any], news: dict[str, Any]) -> handlers.DiffResult:
         replaces = [key for key in self.replacing if olds.get(key) != news.get(key)]
         updates = [key for key in self.updating if olds.get(key) != news.get(key)]
-        return dynamic.DiffResult(changes=bool(replaces or updates), replaces=replaces, delete_before_replace=True)
+        return handlers.DiffResult(changes=bool(replaces or updates), replaces=replaces, delete_before_replace=True)
 
-    def update(self, _id: str, _olds: dict[str, Any], news: dict[str, Any]) -> dynamic.UpdateResult:
-        return dynamic.UpdateResult(outs=self.outputs(news))
+    def update(self, _id: str, _olds: dict[str, Any], news: dict[str, Any]) -> handlers.UpdateResult:
+        return handlers.UpdateResult(outs=self.outputs(news))
 
-    def read(self, id_: str, props: dict[str, Any]) -> dynamic.ReadResult:
-        return dynamic.ReadResult(id_=id_, outs=self.outputs(props) if props else props)
+    def read(self, id_: str, props: dict[str, Any]) -> handlers.ReadResult:
+        return handlers.ReadResult(id_=id_, outs=self.outputs(props) if props else props)
 
 
 class NodeDrainProvider(NodeGuardProvider):
@@ -214,14 +213,13 @@ class NodeDrainArgs:
             raise ValueError(f"timeout_seconds must be positive, got {self.timeout_seconds}")
 
 
-class NodeDrain(DynamicResource, module="kubernetes", name="NodeDrain"):
+class NodeDrain(GpuclusterResource, module="kubernetes", name="NodeDrain"):
     """Drains and removes a worker's Node before its VM goes; pass the API readiness as `depends_on`."""
 
     node_name: pulumi.Output[str]
 
     def __init__(self, name: str, args: NodeDrainArgs, opts: pulumi.ResourceOptions | None = None) -> None:
         super().__init__(
-            NodeDrainProvider(),
             name,
             {
                 "node_name": args.node_name,

@@ -28,9 +28,9 @@ per node make it a rolling replacement with fresh first-boot data:
 Day one: the generation and gate are created (no call), nothing is pending, so no VM waits for
 another: the dependency on the previous settle exists only while a change is pending. A static
 one would serialise day one (each VM waiting for the previous node's clone and boot). Nothing polls
-for another node either: the Python dynamic provider serves every dynamic resource of a stack from
-one process with four gRPC worker threads (pulumi/dynamic/__main__.py), so waiting gates would
-starve the settle they wait for. One settle per chain waits at a time.
+for another node either: the gpucluster plugin serves every resource of ours from one process with
+a bounded worker pool (four threads with the dynamic providers this was designed under), so
+waiting gates would starve the settle they wait for. One settle per chain waits at a time.
 
 Failure and re-runs: a settle that times out fails its update; the engine then registers nothing
 that depends on it, so no node after it is touched. The next `pulumi up` finds that node still
@@ -46,9 +46,9 @@ from dataclasses import dataclass
 from typing import Any
 
 import pulumi
-import pulumi.dynamic as dynamic
 
-from components.dynamic_resource import DynamicResource
+from components import resource_handlers as handlers
+from components.gpucluster_resource import GpuclusterResource
 from components.k8s.api.client import KubeApi, KubeconfigError
 from components.k8s.rollout.steps import (
     DEFAULT_WAIT_SECONDS,
@@ -63,23 +63,21 @@ from components.k8s.rollout.steps import (
 from components.k8s.upgrade.upgrade import ClusterUpgrade, ClusterUpgradeArgs, EtcdAccess
 
 
-class RolloutGenerationProvider(dynamic.ResourceProvider):
+class RolloutGenerationProvider(handlers.ResourceHandlers):
     """Records a node's generation; `pending` while the node has a change to finish."""
 
-    serialize_as_secret_always = False  # the kubeconfig is a secret input, encrypted in state
-
-    def create(self, props: dict[str, Any]) -> dynamic.CreateResult:
+    def create(self, props: dict[str, Any]) -> handlers.CreateResult:
         # Day one, scale out: a new node has nothing to finish, and no VM waits for another.
-        return dynamic.CreateResult(id_=str(props["node_name"]), outs={**props, "pending": False})
+        return handlers.CreateResult(id_=str(props["node_name"]), outs={**props, "pending": False})
 
-    def diff(self, _id: str, olds: dict[str, Any], news: dict[str, Any]) -> dynamic.DiffResult:
+    def diff(self, _id: str, olds: dict[str, Any], news: dict[str, Any]) -> handlers.DiffResult:
         if olds.get("node_name") != news.get("node_name"):
-            return dynamic.DiffResult(changes=True, replaces=["node_name"])
+            return handlers.DiffResult(changes=True, replaces=["node_name"])
         # A pending node is looked at again every run until its change is finished (labelled).
         changed = any(olds.get(key) != news.get(key) for key in ("generation", "kubernetes_version"))
-        return dynamic.DiffResult(changes=changed or bool(olds.get("pending")))
+        return handlers.DiffResult(changes=changed or bool(olds.get("pending")))
 
-    def update(self, _id: str, olds: dict[str, Any], news: dict[str, Any]) -> dynamic.UpdateResult:
+    def update(self, _id: str, olds: dict[str, Any], news: dict[str, Any]) -> handlers.UpdateResult:
         try:
             api = KubeApi(str(news["kubeconfig"]))
         except KubeconfigError:
@@ -88,24 +86,22 @@ class RolloutGenerationProvider(dynamic.ResourceProvider):
             pending = change_pending(
                 api, str(news["node_name"]), str(news["generation"]), str(news.get("kubernetes_version") or "")
             )
-        return dynamic.UpdateResult(outs={**news, "pending": pending})
+        return handlers.UpdateResult(outs={**news, "pending": pending})
 
-    def read(self, id_: str, props: dict[str, Any]) -> dynamic.ReadResult:
-        return dynamic.ReadResult(id_=id_, outs=props)
+    def read(self, id_: str, props: dict[str, Any]) -> handlers.ReadResult:
+        return handlers.ReadResult(id_=id_, outs=props)
 
     def delete(self, _id: str, _props: dict[str, Any]) -> None:
         return None
 
 
-class RolloutGateProvider(dynamic.ResourceProvider):
+class RolloutGateProvider(handlers.ResourceHandlers):
     """Replaced, delete-first, on a new generation; its replacement replaces the node's VM."""
 
-    serialize_as_secret_always = False
+    def create(self, props: dict[str, Any]) -> handlers.CreateResult:
+        return handlers.CreateResult(id_=f"{props['node_name']}@{props['generation']}", outs=props)
 
-    def create(self, props: dict[str, Any]) -> dynamic.CreateResult:
-        return dynamic.CreateResult(id_=f"{props['node_name']}@{props['generation']}", outs=props)
-
-    def diff(self, _id: str, olds: dict[str, Any], news: dict[str, Any]) -> dynamic.DiffResult:
+    def diff(self, _id: str, olds: dict[str, Any], news: dict[str, Any]) -> handlers.DiffResult:
         replaces = [key for key in ("node_name", "generation") if olds.get(key) != news.get(key)]
         # A new Kubernetes version rolls the node too (a new VM joins at it).
         if "kubernetes_version" in olds:
@@ -121,13 +117,13 @@ class RolloutGateProvider(dynamic.ResourceProvider):
         changed = bool(replaces) or any(
             olds.get(key) != news.get(key) for key in ("previous_node", "kubernetes_version")
         )
-        return dynamic.DiffResult(changes=changed, replaces=replaces, delete_before_replace=True)
+        return handlers.DiffResult(changes=changed, replaces=replaces, delete_before_replace=True)
 
-    def update(self, _id: str, _olds: dict[str, Any], news: dict[str, Any]) -> dynamic.UpdateResult:
-        return dynamic.UpdateResult(outs=news)
+    def update(self, _id: str, _olds: dict[str, Any], news: dict[str, Any]) -> handlers.UpdateResult:
+        return handlers.UpdateResult(outs=news)
 
-    def read(self, id_: str, props: dict[str, Any]) -> dynamic.ReadResult:
-        return dynamic.ReadResult(id_=id_, outs=props)
+    def read(self, id_: str, props: dict[str, Any]) -> handlers.ReadResult:
+        return handlers.ReadResult(id_=id_, outs=props)
 
     def delete(self, _id: str, _props: dict[str, Any]) -> None:
         """Nothing of its own: the node's guards, deleted before it, drained and removed the node."""
@@ -164,22 +160,20 @@ _SETTLE_KEYS = (
 )
 
 
-class RolloutSettleProvider(dynamic.ResourceProvider):
+class RolloutSettleProvider(handlers.ResourceHandlers):
     """`update` after a new VM waits until the node is back, then uncordons and labels it."""
 
-    serialize_as_secret_always = False
+    def create(self, props: dict[str, Any]) -> handlers.CreateResult:
+        return handlers.CreateResult(id_=str(props["node_name"]), outs=props)
 
-    def create(self, props: dict[str, Any]) -> dynamic.CreateResult:
-        return dynamic.CreateResult(id_=str(props["node_name"]), outs=props)
-
-    def diff(self, _id: str, olds: dict[str, Any], news: dict[str, Any]) -> dynamic.DiffResult:
+    def diff(self, _id: str, olds: dict[str, Any], news: dict[str, Any]) -> handlers.DiffResult:
         changed = [key for key in _SETTLE_KEYS if olds.get(key) != news.get(key)]
         # An update, not a replacement, when the VM is replaced: `create` would not wait.
-        return dynamic.DiffResult(changes=bool(changed), replaces=[k for k in changed if k == "node_name"])
+        return handlers.DiffResult(changes=bool(changed), replaces=[k for k in changed if k == "node_name"])
 
-    def update(self, _id: str, olds: dict[str, Any], news: dict[str, Any]) -> dynamic.UpdateResult:
+    def update(self, _id: str, olds: dict[str, Any], news: dict[str, Any]) -> handlers.UpdateResult:
         if news["vm_id"] == olds.get("vm_id") and news["generation"] == olds.get("generation"):
-            return dynamic.UpdateResult(outs=news)
+            return handlers.UpdateResult(outs=news)
         node = str(news["node_name"])
         try:
             settle(
@@ -194,10 +188,10 @@ class RolloutSettleProvider(dynamic.ResourceProvider):
         except OSError as error:  # the final PATCH (the waits ride out an unreachable API)
             raise RolloutError(f"node {node}: labelling it failed ({error}); run pulumi up again") from None
         pulumi.log.info(f"node {node}: back, Ready at generation {news['generation']}")
-        return dynamic.UpdateResult(outs=news)
+        return handlers.UpdateResult(outs=news)
 
-    def read(self, id_: str, props: dict[str, Any]) -> dynamic.ReadResult:
-        return dynamic.ReadResult(id_=id_, outs=props)
+    def read(self, id_: str, props: dict[str, Any]) -> handlers.ReadResult:
+        return handlers.ReadResult(id_=id_, outs=props)
 
     def delete(self, _id: str, _props: dict[str, Any]) -> None:
         """Nothing to undo: the label goes with the Node."""
@@ -245,7 +239,7 @@ class RolloutArgs:
             raise ValueError(f"timeout_seconds must be positive, got {self.timeout_seconds}")
 
 
-class RolloutGeneration(DynamicResource, module="kubernetes", name="RolloutGeneration"):
+class RolloutGeneration(GpuclusterResource, module="kubernetes", name="RolloutGeneration"):
     """A node's generation, and whether its change is still pending (see the module docstring)."""
 
     pending: pulumi.Output[bool]
@@ -260,10 +254,10 @@ class RolloutGeneration(DynamicResource, module="kubernetes", name="RolloutGener
             "kubeconfig": pulumi.Output.secret(args.kubeconfig),
             "pending": None,
         }
-        super().__init__(RolloutGenerationProvider(), name, inputs, opts)
+        super().__init__(name, inputs, opts)
 
 
-class RolloutGate(DynamicResource, module="kubernetes", name="RolloutGate"):
+class RolloutGate(GpuclusterResource, module="kubernetes", name="RolloutGate"):
     """Replaced on a new generation, replacing the node's VM with it (see the module docstring)."""
 
     def __init__(
@@ -277,10 +271,10 @@ class RolloutGate(DynamicResource, module="kubernetes", name="RolloutGate"):
             # Read only by `diff`, for a gate recorded before gates carried the version.
             "kubeconfig": pulumi.Output.secret(args.kubeconfig),
         }
-        super().__init__(RolloutGateProvider(), name, inputs, opts)
+        super().__init__(name, inputs, opts)
 
 
-class RolloutSettle(DynamicResource, module="kubernetes", name="RolloutSettle"):
+class RolloutSettle(GpuclusterResource, module="kubernetes", name="RolloutSettle"):
     """After a node's replacement: wait until it is back, label it (see the module docstring)."""
 
     def __init__(
@@ -302,7 +296,7 @@ class RolloutSettle(DynamicResource, module="kubernetes", name="RolloutSettle"):
             "kubeconfig": pulumi.Output.secret(args.kubeconfig),
             "timeout_seconds": args.timeout_seconds,
         }
-        super().__init__(RolloutSettleProvider(), name, inputs, opts)
+        super().__init__(name, inputs, opts)
 
 
 def while_pending(

@@ -45,9 +45,9 @@ from dataclasses import dataclass
 from typing import Any, Literal
 
 import pulumi
-import pulumi.dynamic as dynamic
 
-from components.dynamic_resource import DynamicResource
+from components import resource_handlers as handlers
+from components.gpucluster_resource import GpuclusterResource
 from components.k8s.api.client import KubeApi, KubeconfigError
 from components.k8s.etcd.gateway import CLIENT_PORT, EtcdGateway, client_url
 from components.k8s.etcd.versions import crosses_into_3_6, read_member_versions, refusal_for_3_6
@@ -63,26 +63,25 @@ from components.k8s.upgrade.versions import Version
 UpgradeStep = Literal["cluster-configuration", "addons"]
 
 
-class ClusterUpgradeProvider(dynamic.ResourceProvider):
-    serialize_as_secret_always = False  # the kubeconfig is a secret input, encrypted in state
+class ClusterUpgradeProvider(handlers.ResourceHandlers):
 
-    def create(self, props: dict[str, Any]) -> dynamic.CreateResult:
+    def create(self, props: dict[str, Any]) -> handlers.CreateResult:
         # Day one: `applied: false` (no cluster answered), and the next run checks (module docstring).
-        return dynamic.CreateResult(id_=str(props["step"]), outs={**props, "applied": _catch_up(props)})
+        return handlers.CreateResult(id_=str(props["step"]), outs={**props, "applied": _catch_up(props)})
 
-    def diff(self, _id: str, olds: dict[str, Any], news: dict[str, Any]) -> dynamic.DiffResult:
+    def diff(self, _id: str, olds: dict[str, Any], news: dict[str, Any]) -> handlers.DiffResult:
         # A new kubeconfig (a rotated client certificate) is no reason to run a step again; a step
         # created before the cluster answered (day one) is.
-        return dynamic.DiffResult(changes=olds.get("version") != news.get("version") or olds.get("applied") is False)
+        return handlers.DiffResult(changes=olds.get("version") != news.get("version") or olds.get("applied") is False)
 
-    def update(self, _id: str, olds: dict[str, Any], news: dict[str, Any]) -> dynamic.UpdateResult:
+    def update(self, _id: str, olds: dict[str, Any], news: dict[str, Any]) -> handlers.UpdateResult:
         if olds.get("version") == news.get("version"):  # only the check a day-one create left
-            return dynamic.UpdateResult(outs={**news, "applied": _catch_up(news)})
+            return handlers.UpdateResult(outs={**news, "applied": _catch_up(news)})
         _run(_api(news), news)
-        return dynamic.UpdateResult(outs={**news, "applied": True})
+        return handlers.UpdateResult(outs={**news, "applied": True})
 
-    def read(self, id_: str, props: dict[str, Any]) -> dynamic.ReadResult:
-        return dynamic.ReadResult(id_=id_, outs=props)
+    def read(self, id_: str, props: dict[str, Any]) -> handlers.ReadResult:
+        return handlers.ReadResult(id_=id_, outs=props)
 
     def delete(self, _id: str, _props: dict[str, Any]) -> None:
         """Nothing to undo: the cluster keeps its version."""
@@ -173,7 +172,7 @@ class ClusterUpgradeArgs:
     Default None: a change onto the etcd 3.6 minor is refused, as its members cannot be checked."""
 
 
-class ClusterUpgrade(DynamicResource, module="kubernetes", name="ClusterUpgrade"):
+class ClusterUpgrade(GpuclusterResource, module="kubernetes", name="ClusterUpgrade"):
     """One cluster-wide step of a version upgrade (see the module docstring)."""
 
     def __init__(self, name: str, args: ClusterUpgradeArgs, opts: pulumi.ResourceOptions | None = None) -> None:
@@ -190,4 +189,4 @@ class ClusterUpgrade(DynamicResource, module="kubernetes", name="ClusterUpgrade"
                 "etcd_client_cert_pem": pulumi.Output.secret(args.etcd.client_cert_pem),
                 "etcd_client_key_pem": pulumi.Output.secret(args.etcd.client_key_pem),
             }
-        super().__init__(ClusterUpgradeProvider(), name, inputs, opts)
+        super().__init__(name, inputs, opts)

@@ -15,9 +15,9 @@ import logging
 from typing import Any
 
 import pulumi
-import pulumi.dynamic
 
-from components.dynamic_resource import DynamicResource
+from components import resource_handlers as handlers
+from components.gpucluster_resource import GpuclusterResource
 from components.vcenter.errors import VsphereError
 from components.vcenter.lookups import find_host, find_host_or_none
 from components.vsphere.host_graphics.ops import (
@@ -102,33 +102,33 @@ class HostGraphicsModeProvider(VsphereProvider):
         self.active_timeout = active_timeout
         self.active_poll = active_poll
 
-    def check(self, _olds: dict[str, Any], news: dict[str, Any]) -> pulumi.dynamic.CheckResult:
+    def check(self, _olds: dict[str, Any], news: dict[str, Any]) -> handlers.CheckResult:
         inputs = public_props(news)
-        failures: list[pulumi.dynamic.CheckFailure] = []
+        failures: list[handlers.CheckFailure] = []
         host_name = inputs.get("host_name")
         if not is_unknown(host_name):
             if not isinstance(host_name, str) or not host_name.strip():
-                failures.append(pulumi.dynamic.CheckFailure("host_name", "must be a host name"))
+                failures.append(handlers.CheckFailure("host_name", "must be a host name"))
                 host_name = None
             else:
                 host_name = inputs["host_name"] = host_name.strip()
         manage = inputs.get("manage")
         if not is_unknown(manage) and not isinstance(manage, bool):
-            failures.append(pulumi.dynamic.CheckFailure("manage", "must be true or false"))
+            failures.append(handlers.CheckFailure("manage", "must be true or false"))
         policy = inputs.get("assignment_policy") or DEFAULT_ASSIGNMENT_POLICY
         if not is_unknown(policy):
             if policy not in ASSIGNMENT_POLICIES:
                 failures.append(
-                    pulumi.dynamic.CheckFailure("assignment_policy", f"must be one of {', '.join(ASSIGNMENT_POLICIES)}")
+                    handlers.CheckFailure("assignment_policy", f"must be one of {', '.join(ASSIGNMENT_POLICIES)}")
                 )
             inputs["assignment_policy"] = policy
         if manage is False and isinstance(host_name, str) and not failures:
             failure = self._verify_early(host_name)
             if failure is not None:
                 failures.append(failure)
-        return pulumi.dynamic.CheckResult(inputs, failures)
+        return handlers.CheckResult(inputs, failures)
 
-    def _verify_early(self, host_name: str) -> pulumi.dynamic.CheckFailure | None:
+    def _verify_early(self, host_name: str) -> handlers.CheckFailure | None:
         """Fail `pulumi preview` early when manage=False and the host is not Shared Direct.
 
         Best effort on purpose: a preview of a brand-new stack may run where vCenter is not
@@ -149,12 +149,12 @@ class HostGraphicsModeProvider(VsphereProvider):
             _log.debug("HostGraphicsMode check skipped for %s: %s", host_name, exc)
             return None
         if state is None:
-            return pulumi.dynamic.CheckFailure("host_name", f"host {host_name!r} not found in vCenter")
+            return handlers.CheckFailure("host_name", f"host {host_name!r} not found in vCenter")
         if state.active_type != SHARED_DIRECT:
-            return pulumi.dynamic.CheckFailure("manage", verify_message(host_name, state))
+            return handlers.CheckFailure("manage", verify_message(host_name, state))
         return None
 
-    def diff(self, _id: str, olds: dict[str, Any], news: dict[str, Any]) -> pulumi.dynamic.DiffResult:
+    def diff(self, _id: str, olds: dict[str, Any], news: dict[str, Any]) -> handlers.DiffResult:
         # Another host is another object; the old host gets its previous mode back afterwards.
         replaces = ["host_name"] if olds.get("host_name") != news.get("host_name") else []
         managed = bool(news.get("manage"))
@@ -166,7 +166,7 @@ class HostGraphicsModeProvider(VsphereProvider):
             or (managed and olds.get("default_graphics_type") != SHARED_DIRECT)
             or (managed and olds.get("assignment_policy") != news.get("assignment_policy"))
         )
-        return pulumi.dynamic.DiffResult(changes=changes, replaces=replaces, delete_before_replace=False)
+        return handlers.DiffResult(changes=changes, replaces=replaces, delete_before_replace=False)
 
     def _apply(self, news: dict[str, Any], previous: dict[str, Any] | None) -> dict[str, Any]:
         host_name: str = news["host_name"]
@@ -216,11 +216,11 @@ class HostGraphicsModeProvider(VsphereProvider):
 
         return self.run(op, what=f"graphics mode of host {host_name}")
 
-    def create(self, props: dict[str, Any]) -> pulumi.dynamic.CreateResult:
+    def create(self, props: dict[str, Any]) -> handlers.CreateResult:
         outs = self._apply(props, previous=None)
-        return pulumi.dynamic.CreateResult(id_=f"graphics:{props['host_name']}", outs=outs)
+        return handlers.CreateResult(id_=f"graphics:{props['host_name']}", outs=outs)
 
-    def update(self, _id: str, olds: dict[str, Any], news: dict[str, Any]) -> pulumi.dynamic.UpdateResult:
+    def update(self, _id: str, olds: dict[str, Any], news: dict[str, Any]) -> handlers.UpdateResult:
         previous = None
         # Taking over management (manage False -> True) records the host's state at that point.
         if olds.get("manage") or not news.get("manage"):
@@ -228,9 +228,9 @@ class HostGraphicsModeProvider(VsphereProvider):
                 "previous_default_graphics_type": olds.get("previous_default_graphics_type"),
                 "previous_assignment_policy": olds.get("previous_assignment_policy"),
             }
-        return pulumi.dynamic.UpdateResult(outs=self._apply(news, previous=previous))
+        return handlers.UpdateResult(outs=self._apply(news, previous=previous))
 
-    def read(self, id_: str, props: dict[str, Any]) -> pulumi.dynamic.ReadResult:
+    def read(self, id_: str, props: dict[str, Any]) -> handlers.ReadResult:
         host_name = props["host_name"]
 
         def op(si: Any) -> dict[str, Any] | None:
@@ -247,8 +247,8 @@ class HostGraphicsModeProvider(VsphereProvider):
 
         outs = self.run(op, what=f"read graphics mode of host {host_name}")
         if outs is None:
-            return pulumi.dynamic.ReadResult(id_="", outs={})  # host gone: resource gone
-        return pulumi.dynamic.ReadResult(id_=id_, outs=outs)
+            return handlers.ReadResult(id_="", outs={})  # host gone: resource gone
+        return handlers.ReadResult(id_=id_, outs=outs)
 
     def delete(self, _id: str, props: dict[str, Any]) -> None:
         if not props.get("manage"):
@@ -285,10 +285,10 @@ class HostGraphicsModeProvider(VsphereProvider):
         self.run(op, what=f"restore graphics mode of host {host_name}")
 
 
-class HostGraphicsMode(DynamicResource, module="vsphere", name="HostGraphicsMode"):
+class HostGraphicsMode(GpuclusterResource, module="vsphere", name="HostGraphicsMode"):
     """Sets (manage=True) or verifies (manage=False) the host default graphics type Shared Direct.
 
-    Type token: `pulumi-python:dynamic/vsphere:HostGraphicsMode`. With manage=True it configures
+    Type token: `gpucluster:vsphere:HostGraphicsMode`. With manage=True it configures
     Shared Direct, restarts the host's `xorg` service when the GPU does not run in it yet, and
     succeeds only once the NVIDIA GPU's *active* type is Shared Direct; running VMs that hold the
     GPU prevent the switch and are named in the error (power them off, run again). With
@@ -332,7 +332,6 @@ class HostGraphicsMode(DynamicResource, module="vsphere", name="HostGraphicsMode
             "performance", vSphere's own default.
         """
         super().__init__(
-            HostGraphicsModeProvider(),
             resource_name,
             {
                 "host_name": host_name,

@@ -47,10 +47,10 @@ from dataclasses import replace
 from typing import Any
 
 import pulumi
-import pulumi.dynamic
 from pyVmomi import vim
 
-from components.dynamic_resource import DynamicResource
+from components import resource_handlers as handlers
+from components.gpucluster_resource import GpuclusterResource
 from components.vcenter.errors import VsphereError
 from components.vcenter.lookups import find_vm, find_vm_by_uuid
 from components.vcenter.tasks import wait_for_task
@@ -185,7 +185,7 @@ class TemplateReplicaProvider(VsphereProvider):
         super().__init__(retry=retry)
         self.clone_timeout_minutes = clone_timeout_minutes
 
-    def diff(self, _id: str, olds: dict[str, Any], news: dict[str, Any]) -> pulumi.dynamic.DiffResult:
+    def diff(self, _id: str, olds: dict[str, Any], news: dict[str, Any]) -> handlers.DiffResult:
         replaces = [key for key in REPLACING_INPUTS if is_unknown(news.get(key)) or news.get(key) != olds.get(key)]
         changes = replaces or [key for key in IN_PLACE_INPUTS if news.get(key) != olds.get(key)]
         if not replaces and self.has_connection_settings:
@@ -200,13 +200,15 @@ class TemplateReplicaProvider(VsphereProvider):
                 pulumi.log.warn(f"template copy {name!r}: {found}; `pulumi up` takes its snapshot again, in place")
                 changes = ["snapshot"]
         # Create-before-delete: workers still hang off the old copy until they rolled (module doc).
-        return pulumi.dynamic.DiffResult(
+        return handlers.DiffResult(
             changes=bool(changes or replaces), replaces=replaces, delete_before_replace=False
         )
 
-    def create(self, props: dict[str, Any]) -> pulumi.dynamic.CreateResult:
+    def create(self, props: dict[str, Any]) -> handlers.CreateResult:
         name = copy_name(props["name"], props)
-        timeout = self.clone_timeout_minutes * 60
+        # The resource's own input (a setting of the provider object while it was a dynamic
+        # provider; states from then lack it: the default applies).
+        timeout = float(props.get("clone_timeout_minutes") or self.clone_timeout_minutes) * 60
 
         made: set[str] = set()
 
@@ -223,9 +225,9 @@ class TemplateReplicaProvider(VsphereProvider):
         # The clone's own wait bounds each attempt; the deadline covers a retry after a lost session.
         policy = replace(self.retry, max_total=max(self.retry.max_total, 2 * timeout))
         outs = self.run(make, what=f"copy {name} of template {props['source_name']}", retry=policy)
-        return pulumi.dynamic.CreateResult(id_=outs["uuid"], outs=outs)
+        return handlers.CreateResult(id_=outs["uuid"], outs=outs)
 
-    def update(self, _id: str, _olds: dict[str, Any], news: dict[str, Any]) -> pulumi.dynamic.UpdateResult:
+    def update(self, _id: str, _olds: dict[str, Any], news: dict[str, Any]) -> handlers.UpdateResult:
         # IN_PLACE_INPUTS: recorded (module doc); and a copy whose snapshot or template mark was
         # lost (`drift`) is finished again, keeping its uuid: no worker rolls. `vm_name` and
         # `snapshot` report the live copy.
@@ -243,17 +245,17 @@ class TemplateReplicaProvider(VsphereProvider):
             return _outputs(si, vm, {**_olds, **inputs})
 
         live = self.run(repair, what=f"update template copy {_olds.get('vm_name') or _id}")
-        return pulumi.dynamic.UpdateResult(
+        return handlers.UpdateResult(
             outs={**_olds, **inputs, "vm_name": live["vm_name"], "snapshot": live["snapshot"]}
         )
 
-    def read(self, id_: str, props: dict[str, Any]) -> pulumi.dynamic.ReadResult:
+    def read(self, id_: str, props: dict[str, Any]) -> handlers.ReadResult:
         def look(si: Any) -> dict[str, Any] | None:
             vm = find_vm_by_uuid(si, id_)
             return None if vm is None else _outputs(si, vm, props)
 
         outs = self.run(look, what=f"read template copy {id_}")
-        return pulumi.dynamic.ReadResult(id_=id_ if outs else "", outs=outs or {})
+        return handlers.ReadResult(id_=id_ if outs else "", outs=outs or {})
 
     def delete(self, id_: str, props: dict[str, Any]) -> None:
         def destroy(si: Any) -> None:
@@ -268,8 +270,8 @@ class TemplateReplicaProvider(VsphereProvider):
             retired = name if name.endswith(RETIRED) else f"{name[: MAX_NAME - len(RETIRED)]}{RETIRED}"
             if retired != name:
                 wait_for_task(vm.Rename_Task(newName=retired), object_name=name, what="retiring the template copy")
-            # Without an engine (a dynamic provider's process) pulumi.log.warn prints to stderr,
-            # which the engine shows as the resource's diagnostics.
+            # In the gpucluster plugin pulumi.log goes to the engine's Log service (provider/main.py),
+            # which shows it in the update's output.
             pulumi.log.warn(
                 f"template copy {retired!r} kept in vCenter: linked clones still hang off it "
                 f"({', '.join(children[:5])}{', ...' if len(children) > 5 else ''}). Once the rollout "
@@ -280,10 +282,10 @@ class TemplateReplicaProvider(VsphereProvider):
         self.run(destroy, what=f"remove template copy {props.get('vm_name', id_)}")
 
 
-class TemplateReplica(DynamicResource, module="vsphere", name="TemplateReplica"):
+class TemplateReplica(GpuclusterResource, module="vsphere", name="TemplateReplica"):
     """A copy of a template on a host and datastore, itself a template with one snapshot.
 
-    Type token: `pulumi-python:dynamic/vsphere:TemplateReplica`. Its id and `uuid` are the copy's
+    Type token: `gpucluster:vsphere:TemplateReplica`. Its id and `uuid` are the copy's
     BIOS UUID: what pulumi-vsphere's `clone.template_uuid` takes."""
 
     uuid: pulumi.Output[str]
@@ -322,7 +324,6 @@ class TemplateReplica(DynamicResource, module="vsphere", name="TemplateReplica")
             host make copies of their own (`pulumi.get_stack()`).
         """
         super().__init__(
-            TemplateReplicaProvider(clone_timeout_minutes=clone_timeout_minutes),
             resource_name,
             {
                 "name": name,
@@ -334,6 +335,7 @@ class TemplateReplica(DynamicResource, module="vsphere", name="TemplateReplica")
                 "resource_pool_id": resource_pool_id,
                 "linked": linked,
                 "snapshot_name": snapshot_name,
+                "clone_timeout_minutes": clone_timeout_minutes,
                 "stack": stack,
                 "uuid": None,
                 "vm_name": None,

@@ -30,9 +30,9 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 import pulumi
-import pulumi.dynamic
 
-from components.dynamic_resource import DynamicResource
+from components import resource_handlers as handlers
+from components.gpucluster_resource import GpuclusterResource
 from components.vcenter.errors import VsphereError
 from components.vcenter.lookups import find_vm_by_uuid
 from components.vcenter.tasks import wait_for_task
@@ -70,10 +70,9 @@ __all__ = [
 #: Minutes to wait for VMware Tools, then again for the guest to shut down.
 DEFAULT_POWER_TIMEOUT_MINUTES = 5.0
 
-#: One vGPU power cycle at a time in this process. Pulumi runs every Python dynamic provider of a
-#: program in the one `pulumi-python` plugin process (pulumi/pulumi#17673: deserialized providers
-#: are cached per process, `configure` runs once per program) and updates independent resources
-#: in parallel; a profile change must take GPU workers down one by one, not the whole pool at once.
+#: One vGPU power cycle at a time in this process. The gpucluster plugin serves every resource of
+#: ours from one process (provider/) and the engine updates independent resources in parallel; a
+#: profile change must take GPU workers down one by one, not the whole pool at once.
 _POWER_CYCLE = threading.Lock()
 
 
@@ -195,13 +194,19 @@ class VgpuAttachmentProvider(VsphereProvider):
         super().__init__(retry=retry)
         self.shutdown_timeout_s = power_timeout_minutes * 60.0
 
-    def check(self, _olds: dict[str, Any], news: dict[str, Any]) -> pulumi.dynamic.CheckResult:
+    def _shutdown_timeout_s(self, props: dict[str, Any]) -> float:
+        """The resource's own `power_timeout_minutes` input (a setting of the provider object
+        while it was a dynamic provider; states from then lack it: the default applies)."""
+        minutes = props.get("power_timeout_minutes")
+        return self.shutdown_timeout_s if minutes is None else float(minutes) * 60.0
+
+    def check(self, _olds: dict[str, Any], news: dict[str, Any]) -> handlers.CheckResult:
         inputs = public_props(news)
-        failures: list[pulumi.dynamic.CheckFailure] = []
+        failures: list[handlers.CheckFailure] = []
         vm_id = inputs.get("vm_id")
         if not is_unknown(vm_id):
             if not isinstance(vm_id, str) or not vm_id.strip():
-                failures.append(pulumi.dynamic.CheckFailure("vm_id", "must be a VM BIOS UUID"))
+                failures.append(handlers.CheckFailure("vm_id", "must be a VM BIOS UUID"))
             else:
                 inputs["vm_id"] = vm_id.strip().lower()
         profiles = inputs.get("profiles")
@@ -211,9 +216,7 @@ class VgpuAttachmentProvider(VsphereProvider):
                 or not profiles
                 or not all(isinstance(p, str) and p.strip() for p in profiles)
             ):
-                failures.append(
-                    pulumi.dynamic.CheckFailure("profiles", "must be a non-empty list of vGPU profile names")
-                )
+                failures.append(handlers.CheckFailure("profiles", "must be a non-empty list of vGPU profile names"))
             elif not any(is_unknown(p) for p in profiles):
                 inputs["profiles"] = [p.strip() for p in profiles]
         extra = inputs.get("extra_config")
@@ -222,10 +225,10 @@ class VgpuAttachmentProvider(VsphereProvider):
         elif not is_unknown(extra) and (
             not isinstance(extra, dict) or not all(isinstance(v, str) for v in extra.values())
         ):
-            failures.append(pulumi.dynamic.CheckFailure("extra_config", "must map extraConfig keys to strings"))
-        return pulumi.dynamic.CheckResult(inputs, failures)
+            failures.append(handlers.CheckFailure("extra_config", "must map extraConfig keys to strings"))
+        return handlers.CheckResult(inputs, failures)
 
-    def diff(self, _id: str, olds: dict[str, Any], news: dict[str, Any]) -> pulumi.dynamic.DiffResult:
+    def diff(self, _id: str, olds: dict[str, Any], news: dict[str, Any]) -> handlers.DiffResult:
         replaces = ["vm_id"] if str(olds.get("vm_id", "")).lower() != str(news.get("vm_id", "")).lower() else []
         changes = (
             bool(replaces)
@@ -236,7 +239,7 @@ class VgpuAttachmentProvider(VsphereProvider):
         )
         # Delete before replace: the old VM's vGPU must release the GPU before another VM on the
         # same host can power on with one (vGPU capacity per physical GPU is fixed).
-        return pulumi.dynamic.DiffResult(changes=changes, replaces=replaces, delete_before_replace=True)
+        return handlers.DiffResult(changes=changes, replaces=replaces, delete_before_replace=True)
 
     def _outs(self, vm: Any, props: dict[str, Any]) -> dict[str, Any]:
         return {
@@ -265,7 +268,7 @@ class VgpuAttachmentProvider(VsphereProvider):
                 vm,
                 profiles,
                 name=vm_name,
-                shutdown_timeout=self.shutdown_timeout_s,
+                shutdown_timeout=self._shutdown_timeout_s(props),
                 extra_config=extra_config,
                 power_cycle=power_cycle,
             )
@@ -273,15 +276,15 @@ class VgpuAttachmentProvider(VsphereProvider):
 
         return self.run(op, what=f"vGPU {', '.join(profiles)} on VM {vm_name}")
 
-    def create(self, props: dict[str, Any]) -> pulumi.dynamic.CreateResult:
+    def create(self, props: dict[str, Any]) -> handlers.CreateResult:
         # The VM was just cloned and powered on: it is booting for the first time. Verify only.
-        return pulumi.dynamic.CreateResult(id_=f"vgpu:{props['vm_id']}", outs=self._apply(props, power_cycle=False))
+        return handlers.CreateResult(id_=f"vgpu:{props['vm_id']}", outs=self._apply(props, power_cycle=False))
 
-    def update(self, _id: str, _olds: dict[str, Any], news: dict[str, Any]) -> pulumi.dynamic.UpdateResult:
+    def update(self, _id: str, _olds: dict[str, Any], news: dict[str, Any]) -> handlers.UpdateResult:
         # A profile change on a node that has been up: graceful power cycle, one VM at a time.
-        return pulumi.dynamic.UpdateResult(outs=self._apply(news, power_cycle=True))
+        return handlers.UpdateResult(outs=self._apply(news, power_cycle=True))
 
-    def read(self, id_: str, props: dict[str, Any]) -> pulumi.dynamic.ReadResult:
+    def read(self, id_: str, props: dict[str, Any]) -> handlers.ReadResult:
         vm_id = props["vm_id"]
 
         def op(si: Any) -> dict[str, Any] | None:
@@ -290,8 +293,8 @@ class VgpuAttachmentProvider(VsphereProvider):
 
         outs = self.run(op, what=f"read vGPU devices of VM {props.get('vm_name') or vm_id}")
         if outs is None:
-            return pulumi.dynamic.ReadResult(id_="", outs={})  # VM gone: attachment gone
-        return pulumi.dynamic.ReadResult(id_=id_, outs=outs)
+            return handlers.ReadResult(id_="", outs={})  # VM gone: attachment gone
+        return handlers.ReadResult(id_=id_, outs=outs)
 
     def delete(self, _id: str, props: dict[str, Any]) -> None:
         vm_id = props["vm_id"]
@@ -308,10 +311,10 @@ class VgpuAttachmentProvider(VsphereProvider):
         self.run(op, what=f"detach vGPU from VM {vm_name}")
 
 
-class VgpuAttachment(DynamicResource, module="vsphere", name="VgpuAttachment"):
+class VgpuAttachment(GpuclusterResource, module="vsphere", name="VgpuAttachment"):
     """Attaches NVIDIA vGPU profiles to a VM (one vmiop PCI device per profile).
 
-    Type token: `pulumi-python:dynamic/vsphere:VgpuAttachment`. The resource owns all vGPU
+    Type token: `gpucluster:vsphere:VgpuAttachment`. The resource owns all vGPU
     devices of the VM and the extraConfig keys they need. `create` verifies what the VM got from
     its template and changes nothing on a running VM; changing `profiles` updates in place
     (guest shutdown through VMware Tools, swap devices, power on, one VM at a time); `delete`
@@ -331,7 +334,7 @@ class VgpuAttachment(DynamicResource, module="vsphere", name="VgpuAttachment"):
     memory_reservation_locked_to_max: pulumi.Output[bool]
     """Whether all guest memory is reserved (vGPU requires it)."""
     # The output `extra_config` (live values of the keys the vGPUs need) is not declared as an
-    # attribute: a dict output would need the SDK's type conversion (components/dynamic_resource).
+    # attribute: a dict output would need the SDK's type conversion (components/gpucluster_resource.py).
 
     def __init__(
         self,
@@ -357,13 +360,13 @@ class VgpuAttachment(DynamicResource, module="vsphere", name="VgpuAttachment"):
         if not profiles:
             raise ValueError(f"{resource_name}: profiles must name at least one vGPU profile")
         super().__init__(
-            VgpuAttachmentProvider(power_timeout_minutes=power_timeout_minutes),
             resource_name,
             {
                 "vm_id": vm_id,
                 "vm_name": vm_name,
                 "profiles": list(profiles),
                 "extra_config": dict(extra_config or {}),
+                "power_timeout_minutes": power_timeout_minutes,
                 "host_name": None,
                 "power_state": None,
                 "memory_reservation_locked_to_max": None,

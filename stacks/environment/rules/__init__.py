@@ -7,6 +7,7 @@ from stacks.environment.rules import (  # noqa: F401  (imported to register thei
     components,
     general,
     kubernetes,
+    mirror,
     replicas,
     software,
     tuning,

@@ -29,10 +29,10 @@ from typing import Any, Literal
 from stacks.tools.plan.mock_runtime import unwrap
 
 VM = "vsphere:index/virtualMachine:VirtualMachine"
-VGPU = "pulumi-python:dynamic/vsphere:VgpuAttachment"
-NODE_DRAIN = "pulumi-python:dynamic/kubernetes:NodeDrain"
-ROLLOUT_GATE = "pulumi-python:dynamic/kubernetes:RolloutGate"
-CONTROL_PLANE_MEMBER = "pulumi-python:dynamic/kubernetes:ControlPlaneMember"
+VGPU = "gpucluster:vsphere:VgpuAttachment"
+NODE_DRAIN = "gpucluster:kubernetes:NodeDrain"
+ROLLOUT_GATE = "gpucluster:kubernetes:RolloutGate"
+CONTROL_PLANE_MEMBER = "gpucluster:kubernetes:ControlPlaneMember"
 _FIRST_BOOT_KEYS = ("guestinfo.",)
 _REBOOT_KEYS = ("numCpus", "memory")
 
@@ -218,7 +218,7 @@ def _rolled_nodes(
     }
 
 
-READY = "pulumi-python:dynamic/kubernetes:ApiServerReady"
+READY = "gpucluster:kubernetes:ApiServerReady"
 CONTROL_PLANE_PREFIX = "control-plane-"
 """The control-plane pool's VM resource names (`NodePool("control-plane", ...)` in `__main__.py`)."""
 

@@ -55,10 +55,21 @@ class RecordedResource:
     version: str = ""
     deleted_with: str = ""
     """The resource whose deletion takes this one with it (the engine then skips its delete)."""
+    alias_types: list[str] = field(default_factory=list)
+    """Types the resource was registered under before (its aliases' types): the engine finds its
+    old state under them instead of creating it anew."""
     property_dependencies: dict[str, list[str]] = field(default_factory=dict)
     """Per input property, the resources its value came from (the engine's `propertyDependencies`:
     what it diffs as unknown when one of them is replaced delete-first)."""
     """The provider plugin version the registration asks for (typed provider classes send theirs)."""
+
+    @property
+    def resource_dependencies(self) -> list[str]:
+        """`dependencies` without provider resources (every `gpucluster:*` resource waits on the
+        one `pulumi:providers:gpucluster`): what the program itself made it wait for."""
+        return [
+            urn for urn in self.dependencies if "$pulumi:providers:" not in urn and "::pulumi:providers:" not in urn
+        ]
 
     def redacted_inputs(self) -> dict[str, Any]:
         """Inputs with every secret replaced by `SECRET_MARK` and internal keys dropped."""
@@ -151,12 +162,21 @@ class RecordingMonitor(mocks.MockMonitor):
                 source_position=_source_position(request),
                 version=request.version,
                 deleted_with=request.deletedWith,
+                alias_types=[_alias_type(alias) for alias in request.aliases]
+                + [urn.split("::")[-2].rsplit("$", 1)[-1] for urn in request.aliasURNs],
                 property_dependencies={
                     key: sorted(deps.urns) for key, deps in request.propertyDependencies.items() if deps.urns
                 },
             )
         )
         return response
+
+
+def _alias_type(alias: Any) -> str:
+    """The type an alias names (a spec without one keeps the resource's own: "")."""
+    if alias.urn:
+        return str(alias.urn.split("::")[-2].rsplit("$", 1)[-1])
+    return str(alias.spec.type)
 
 
 def _source_position(request: Any) -> str | None:

@@ -55,7 +55,7 @@ def fake_outputs(type_token: str, name: str, inputs: dict[str, Any]) -> dict[str
         }
     if type_token == "vsphere:index/distributedVirtualSwitch:DistributedVirtualSwitch":
         return {"configVersion": "1"}
-    if type_token == "pulumi-python:dynamic/vsphere:TemplateReplica":
+    if type_token == "gpucluster:vsphere:TemplateReplica":
         # The copy's BIOS UUID is what the workers' clone takes; shaped like a VM's.
         return {
             "uuid": _stable_uuid(name),
@@ -85,7 +85,7 @@ def fake_outputs(type_token: str, name: str, inputs: dict[str, Any]) -> dict[str
         # The Secrets encryption keys: `length` bytes, as base64 and hex like the provider's.
         raw = bytes.fromhex(_fake_random_chars(name, 2 * int(inputs.get("length", 32))))
         return {"base64": base64.b64encode(raw).decode(), "hex": raw.hex()}
-    if type_token == "pulumi-python:dynamic/kubernetes:JoinTokenRotation":
+    if type_token == "gpucluster:kubernetes:JoinTokenRotation":
         # A fixed issue time keeps plans deterministic (the real one reads the clock).
         return join_token_window(MOCK_JOIN_TOKEN_ISSUED_AT, float(inputs.get("ttl_hours", 0)))
     return {}

@@ -6,6 +6,7 @@ import argparse
 from typing import Any
 
 from stacks.environment.copy_hints import name_hints
+from stacks.environment.rules.mirror import unrewritten_images
 from stacks.environment.stack_file import check_stack_file, stack_file_path
 from stacks.environment.version_change import checked_old_environment
 
@@ -27,6 +28,8 @@ def cmd_validate(args: argparse.Namespace) -> int:
     )
     for hint in name_hints(path, args.stack, env):  # valid, but the mark of a hand copy
         print(f"hint: {hint}")
+    for image in unrewritten_images(env):  # what mirror.registry could not move
+        print(f"mirror: not rewritten: {image}")
     return 0
 
 

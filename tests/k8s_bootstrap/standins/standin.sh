@@ -318,8 +318,24 @@ curl_peer() {
   esac
 }
 
+# The pinned Calico manifest: served from $SIM/calico-manifest (the harness puts the vendored copy
+# there; a test may put other bytes) to curl's -o file; HTTP 404 (exit 22 with -f) when absent.
+curl_manifest() {
+  local out="" previous=""
+  for arg in "$@"; do
+    [ "$previous" = -o ] && out=$arg
+    previous=$arg
+  done
+  printf '%s\n' "${*: -1}" >>"$SIM/fetched"
+  [ -f "$SIM/calico-manifest" ] || return 22
+  cp "$SIM/calico-manifest" "$out"
+}
+
 run_curl() {
   local url=${*: -1} target
+  case "$url" in
+    *tigera-operator.yaml) curl_manifest "$@"; return ;;
+  esac
   target=${url#https://}
   target=${target%%/*}
   if [ "$target" != "${GPUCLUSTER_API_ENDPOINT:-}" ]; then

@@ -25,6 +25,8 @@ rdma=${GPUCLUSTER_RDMA:-false}
 nvidia_handler=${GPUCLUSTER_NVIDIA_RUNTIME_HANDLER:-}
 nvidia_toolkit_minimum=${GPUCLUSTER_NVIDIA_TOOLKIT_MINIMUM:-}
 calico_manifest=${GPUCLUSTER_CALICO_MANIFEST:-}
+calico_manifest_sha256=${GPUCLUSTER_CALICO_MANIFEST_SHA256:-}
+image_registry=${GPUCLUSTER_IMAGE_REGISTRY:-}
 control_plane_peers=${GPUCLUSTER_CONTROL_PLANE_PEERS:-}
 
 state_dir=$root/var/lib/gpucluster
@@ -133,14 +135,14 @@ stage_rdma() {
 # template whose rdma-core keeps upstream's NAME_FALLBACK (Debian, Ubuntu, Fedora; RHEL patches it
 # to NAME_KERNEL) the device is already `rocep11s0`, and rdma_rename with NAME_KERNEL only ever
 # leaves a name as it is (rdma-core kernel-boot/rdma_rename.c), so it stays until a reboot that a
-# new node never gets. Renamed here, as rdma-dev(8) does it: `rdma dev set DEV name NEWNAME`
+# new node never gets. Renamed here with iproute2's `rdma dev set OLDNAME name NEWNAME` (its man page, section 8)
 # (iproute2). The index is the lowest free one, as the kernel's own "vmw_pvrdma%d" would be.
 name_rdma_devices() {
-  local class=$root/sys/class/infiniband dev name driver n
-  for dev in "$class"/*; do
-    [ -e "$dev/device/driver" ] || continue
-    name=${dev##*/}
-    driver=$(cd -P "$dev/device/driver" && pwd) || continue
+  local class=$root/sys/class/infiniband device name driver n
+  for device in "$class"/*; do
+    [ -e "$device/device/driver" ] || continue
+    name=${device##*/}
+    driver=$(cd -P "$device/device/driver" && pwd) || continue
     [ "${driver##*/}" = vmw_pvrdma ] || continue
     case $name in vmw_pvrdma[0-9]*) continue ;; esac
     n=0
@@ -354,12 +356,35 @@ stage_init() {
   touch "$state_dir/init.complete"
 }
 
+# fetch_calico_manifest FILE: the pinned tigera-operator.yaml, checked against the SHA-256 recorded
+# for the release in the repository (manifests/index.json), then, with a mirror, its images
+# moved there: Calico's own procedure for a private registry replaces `quay.io` in this file
+# (docs.tigera.io, "Configure use of your image registry"). A file with other bytes is refused,
+# whoever serves it: the next run fetches again.
+fetch_calico_manifest() {
+  local file=$1
+  retry 20 curl -fsSL --connect-timeout 10 --max-time 300 -o "$file.part" "$calico_manifest" ||
+    die "could not fetch $calico_manifest"
+  local sum
+  sum=$(sha256sum "$file.part")
+  sum=${sum%% *}
+  if [ "$sum" != "$calico_manifest_sha256" ]; then
+    rm -f "$file.part"
+    die "$calico_manifest has SHA-256 $sum, not the pinned $calico_manifest_sha256: serve Calico ${GPUCLUSTER_CALICO_VERSION:-}'s own manifests/tigera-operator.yaml, unchanged (its URL and SHA-256: the repository's manifests/index.json)"
+  fi
+  if [ -n "$image_registry" ]; then
+    sed -i "s?quay.io/?$image_registry/?g" "$file.part"
+  fi
+  mv "$file.part" "$file"
+}
+
 stage_cni() {
-  local kubectl=(kubectl --kubeconfig "$admin_conf")
+  local kubectl=(kubectl --kubeconfig "$admin_conf") manifest=$state_dir/tigera-operator.yaml
   log "installing Calico (${GPUCLUSTER_CALICO_VERSION:-}) from $calico_manifest"
+  fetch_calico_manifest "$manifest"
   # Server-side apply: safe to repeat on every run, and the operator's CRDs are too large for
   # client-side apply's annotation.
-  retry 20 "${kubectl[@]}" apply --server-side --force-conflicts -f "$calico_manifest"
+  retry 20 "${kubectl[@]}" apply --server-side --force-conflicts -f "$manifest"
   retry 20 "${kubectl[@]}" wait --for condition=established --timeout=60s crd/installations.operator.tigera.io
   retry 20 "${kubectl[@]}" apply --server-side --force-conflicts -f "$kube_dir/calico-installation.yaml"
 }
@@ -533,6 +558,7 @@ main() {
   fi
   if [ "$role" = init ]; then
     [ -n "$calico_manifest" ] || die "GPUCLUSTER_CALICO_MANIFEST is not set (/etc/gpucluster/bootstrap.env)"
+    [ -n "$calico_manifest_sha256" ] || die "GPUCLUSTER_CALICO_MANIFEST_SHA256 is not set (/etc/gpucluster/bootstrap.env)"
     stage_init
     stage_cni
   else

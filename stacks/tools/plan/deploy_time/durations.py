@@ -118,11 +118,11 @@ def load_durations(path: Path | None) -> Durations:
 
 
 _VM = "vsphere:index/virtualMachine:VirtualMachine"
-_REPLICA = "pulumi-python:dynamic/vsphere:TemplateReplica"
-_NODE_JOINED = "pulumi-python:dynamic/kubernetes:NodeJoined"
-_READY = "pulumi-python:dynamic/kubernetes:ApiServerReady"
+_REPLICA = "gpucluster:vsphere:TemplateReplica"
+_NODE_JOINED = "gpucluster:kubernetes:NodeJoined"
+_READY = "gpucluster:kubernetes:ApiServerReady"
 _TIMES_BY_TYPE = {
-    "pulumi-python:dynamic/vsphere:GuestinfoScrub": "vm_reconfigure",
+    "gpucluster:vsphere:GuestinfoScrub": "vm_reconfigure",
     "vsphere:index/distributedVirtualSwitch:DistributedVirtualSwitch": "switch",
     "vsphere:index/distributedPortGroup:DistributedPortGroup": "port_group",
     "vsphere:index/vnic:Vnic": "vmknic",
@@ -131,10 +131,10 @@ _TIMES_BY_TYPE = {
     "vsphere:index/computeClusterVmGroup:ComputeClusterVmGroup": "drs_rule",
     "vsphere:index/computeClusterVmHostRule:ComputeClusterVmHostRule": "drs_rule",
     "vsphere:index/computeClusterVmAntiAffinityRule:ComputeClusterVmAntiAffinityRule": "drs_rule",
-    "pulumi-python:dynamic/vsphere:PvrdmaHostSettings": "host_reconfigure",
-    "pulumi-python:dynamic/vsphere:HostGraphicsMode": "host_graphics",
-    "pulumi-python:dynamic/vsphere:VgpuAttachment": "vgpu_attach",
-    "pulumi-python:dynamic/vsphere:DvsHostMember": "switch_member",
+    "gpucluster:vsphere:PvrdmaHostSettings": "host_reconfigure",
+    "gpucluster:vsphere:HostGraphicsMode": "host_graphics",
+    "gpucluster:vsphere:VgpuAttachment": "vgpu_attach",
+    "gpucluster:vsphere:DvsHostMember": "switch_member",
     "kubernetes:helm.sh/v3:Release": "gpu_operator",
     "kubernetes:yaml/v2:ConfigFile": "crd",
 }
@@ -211,7 +211,7 @@ def _kind_seconds_holds(
         holds = _clone_holds(source_host, resource.inputs.get("host_id"), resource.inputs.get("datastore_id"), units)
         kind = "template copy (linked)" if linked else "template copy (full)"
         return kind, (d.linked_clone if linked else d.full_clone) + d.snapshot, holds
-    if resource.type == "pulumi-python:dynamic/kubernetes:ApiServerReady":
+    if resource.type == "gpucluster:kubernetes:ApiServerReady":
         return "guest boot + kubeadm init", d.guest_boot + d.kubeadm_init, {}
     if resource.type == "kubernetes:yaml/v2:ConfigGroup":
         objs = resource.inputs.get("objs") or []
@@ -232,7 +232,7 @@ def operations(resources: Iterable[Resource], d: Durations) -> list[Operation]:
     ops: list[Operation] = []
     ready = [r.urn for r in custom if r.type == _READY]
     attachments = {
-        dep: r.urn for r in custom if r.type == "pulumi-python:dynamic/vsphere:VgpuAttachment" for dep in r.dependencies
+        dep: r.urn for r in custom if r.type == "gpucluster:vsphere:VgpuAttachment" for dep in r.dependencies
     }
     # A VM cloned from a template copy depends on it (its clone source is the copy's uuid): the
     # clone's source side is the copy's host.

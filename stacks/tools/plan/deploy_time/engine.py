@@ -42,8 +42,10 @@ from stacks import PROJECT_DIR
 from stacks.tools.plan.deploy_time.model import Operation
 from stacks.tools.plan.deploy_time.words import format_seconds
 
-DYNAMIC_PREFIX = "pulumi-python:dynamic/"
-SWITCH_MEMBER = "pulumi-python:dynamic/vsphere:DvsHostMember"
+DYNAMIC_PREFIX = ("pulumi-python:dynamic/", "gpucluster:")
+"""Our resources, served by the provider host this model counts: the dynamic provider's tokens of
+stacks planned before the gpucluster plugin, and the plugin's (docs/architecture.md)."""
+SWITCH_MEMBERS = ("pulumi-python:dynamic/vsphere:DvsHostMember", "gpucluster:vsphere:DvsHostMember")
 
 DYNAMIC_HOST_CONCURRENCY = 4
 """Operations the SDK's dynamic provider host runs at once: measured (provider_concurrency.json)."""
@@ -168,7 +170,14 @@ def measured_bytes_per_type() -> Mapping[str, int]:
 
 def state_bytes(types: Iterable[str]) -> int:
     per_type = measured_bytes_per_type()
-    return sum(per_type.get(t, BYTES_PER_RESOURCE) for t in types)
+
+    # Measured while our resources were dynamic ones; the gpucluster plugin's carry the same
+    # properties without the pickled provider, so the dynamic figure is an upper bound for them.
+    def size(t: str) -> int:
+        dynamic = "pulumi-python:dynamic/" + t.removeprefix("gpucluster:")
+        return per_type.get(t, per_type.get(dynamic, BYTES_PER_RESOURCE))
+
+    return sum(size(t) for t in types)
 
 
 def save_seconds(state: float, backend: str) -> float:
@@ -206,7 +215,7 @@ def with_engine(
             out.append(op)
             continue
         holds = dict(op.holds)
-        if type_ == SWITCH_MEMBER and settings.switch_joins == "serial":
+        if type_ in SWITCH_MEMBERS and settings.switch_joins == "serial":
             # The provider's lock, taken inside a provider thread: a join waiting for its switch
             # keeps its thread (components/vsphere/dvs_host_member.py, `switch_lock`).
             switch = _switch(inputs.get(op.key, {}))
@@ -240,14 +249,14 @@ def terms(
     ]
     joins: dict[str, float] = {}
     for op in engine_ops:
-        if types.get(op.key) == SWITCH_MEMBER:
+        if types.get(op.key) in SWITCH_MEMBERS:
             switch = _switch(inputs.get(op.key, {}))
             joins[switch] = joins.get(switch, 0.0) + op.seconds
     if joins and settings.switch_joins == "serial":
-        count = sum(1 for op in engine_ops if types.get(op.key) == SWITCH_MEMBER)
+        count = sum(1 for op in engine_ops if types.get(op.key) in SWITCH_MEMBERS)
         found.append(Term("switch joins", max(joins.values()), f"{count} host joins, one at a time per switch"))
     elif joins:
-        longest = max(op.seconds for op in engine_ops if types.get(op.key) == SWITCH_MEMBER)
+        longest = max(op.seconds for op in engine_ops if types.get(op.key) in SWITCH_MEMBERS)
         found.append(Term("switch joins", longest, "batched: the hosts that join together go in one task"))
     parallel = settings.effective_parallel
     found.append(

@@ -8,6 +8,7 @@ from typing import Any
 from components.k8s.addons.device_plugin import DevicePluginSettings
 from components.k8s.addons.gpu_operator import GpuOperatorArgs, validator_image
 from components.k8s.facts import GPU_RESOURCE
+from components.k8s.mirror import mirrored_image
 from components.k8s.objects import app_labels, gpu_runtime_fields, gpu_toleration
 from stacks.environment.model import Environment
 from stacks.tools.verify.gpu_nodes import PodSet
@@ -57,7 +58,7 @@ def probe_pod(env: Environment, node: str | None) -> dict[str, Any]:
         "containers": [
             {
                 "name": "probe",
-                "image": probe_image(env),
+                "image": mirrored_image(probe_image(env), env.mirror.registry),
                 "command": ["sleep", "infinity"],
                 "resources": {"limits": {GPU_RESOURCE: "1"}, "requests": {"cpu": "10m", "memory": "16Mi"}},
                 "securityContext": {"allowPrivilegeEscalation": False, "capabilities": {"drop": ["ALL"]}},

@@ -1,0 +1,82 @@
+"""Several hosts' switch memberships in one `ReconfigureDvs_Task`.
+
+vCenter runs one reconfigure of a switch at a time (vcsim/dvs_reconfigure.go), and one takes
+about as long for many hosts as for one: the Add Hosts workflow of the vSphere Client and
+terraform-provider-vsphere's `host` blocks of `vsphere_distributed_virtual_switch` send every
+host's `DistributedVirtualSwitchHostMemberConfigSpec` in one `DVSConfigSpec.host` list. 512
+joins one after the other are ~2h50m at ~20 s each; in batches they are a few reconfigures.
+
+Each host keeps its own `DvsHostMember` resource (day two removes one host); the plugin gathers
+the changes that arrive together (`provider/switch_batch.py`) and applies them here. A host that
+cannot be found fails alone; a fault of the reconfigure itself fails every host of the batch with
+vCenter's text, since vCenter applied none of them (a task either applies the spec or fails).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from pyVmomi import vim
+
+from components.vcenter.errors import VsphereError
+from components.vcenter.lookups import find_host_or_none
+from components.vcenter.tasks import wait_for_task
+from components.vsphere.dvs_host_member import _CONFLICTS, find_switch, member_vmnics
+
+
+@dataclass(frozen=True)
+class MemberChange:
+    host_name: str
+    vmnics: tuple[str, ...] | None
+    """The uplinks the host should have; None: the host leaves the switch."""
+
+
+Outcome = list[str] | None | VsphereError
+"""Per host: its uplinks after the batch (None: not a member), or why it failed alone."""
+
+
+def _member_spec(dvs: Any, host: Any, change: MemberChange) -> Any | None:
+    """The host's part of the reconfigure, or None when it is already as wanted."""
+    current = member_vmnics(dvs, host)
+    if change.vmnics is None:
+        return None if current is None else vim.dvs.HostMember.ConfigSpec(operation="remove", host=host)
+    if current is not None and (not current or current == list(change.vmnics)):
+        return None  # a member already (adopted as it is when vCenter shows no backing)
+    backing = vim.dvs.HostMember.PnicBacking(
+        pnicSpec=[vim.dvs.HostMember.PnicSpec(pnicDevice=vmnic) for vmnic in change.vmnics]
+    )
+    operation = "add" if current is None else "edit"
+    return vim.dvs.HostMember.ConfigSpec(operation=operation, host=host, backing=backing)
+
+
+def apply_member_changes(si: Any, switch_uuid: str, changes: list[MemberChange]) -> dict[str, Outcome]:
+    """Apply every change in one reconfigure of the switch (none when nothing is to change)."""
+    dvs = find_switch(si, switch_uuid)
+    if dvs is None:
+        raise VsphereError(f"distributed switch {switch_uuid} not found", object_name=switch_uuid)
+    outcomes: dict[str, Outcome] = {}
+    specs: list[Any] = []
+    for change in changes:
+        host = find_host_or_none(si, change.host_name)
+        if host is None:
+            if change.vmnics is None:
+                outcomes[change.host_name] = None  # host gone: so is its membership
+            else:
+                outcomes[change.host_name] = VsphereError(f"host {change.host_name} not found in vCenter")
+            continue
+        spec = _member_spec(dvs, host, change)
+        if spec is not None:
+            specs.append(spec)
+        outcomes[change.host_name] = None if change.vmnics is None else sorted(change.vmnics)
+    if specs:
+        names = ", ".join(sorted(c.host_name for c in changes if not isinstance(outcomes[c.host_name], VsphereError)))
+        # The switch's current configVersion: a concurrent edit is refused instead of overwritten.
+        config = vim.dvs.VmwareDistributedVirtualSwitch.ConfigSpec(configVersion=dvs.config.configVersion, host=specs)
+        try:
+            wait_for_task(dvs.ReconfigureDvs_Task(spec=config), object_name=dvs.name, what=f"hosts {names}")
+        except VsphereError as exc:
+            if isinstance(exc.fault, _CONFLICTS):
+                raise VsphereError(str(exc), object_name=dvs.name, fault=exc.fault, transient=True) from exc
+            raise
+    return outcomes

@@ -1,0 +1,148 @@
+"""Each resource kind the plugin serves: its type token and its handlers, run off the event loop.
+
+The handlers (`components.resource_handlers.ResourceHandlers` subclasses, next to each resource's
+declaration for now) block: pyVmomi's SOAP calls, kubectl, HTTP polls. Each call runs on the
+plugin's worker pool, so as many run at once as the pool has threads; a blocking call on the
+event loop itself would serialise every resource of the stack.
+
+`DvsHostMember` is the exception for create, update and delete: its changes go through the
+per-switch group commit (`provider/switch_batch.py`).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextvars
+import functools
+from collections.abc import Callable, Mapping
+from concurrent.futures import Executor
+from typing import Any, TypeVar
+
+from components import resource_handlers as handlers
+from components.k8s.api.ready import ApiServerReady, ApiServerReadyProvider
+from components.k8s.etcd.member import ControlPlaneMember, ControlPlaneMemberProvider
+from components.k8s.join.joined import NodeJoined, NodeJoinedProvider
+from components.k8s.join.rotation import JoinTokenRotation, JoinTokenRotationProvider
+from components.k8s.rollout.drain import NodeDrain, NodeDrainProvider
+from components.k8s.rollout.rollout import (
+    RolloutGate,
+    RolloutGateProvider,
+    RolloutGeneration,
+    RolloutGenerationProvider,
+    RolloutSettle,
+    RolloutSettleProvider,
+)
+from components.k8s.upgrade.upgrade import ClusterUpgrade, ClusterUpgradeProvider
+from components.vsphere.dvs_host_member import DvsHostMember, DvsHostMemberProvider, switch_lock
+from components.vsphere.dvs_member_batch import MemberChange, Outcome, apply_member_changes
+from components.vsphere.guestinfo_scrub import GuestinfoScrub, GuestinfoScrubProvider
+from components.vsphere.host_graphics.resource import HostGraphicsMode, HostGraphicsModeProvider
+from components.vsphere.pvrdma_host import PvrdmaHostSettings, PvrdmaHostSettingsProvider
+from components.vsphere.template_copies.replica import TemplateReplica, TemplateReplicaProvider
+from components.vsphere.vgpu.attachment import VgpuAttachment, VgpuAttachmentProvider
+from provider.switch_batch import DEFAULT_WINDOW_S, SwitchBatcher
+
+T = TypeVar("T")
+
+HANDLERS: Mapping[str, Callable[[], handlers.ResourceHandlers]] = {
+    DvsHostMember.TYPE: DvsHostMemberProvider,
+    PvrdmaHostSettings.TYPE: PvrdmaHostSettingsProvider,
+    HostGraphicsMode.TYPE: HostGraphicsModeProvider,
+    TemplateReplica.TYPE: TemplateReplicaProvider,
+    VgpuAttachment.TYPE: VgpuAttachmentProvider,
+    GuestinfoScrub.TYPE: GuestinfoScrubProvider,
+    ApiServerReady.TYPE: ApiServerReadyProvider,
+    ClusterUpgrade.TYPE: ClusterUpgradeProvider,
+    JoinTokenRotation.TYPE: JoinTokenRotationProvider,
+    NodeJoined.TYPE: NodeJoinedProvider,
+    ControlPlaneMember.TYPE: ControlPlaneMemberProvider,
+    NodeDrain.TYPE: NodeDrainProvider,
+    RolloutGeneration.TYPE: RolloutGenerationProvider,
+    RolloutGate.TYPE: RolloutGateProvider,
+    RolloutSettle.TYPE: RolloutSettleProvider,
+}
+"""Type token -> the kind's handlers. Tokens are frozen once released: the state keys on them."""
+
+
+class Kind:
+    """One kind's handlers, each call on the worker pool (with the caller's context, so
+    `pulumi.log` reaches the engine from the worker thread)."""
+
+    def __init__(self, impl: handlers.ResourceHandlers, executor: Executor) -> None:
+        self.impl = impl
+        self.executor = executor
+
+    async def call(self, fn: Callable[..., T], *args: Any) -> T:
+        ctx = contextvars.copy_context()
+        loop = asyncio.get_running_loop()
+        return await loop.run_in_executor(self.executor, functools.partial(ctx.run, fn, *args))
+
+    async def check(self, olds: dict[str, Any], news: dict[str, Any]) -> handlers.CheckResult:
+        return await self.call(self.impl.check, olds, news)
+
+    async def diff(self, id_: str, olds: dict[str, Any], news: dict[str, Any]) -> handlers.DiffResult:
+        return await self.call(self.impl.diff, id_, olds, news)
+
+    async def create(self, props: dict[str, Any]) -> handlers.CreateResult:
+        return await self.call(self.impl.create, props)
+
+    async def read(self, id_: str, props: dict[str, Any]) -> handlers.ReadResult:
+        return await self.call(self.impl.read, id_, props)
+
+    async def update(self, id_: str, olds: dict[str, Any], news: dict[str, Any]) -> handlers.UpdateResult:
+        return await self.call(self.impl.update, id_, olds, news)
+
+    async def delete(self, id_: str, props: dict[str, Any]) -> None:
+        await self.call(self.impl.delete, id_, props)
+
+
+class BatchedSwitchMembers(Kind):
+    """`DvsHostMember` with its joins, uplink edits and leaves batched per switch."""
+
+    impl: DvsHostMemberProvider
+
+    def __init__(self, impl: DvsHostMemberProvider, executor: Executor, *, window_s: float = DEFAULT_WINDOW_S) -> None:
+        super().__init__(impl, executor)
+        self.batcher = SwitchBatcher(self._run_batch, window_s=window_s)
+
+    async def _run_batch(self, switch_uuid: str, changes: list[MemberChange]) -> dict[str, Outcome]:
+        names = ", ".join(change.host_name for change in changes)
+
+        def run() -> dict[str, Outcome]:
+            # The thread lock keeps out any other path of this process that edits the switch.
+            with switch_lock(switch_uuid):
+                return self.impl.run(
+                    lambda si: apply_member_changes(si, switch_uuid, changes),
+                    what=f"memberships of hosts {names} in switch {switch_uuid}",
+                )
+
+        return await self.call(run)
+
+    async def _apply(self, props: dict[str, Any]) -> dict[str, Any]:
+        host_name, uuid = props["host_name"], props["switch_uuid"]
+        vmnics = tuple(sorted(props["vmnics"]))
+        await self.batcher.submit(uuid, MemberChange(host_name, vmnics))
+        return {"host_name": host_name, "switch_uuid": uuid, "vmnics": list(vmnics)}
+
+    async def create(self, props: dict[str, Any]) -> handlers.CreateResult:
+        outs = await self._apply(props)
+        return handlers.CreateResult(id_=f"{props['switch_uuid']}:{props['host_name']}", outs=outs)
+
+    async def update(self, id_: str, olds: dict[str, Any], news: dict[str, Any]) -> handlers.UpdateResult:
+        return handlers.UpdateResult(outs=await self._apply(news))
+
+    async def delete(self, id_: str, props: dict[str, Any]) -> None:
+        await self.batcher.submit(props["switch_uuid"], MemberChange(props["host_name"], None))
+
+
+def make_kinds(executor: Executor, config: handlers.ConfigureRequest, *, switch_window_s: float) -> dict[str, Kind]:
+    """Every kind's handlers, configured."""
+    kinds: dict[str, Kind] = {}
+    for token, factory in HANDLERS.items():
+        impl = factory()
+        impl.configure(config)
+        if isinstance(impl, DvsHostMemberProvider):
+            kinds[token] = BatchedSwitchMembers(impl, executor, window_s=switch_window_s)
+        else:
+            kinds[token] = Kind(impl, executor)
+    return kinds

@@ -1,0 +1,5 @@
+"""The `images` command."""
+
+from stacks.tools.images.command import register
+
+__all__ = ["register"]

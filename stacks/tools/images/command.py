@@ -1,0 +1,66 @@
+"""`python -m stacks images STACK`: every image (and, with `--files`, every file) the stack needs,
+in a form a mirroring tool reads.
+
+Default output: one `SOURCE DEST` pair per line, the upstream reference and the one the stack pulls
+from `mirror.registry`, for a loop over `skopeo copy docker://SOURCE docker://DEST` or
+`crane copy SOURCE DEST` (docs/air-gapped.md). `--files`: one `SOURCE_URL DEST_URL` pair per line
+for what the cluster fetches (download SOURCE, upload it to DEST; `--json` gives the SHA-256 the
+cluster checks, where it checks one). `--json`:
+both, with who runs each image, checksums, and what is not listed.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from dataclasses import asdict
+from typing import TYPE_CHECKING, Any
+
+from stacks.environment.stack_file import check_stack_file, stack_file_path
+
+if TYPE_CHECKING:
+    from stacks.tools.images.inventory import Inventory
+
+
+def render_pairs(result: Inventory, *, files: bool) -> str:
+    rows = [(f.source, f.dest) for f in result.files] if files else [(i.source, i.dest) for i in result.images]
+    return "".join(f"{source} {dest}\n" for source, dest in rows)
+
+
+def render_json(result: Inventory) -> str:
+    document = {
+        "images": [asdict(i) for i in result.images],
+        "files": [asdict(f) for f in result.files],
+        "not_listed": list(result.not_listed),
+    }
+    return json.dumps(document, indent=2) + "\n"
+
+
+def cmd_images(args: argparse.Namespace) -> int:
+    from stacks.tools.images.inventory import inventory  # the Pulumi SDK: only when listing
+
+    path = stack_file_path(args.stack, args.file)
+    view, env = check_stack_file(path, args.stack)
+    result = inventory(view, stack=args.stack)
+    sys.stdout.write(render_json(result) if args.json else render_pairs(result, files=args.files))
+    if not args.json and not args.files:
+        if env.mirror.registry is None:
+            print(f"images: {path.name} sets no mirror.registry: each DEST is its SOURCE", file=sys.stderr)
+        print(f"images: not listed: {result.not_listed[0]}", file=sys.stderr)
+    return 0
+
+
+def register(subparsers: Any) -> None:
+    """Add `images` to the `python -m stacks` command line."""
+    images = subparsers.add_parser(
+        "images",
+        help="list every image (or file) the stack needs as SOURCE DEST pairs, for skopeo/crane copy",
+        description=__doc__.split("\n\n")[0] if __doc__ else None,
+    )
+    images.add_argument("stack", help="stack name: reads Pulumi.STACK.yaml")
+    images.add_argument("--file", help="read this file instead (same format)")
+    what = images.add_mutually_exclusive_group()
+    what.add_argument("--files", action="store_true", help="list the files the cluster fetches instead")
+    what.add_argument("--json", action="store_true", help="images and files with details, as JSON")
+    images.set_defaults(func=cmd_images)
