@@ -97,7 +97,7 @@ def test_past_seven_copies_a_copy_clones_an_earlier_copy_not_the_template() -> N
     copies = run.by_type(REPLICA)
     assert len(copies) == 9
     by_host = {r.plain_inputs()["host_name"].split(".")[0]: r for r in copies}
-    hosts = list(by_host)  # registered in the sites' order, the stack's host order
+    hosts = sorted(by_host, key=lambda host: int(host.rsplit("-", 1)[1]))  # the stack's host order
     template_uuid = {r.plain_inputs()["source_uuid"] for r in (by_host[h] for h in hosts[:7])}
     assert len(template_uuid) == 1 and {by_host[h].plain_inputs()["source_name"] for h in hosts[:7]} == {
         "rocky9-k8s-vgpu-t4-16c"
