@@ -11,9 +11,14 @@
 Plugging in another provider server (e.g. the real plugin): it must print its gRPC port on the
 first stdout line and serve Configure, Check, Create and Diff for a type token; then
 
-    python -m benchmarks.engine.concurrency --hosts dynamic \\
-        --server "python -m provider" --type gpucluster:vsphere:PvrdmaHostSettings
+    python -m benchmarks.engine.concurrency --hosts "" \\
+        --server ".venv/bin/python provider" --type gpucluster:vsphere:PvrdmaHostSettings [--executor N]
 
-The engine's address is appended to the command as its last argument (as the engine launches a
-plugin). The resources' inputs are `host_name`, `vmknic_device` and `allowed_network` (workload.inputs).
+(`python provider/ <engine address>` is how the Python language host starts the gpucluster plugin:
+provider/__main__.py.) The engine's address is appended to the command as its last argument (as
+the engine launches a plugin). Configure gets the explicit provider's inputs, as the engine sends
+them (`vsphereServer`, `user`, `password`; `--executor N` adds `maxConcurrentOperations`, else the
+plugin's default pool). The resources' inputs are `host_name`, `vmknic_device` and
+`allowed_network` (workload.inputs). The real plugin's creates carry no start and finish stamps,
+so its rows give throughput, not how many ran at once.
 """

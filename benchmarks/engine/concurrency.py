@@ -58,9 +58,13 @@ def plugin_host(executor: int) -> HostSpec:
     )
 
 
-def custom_host(command: str, type_token: str) -> HostSpec:
-    """Any provider server: the command, then the engine's address as its last argument."""
-    return HostSpec(f"server `{command}`", (*shlex.split(command), ENGINE_ADDRESS), type_token, {})
+def custom_host(command: str, type_token: str, executor: int | None = None) -> HostSpec:
+    """Any provider server: the command, then the engine's address as its last argument. Configured
+    as an explicit provider resource configures the gpucluster plugin (`HostSpec.provider_inputs`),
+    with `maxConcurrentOperations` = `executor` when given (the plugin's default otherwise)."""
+    extra = {} if executor is None else {"maxConcurrentOperations": str(executor)}
+    name = f"server `{command}`" + ("" if executor is None else f" (maxConcurrentOperations {executor})")
+    return HostSpec(name, (*shlex.split(command), ENGINE_ADDRESS), type_token, {}, provider_inputs=extra)
 
 
 def measure(specs: Sequence[HostSpec], levels: Sequence[int], delay_ms: int) -> list[RunResult]:
@@ -124,7 +128,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     )
     parser.add_argument("--parallel", default="4,16,64,128", help="`pulumi up --parallel` levels, comma separated")
     parser.add_argument("--delay-ms", type=int, default=1000, help=f"simulator delay per {DELAYED_METHOD} call")
-    parser.add_argument("--executor", type=int, default=128, help="threads of the plugin host's executor")
+    parser.add_argument(
+        "--executor", type=int, default=128, help="threads of the plugin host's executor (and --server's pool)"
+    )
     parser.add_argument("--hosts", default="dynamic,plugin", help="which of dynamic, plugin to run")
     parser.add_argument("--server", help="another provider server's command (the engine address is appended)")
     parser.add_argument("--type", default=PLUGIN_TYPE, help="the type token --server serves")
@@ -136,7 +142,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         [plugin_host(args.executor)] if "plugin" in chosen else []
     )
     if args.server:
-        specs.append(custom_host(args.server, args.type))
+        specs.append(custom_host(args.server, args.type, args.executor if "--executor" in (argv or sys.argv) else None))
     print(HEADER, flush=True)
     results = measure(specs, levels, args.delay_ms)
     if args.write:

@@ -40,6 +40,11 @@ class HostSpec:
     type_token: str
     extra_inputs: Mapping[str, Any]
     """The dynamic host needs the pickled provider in every resource's inputs (`__provider`)."""
+    provider_inputs: Mapping[str, str] | None = None
+    """For a provider plugin configured by an explicit provider resource (the gpucluster plugin):
+    Configure's `args` are that resource's inputs, named without the config's package prefix
+    (`vsphereServer`, `user`, `password`: provider/server.py `_CONNECTION_KEYS`), plus these (e.g.
+    `maxConcurrentOperations`). None: the stack config's keys as they are (the dynamic host)."""
 
 
 @dataclass(frozen=True)
@@ -76,9 +81,12 @@ async def _drive(
 ) -> RunResult:
     async with grpc.aio.insecure_channel(address) as channel:
         stub = provider_pb2_grpc.ResourceProviderStub(channel)
+        args: dict[str, Any] = dict(config)
+        if spec.provider_inputs is not None:
+            args = {key.split(":", 1)[-1]: value for key, value in config.items()} | dict(spec.provider_inputs)
         await stub.Configure(
             provider_pb2.ConfigureRequest(
-                variables=dict(config), args=_struct(config), acceptSecrets=True, acceptResources=True
+                variables=dict(config), args=_struct(args), acceptSecrets=True, acceptResources=True
             )
         )
         gate = asyncio.Semaphore(parallel)

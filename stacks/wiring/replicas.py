@@ -8,7 +8,7 @@ from __future__ import annotations
 import pulumi
 import pulumi_vsphere as vsphere
 
-from components.vsphere.template_copies.plan import ReplicaSite, assign
+from components.vsphere.template_copies.plan import ReplicaSite, assign, copy_sources
 from components.vsphere.template_copies.replicas import ReplicaPlacement, TemplateReplicas, TemplateReplicasArgs
 from stacks.environment.model import Environment
 from stacks.environment.template_sites import replica_sites
@@ -43,6 +43,7 @@ def template_replicas_args(env: Environment, inventory: Inventory) -> TemplateRe
                 name=site.datastore, datacenter_id=inventory.datacenter_id
             ).id
     hosts = {host.name.lower(): host.name for host in env.hosts}
+    sources = copy_sources(sites, linked=env.vm.linked_clone)
     return TemplateReplicasArgs(
         template_name=gpu_template(env),
         datacenter_id=inventory.datacenter_id,
@@ -58,6 +59,7 @@ def template_replicas_args(env: Environment, inventory: Inventory) -> TemplateRe
                 datastore_id=datastore_ids[site.datastore],
                 # Linked only beside the VMs (validate refuses a linked stack's copy elsewhere).
                 linked=env.vm.linked_clone and site.datastore == vc.datastore,
+                source_key=source.key if (source := sources[site.key]) is not None else None,
             )
             for site in sites
         ],

@@ -7,6 +7,7 @@ from __future__ import annotations
 import json
 import shutil
 import subprocess
+import sys
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -67,6 +68,18 @@ def test_a_custom_server_command_gets_the_engine_address_last() -> None:
     spec = concurrency.custom_host("python -m provider --flag", "gpucluster:vsphere:X")
     assert spec.command[:3] == ("python", "-m", "provider") and spec.command[-1] == "127.0.0.1:1"
     assert spec.type_token == "gpucluster:vsphere:X" and spec.extra_inputs == {}
+
+
+def test_the_real_plugin_server_is_configured_as_its_provider_resource_configures_it(simulator_url: str) -> None:
+    """`--server "python provider"` (the gpucluster plugin, provider/__main__.py): its Configure reads
+    the explicit provider's inputs (`vsphereServer`, `user`, `password`, `maxConcurrentOperations`),
+    not the stack config's `vsphere:` keys, so every create failed with no vCenter configured."""
+    spec = concurrency.custom_host(f"{sys.executable} provider", "gpucluster:vsphere:PvrdmaHostSettings", executor=2)
+    work = [inputs(i) for i in range(4)]
+    result = run(spec, vsphere_config(simulator_url), work, parallel=4, cwd=PROJECT_DIR)
+    assert result.operations == 4 and result.diffs_per_s > 0
+    # A pool of 2: two rounds of two creates, each blocking on vCenter for 2 x the delay.
+    assert result.create_wall_s >= 2 * 2 * DELAY_MS / 1000
 
 
 def test_the_models_provider_concurrency_is_the_measured_one() -> None:

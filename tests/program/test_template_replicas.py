@@ -88,3 +88,22 @@ def test_every_copy_carries_the_stacks_name() -> None:
     run = _run(32)  # the stack `w32`
     copies = run.by_type(REPLICA)
     assert copies and {r.plain_inputs()["stack"] for r in copies} == {"w32"}
+
+
+def test_past_seven_copies_a_copy_clones_an_earlier_copy_not_the_template() -> None:
+    """128 workers keep 9 copies: the template's host makes 7 (with the control plane's clone, its
+    8 documented units), the 8th and 9th clone the 1st and 2nd copy and wait for them."""
+    run = _run(128)
+    copies = run.by_type(REPLICA)
+    assert len(copies) == 9
+    by_host = {r.plain_inputs()["host_name"].split(".")[0]: r for r in copies}
+    hosts = sorted(by_host, key=lambda host: int(host.rsplit("-", 1)[1]))  # the stack's host order
+    template_uuid = {r.plain_inputs()["source_uuid"] for r in (by_host[h] for h in hosts[:7])}
+    assert len(template_uuid) == 1 and {by_host[h].plain_inputs()["source_name"] for h in hosts[:7]} == {
+        "rocky9-k8s-vgpu-t4-16c"
+    }
+    for child, parent in ((hosts[7], hosts[0]), (hosts[8], hosts[1])):
+        inputs = by_host[child].plain_inputs()
+        assert inputs["source_uuid"] == _replica_uuid(by_host[parent]) != next(iter(template_uuid))
+        assert inputs["source_name"] == f"rocky9-k8s-vgpu-t4-16c-{parent}"
+        assert by_host[parent].urn in by_host[child].dependencies

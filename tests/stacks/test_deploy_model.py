@@ -132,6 +132,18 @@ def test_a_clone_onto_its_copys_own_host_takes_units_on_both_sides() -> None:
     assert estimate([_copy("c1"), *vms], d, engine=None).pulumi_up.seconds == 20 + 20 + 20
 
 
+def test_a_copy_of_a_copy_takes_its_units_on_its_parent_copys_host() -> None:
+    d = Durations(linked_clone=20, power_on=0, snapshot=5, host_units=4)
+    # c1 from the template; c2..c5 from c1, each 1 unit on c1's host and 1 on its own.
+    children = [{**_copy(f"c{i}"), "dependencies": ["urn:copy:c1"]} for i in range(2, 6)]
+    template_clones = [_vm(f"t{i}", linked=True, host=f"h{i}") for i in range(4)]
+    result = estimate([_copy("c1"), *children, *template_clones], d, engine=None)
+    # The template's host has c1 and four VMs (5 units of 4: the last VM at 20-40 s); the children
+    # run on c1's host at 25-50 s. Charged to the template's host, one would wait until 40 s.
+    assert result.pulumi_up.seconds == 50
+    assert all(result.pulumi_up.start[f"urn:copy:c{i}"] == 25 for i in range(2, 6))
+
+
 def test_durations_file_overrides_and_refuses_typos(tmp_path: Path) -> None:
     good = tmp_path / "d.yaml"
     good.write_text("linked_clone: 5\nparallel: 10\n")

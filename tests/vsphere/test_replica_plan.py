@@ -6,7 +6,7 @@ from collections import Counter
 
 import pytest
 
-from components.vsphere.template_copies.plan import ReplicaSite, assign, clones_per_source, derived_sites
+from components.vsphere.template_copies.plan import ReplicaSite, assign, clones_per_source, copy_sources, derived_sites
 
 HOSTS = [f"esxi-{i:03d}" for i in range(1, 513)]
 
@@ -61,3 +61,42 @@ def test_a_vm_without_host_keeps_its_copy_when_another_is_added() -> None:
     moved = [n for n in names if before[n] != after[n]]
     assert all(after[n] == ReplicaSite("esxi-009", "ds") for n in moved)
     assert len(moved) < len(names) // 2
+
+
+def test_copies_fan_out_as_a_tree_so_the_template_host_makes_seven() -> None:
+    """512 workers: the template's host made all 35 copies, 8 at a time, and the control plane's
+    clone queued behind them (BENCHMARKS.md, 7m53s for a 6m14s bound)."""
+    sites = derived_sites(HOSTS, datastore="ds", linked=True)
+    sources = copy_sources(sites, linked=True)
+    from_template = [site for site in sites if sources[site.key] is None]
+    assert from_template == sites[:7]
+    # The rest clone a copy of the level before (one of the first 7), four each, round robin.
+    children = Counter(source.key for source in sources.values() if source is not None)
+    assert set(children) == {site.key for site in sites[:7]} and set(children.values()) == {4}
+    assert sources[sites[7].key] == sites[0] and sources[sites[8].key] == sites[1]
+
+
+def test_a_copy_tree_keeps_every_source_as_the_stack_grows() -> None:
+    """A new copy comes last: the copies before it keep their source (a new source replaces a copy)."""
+    sites = derived_sites(HOSTS, datastore="ds", linked=True)
+    before = copy_sources(sites[:20], linked=True)
+    after = copy_sources(sites, linked=True)
+    assert {key: after[key] for key in before} == before
+
+
+@pytest.mark.parametrize("count", [1, 7])
+def test_up_to_seven_copies_all_clone_the_template(count: int) -> None:
+    sites = [ReplicaSite(f"h{i}", "ds") for i in range(count)]
+    assert set(copy_sources(sites, linked=True).values()) == {None}
+
+
+def test_a_linked_copy_clones_only_a_copy_on_its_own_datastore() -> None:
+    sites = [ReplicaSite(f"h{i}", "other" if i < 7 else "ds") for i in range(9)]
+    sources = copy_sources(sites, linked=True)
+    assert sources["h7-ds"] is None and sources["h8-ds"] is None
+
+
+def test_full_copies_all_clone_the_template() -> None:
+    """A level of full copies would add a full clone (8 minutes) to the path of every worker below it."""
+    sites = [ReplicaSite(f"h{i}", "ds") for i in range(74)]
+    assert set(copy_sources(sites, linked=False).values()) == {None}

@@ -321,3 +321,32 @@ def test_a_copy_whose_snapshot_was_removed_is_seen_and_repaired_in_place(
         assert not provider.diff(created.id, updated.outs, props).changes
     finally:
         provider.delete(created.id, created.outs)
+
+
+def test_a_copy_of_a_copy_clones_its_snapshot_and_keeps_it_while_it_hangs_off(
+    si: Any, source: Any, provider: TemplateReplicaProvider, capsys: Any
+) -> None:
+    """Past seven copies a copy clones an earlier copy (`plan.copy_sources`): the provider clones a
+    copy's snapshot as it does the template's, and deleting the first copy while the second still
+    hangs off it retires it (a destroy deletes the second first: it depends on the first's uuid).
+    The disks get the chains they have on vCenter (`hang_off`: the simulator drops a clone's parent)."""
+    first = provider.create(copy_props(si, source, CLUSTER_HOSTS[0]))
+    parent = vm_by_uuid(si, first.id)
+    second = provider.create(copy_props(si, parent, CLUSTER_HOSTS[1]))
+    try:
+        child = vm_by_uuid(si, second.id)
+        assert child is not None and child.config.template and child.runtime.host.name == CLUSTER_HOSTS[1]
+        assert [tree.name for tree in child.snapshot.rootSnapshotList] == ["base"]
+        hang_off(si, parent, disk_file(source))
+        hang_off(si, child, disk_file(parent))
+        provider.delete(first.id, first.outs)
+        kept = vm_by_uuid(si, first.id)
+        assert kept is not None and kept.name.endswith("-retired")
+        assert kept.name in capsys.readouterr().err
+        provider.delete(second.id, second.outs)
+        assert vm_by_uuid(si, second.id) is None
+    finally:
+        for made in (second, first):
+            leftover = vm_by_uuid(si, made.id)
+            if leftover is not None:
+                wait_for_task(leftover.Destroy_Task())

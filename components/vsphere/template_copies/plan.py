@@ -21,6 +21,11 @@ from dataclasses import dataclass
 
 HOST_UNITS = 16
 """Provisioning units per ESXi host (the blog above; `stacks.tools.plan.deploy_time.durations.Durations.host_units`)."""
+DOCUMENTED_HOST_UNITS = 8
+"""vCenter's documented cost limit per host ("Limits on Simultaneous Migrations", vCenter Server and
+Host Management: "All hosts have a maximum cost per host of 8", a clone costs 1): how many copies
+one source makes at a time (`copy_sources`), so that the template's host keeps a unit for the
+control plane's clone whichever figure the estate follows."""
 LINKED_CLONE_UNITS = 1
 FULL_CLONE_UNITS = 2
 MAX_NAME = 80
@@ -85,6 +90,47 @@ def derived_sites(worker_hosts: Sequence[str | None], *, datastore: str, linked:
             in_group = 0
         in_group += counts[host]
     return sites
+
+
+def copy_sources(sites: Sequence[ReplicaSite], *, linked: bool) -> dict[str, ReplicaSite | None]:
+    """Site key -> the copy that copy clones (None: the template itself): with linked clones a tree,
+    breadth first.
+
+    Why a tree: every copy cloned from the template is a provisioning operation on the template's
+    host, which runs 8 at a time (`DOCUMENTED_HOST_UNITS`); 35 copies from it (512 workers) queue
+    five deep there, and the control plane's own clone, from a template on that host too, queues
+    behind them, which delays `kubeadm init` and with it every worker's join (BENCHMARKS.md).
+    So the template makes the first `clones_per_source` copies (7 linked), in one wave beside the
+    control plane's clone; each later copy clones one of the copies of the level before, round
+    robin (a copy is a template with a snapshot, as the template is: `TemplateReplica`). Two levels
+    serve 7 + 49 copies, some 840 workers; at 64 workers every copy is still the template's.
+
+    What it costs a worker: a linked copy of a copy adds the copy's own, nearly empty, delta disk to
+    the chain below a worker's disk (a read that misses a delta falls through to its parent: vSphere
+    Web Services SDK Programming Guide, "Linked Virtual Machines and Disk Backings"; VMware
+    Workstation Pro's "Linked Clones": a linked clone of a linked clone performs less well, so keep
+    chains short); two levels are two such deltas, far inside the snapshot tree depth of 31 vSphere
+    allows (Dell PowerStore guide, "VMware snapshot limitations"). Stable as a stack grows: a new
+    copy comes last in the sites' order, so the copies before it keep their source (a copy whose
+    source changes is replaced, and its workers roll, `TemplateReplica`)."""
+    if not linked:
+        # Full copies all clone the template: a level of the tree would add a full clone (8
+        # minutes by default) to every worker's path below it; at 64 workers the model gave 34m45s
+        # for a 26m35s bound against 26m35s and 18m30s with the template as every copy's source.
+        return dict.fromkeys((site.key for site in sites), None)
+    fan_out = clones_per_source(linked=True, host_units=DOCUMENTED_HOST_UNITS)
+    sources: dict[str, ReplicaSite | None] = {}
+    level: list[ReplicaSite | None] = [None]
+    rest = list(sites)
+    while rest:
+        taken, rest = rest[: len(level) * fan_out], rest[len(level) * fan_out :]
+        for i, site in enumerate(taken):
+            # A linked copy hangs off a source on its own datastore (as every linked clone here
+            # does); a copy with none such in the level before clones the template.
+            fits = [s for s in level if s is None or s.datastore == site.datastore] or [None]
+            sources[site.key] = fits[i % len(fits)]
+        level = list(taken)
+    return sources
 
 
 def _rendezvous(name: str, sites: Sequence[ReplicaSite]) -> ReplicaSite:

@@ -314,7 +314,8 @@ class TemplateReplica(GpuclusterResource, module="vsphere", name="TemplateReplic
     ) -> None:
         """
         :param name: the copy's name in vCenter before its hash suffix, e.g. `<template>-esxi-01`.
-        :param source_uuid: the template's BIOS UUID (`get_virtual_machine(...).id`).
+        :param source_uuid: the BIOS UUID of what is copied: the template (`get_virtual_machine(...).id`)
+            or an earlier copy of it (its `uuid`), a template with a snapshot too (`plan.copy_sources`).
         :param host_id, datastore_id, resource_pool_id: managed object ids where the copy goes.
         :param linked: a linked clone of the template's current snapshot (seconds, little space) or a
             full copy of its disk (minutes; the only kind that may sit on another datastore).

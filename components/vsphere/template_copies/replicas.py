@@ -25,7 +25,10 @@ class ReplicaPlacement:
     host_id: pulumi.Input[str]
     datastore_id: pulumi.Input[str]
     linked: bool
-    """A linked clone of the template's snapshot (only on the template's datastore) or a full copy."""
+    """A linked clone of its source's snapshot (only on the template's datastore) or a full copy."""
+    source_key: str | None = None
+    """The copy this one clones (its site key, placed earlier in `placements`); None: the template
+    (`components.vsphere.template_copies.plan.copy_sources`: copies fan out as a tree)."""
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -55,12 +58,19 @@ class TemplateReplicas(pulumi.ComponentResource):
             name=args.template_name, datacenter_id=args.datacenter_id, opts=pulumi.InvokeOutputOptions(parent=self)
         ).id
         self.uuids = {}
+        base_names: dict[str, str] = {}
         for place in args.placements:
+            base_names[place.key] = f"{args.template_name}-{place.host_name.split('.')[0]}"
+            if place.source_key is not None and place.source_key not in self.uuids:
+                raise ValueError(f"copy {place.key}: its source {place.source_key} must be placed before it")
+            # A copy of a copy clones that copy's snapshot: its uuid is an output, so the engine
+            # creates the source first (and, on a destroy, deletes this copy first).
+            source_uuid = template_id if place.source_key is None else self.uuids[place.source_key]
             copy = TemplateReplica(
                 f"{name}-{place.key}",
-                name=f"{args.template_name}-{place.host_name.split('.')[0]}",
-                source_uuid=template_id,
-                source_name=args.template_name,
+                name=base_names[place.key],
+                source_uuid=source_uuid,
+                source_name=args.template_name if place.source_key is None else base_names[place.source_key],
                 host_id=place.host_id,
                 host_name=place.host_name,
                 datastore_id=place.datastore_id,

@@ -204,10 +204,11 @@ def _kind_seconds_holds(
         kind = "linked clone + power-on" if linked else "full clone + power-on"
         return kind, (d.linked_clone if linked else d.full_clone) + d.power_on, holds
     if resource.type == _REPLICA:
-        # A copy of the template: a clone from the template's host onto the copy's, then its snapshot.
+        # A copy of the template: a clone from its source's host (the template's, or the copy's it
+        # clones: `copy_sources`) onto the copy's, then its snapshot.
         linked = bool(resource.inputs.get("linked"))
         units = d.linked_clone_units if linked else d.full_clone_units
-        holds = _clone_holds(TEMPLATE_HOST, resource.inputs.get("host_id"), resource.inputs.get("datastore_id"), units)
+        holds = _clone_holds(source_host, resource.inputs.get("host_id"), resource.inputs.get("datastore_id"), units)
         kind = "template copy (linked)" if linked else "template copy (full)"
         return kind, (d.linked_clone if linked else d.full_clone) + d.snapshot, holds
     if resource.type == "gpucluster:kubernetes:ApiServerReady":
