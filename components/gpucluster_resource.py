@@ -29,9 +29,9 @@ from pulumi.runtime import settings as runtime_settings
 
 PACKAGE = "gpucluster"
 PROVIDER_RESOURCE_NAME = "gpucluster"
-DEFAULT_MAX_CONCURRENT_OPERATIONS = 64
+DEFAULT_MAX_CONCURRENT_OPERATIONS = 640
 """The plugin's worker threads for blocking vCenter/Kubernetes calls (docs/architecture.md,
-"The gpucluster provider": why 64)."""
+"The gpucluster provider": why 640)."""
 
 _UNCONVERTED_OUTPUT_TYPES = frozenset(f"pulumi.Output[{t}]" for t in ("str", "bool", "list[str]"))
 

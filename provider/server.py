@@ -4,7 +4,7 @@ handlers on grpc.aio, no worker pool of its own; pulumi/provider/experimental/se
 
 Decisions, each with its reason (docs/architecture.md, "The gpucluster provider"):
 - Concurrency: the handlers block, so each call runs on a ThreadPoolExecutor of
-  `maxConcurrentOperations` threads (default 64), created at `Configure`. The dynamic provider
+  `maxConcurrentOperations` threads (default 640), created at `Configure`. The dynamic provider
   host had four (pulumi/dynamic/__main__.py, `ThreadPoolExecutor(max_workers=4)`).
 - Preview: `supports_preview=False`, as the dynamic host declared: the engine then never calls
   Create or Update during `pulumi preview` (pulumi/pulumi pkg/resource/plugin/provider_plugin.go),

@@ -167,6 +167,6 @@ def test_blocking_creates_run_side_by_side_up_to_the_pool_size(pki: Pki, pool_si
     assert all("did not become ready within" in answer for answer in answers), answers[:2]
     waves = -(-BLOCKING_CREATES // min(pool_size, BLOCKING_CREATES))
     print(f"{BLOCKING_CREATES} creates blocking {BLOCK_S} s each, pool {pool_size}: {elapsed:.2f} s")
-    # ... and they ran in ceil(32 / pool) waves: one second with the default pool of 64 (the
+    # ... and they ran in ceil(32 / pool) waves: one second with a pool of 64 (the
     # dynamic provider host's four threads took eight).
     assert waves * BLOCK_S <= elapsed < waves * BLOCK_S + 1.5

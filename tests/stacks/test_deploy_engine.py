@@ -170,3 +170,12 @@ def test_plan_refuses_a_runner_without_cpus_before_planning(tmp_path: Path) -> N
     assert result.returncode == 2
     assert result.stderr.strip() == "error: --runner-cpus must be a positive count, not 0"
     assert not (tmp_path / "out").exists()
+
+
+def test_the_plugin_design_counts_the_plugins_own_default_pool() -> None:
+    # The model's plugin design is the program as shipped: its executor is the pool the plugin
+    # gets when the stack file sets no gpucluster:maxConcurrentOperations.
+    from components.gpucluster_resource import DEFAULT_MAX_CONCURRENT_OPERATIONS
+    from stacks.tools.plan.deploy_time.engine import DEFAULT_EXECUTOR, PLUGIN_DESIGN
+
+    assert DEFAULT_EXECUTOR == DEFAULT_MAX_CONCURRENT_OPERATIONS == PLUGIN_DESIGN.executor

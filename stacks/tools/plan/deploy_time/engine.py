@@ -49,8 +49,9 @@ SWITCH_MEMBERS = ("pulumi-python:dynamic/vsphere:DvsHostMember", "gpucluster:vsp
 
 DYNAMIC_HOST_CONCURRENCY = 4
 """Operations the SDK's dynamic provider host runs at once: measured (provider_concurrency.json)."""
-DEFAULT_EXECUTOR = 64
-"""Threads of the provider plugin's executor, the design's default (the plugin's own setting)."""
+DEFAULT_EXECUTOR = 640
+"""Threads of the provider plugin's executor: the plugin's own default
+(`components.gpucluster_resource.DEFAULT_MAX_CONCURRENT_OPERATIONS`; a test holds them equal)."""
 PARALLEL_PER_CPU = 4
 """pulumi/pulumi `defaultParallel`: 4 x GOMAXPROCS when neither `--parallel` nor PULUMI_PARALLEL is set."""
 DEFAULT_RUNNER_CPUS = 4
@@ -142,7 +143,7 @@ class EngineSettings:
 TODAY = EngineSettings()
 """Today's program on a 4-CPU runner with a `file://` backend."""
 PLUGIN_DESIGN = EngineSettings(
-    provider_host="plugin", executor=640, switch_joins="batched", parallel=1280, backend="file", checkpoints="skip"
+    provider_host="plugin", executor=DEFAULT_EXECUTOR, switch_joins="batched", parallel=1280, backend="file", checkpoints="skip"
 )
 """Issue 31's design: a provider plugin whose executor matches vCenter's ~640 concurrent operations
 (VMware performance blog, "vCenter Limits for Tasks Running at the Same Time", 2021), batched
