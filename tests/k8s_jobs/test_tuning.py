@@ -9,6 +9,7 @@ every pod template is validated strictly with kubernetes-validate.
 from __future__ import annotations
 
 import base64
+import re
 from typing import Any
 
 import pytest
@@ -266,7 +267,9 @@ def test_the_ports_a_tcp_job_takes_on_a_node_are_the_ones_the_docs_name() -> Non
     from components.k8s.jobs.trainjob import TORCHRUN_PORT
 
     doc = (Path(__file__).resolve().parents[2] / "docs" / "training-jobs.md").read_text()
-    sentence = " ".join(doc.split("while a TCP job runs, ports ", 1)[1].split("are taken on the nodes", 1)[0].split())
+    # The sentence may open a line or follow another one ("While ..." or "...; while ...").
+    after = re.split(r"while a TCP job runs, ports ", doc, maxsplit=1, flags=re.IGNORECASE)[1]
+    sentence = " ".join(after.split("are taken on the nodes", 1)[0].split())
     assert sentence.startswith(f"{SSH_PORT} (the workers' sshd")
     assert f"and {TORCHRUN_PORT} (the PyTorch rendezvous" in sentence
     assert PytorchDdpJob.__dataclass_fields__["master_port"].default == TORCHRUN_PORT

@@ -122,7 +122,9 @@ def build(resources: Sequence[RecordedResource], critical_path: Sequence[str] = 
     def owner_of(resource: RecordedResource) -> RecordedResource:
         """The nearest of our components holding `resource`, else its top-most ancestor below the stack."""
         current = resource
-        while not current.type.startswith(OUR_COMPONENTS):
+        # Our custom resources (the gpucluster plugin's kinds) share the prefix: only a component
+        # is a box.
+        while current.custom or not current.type.startswith(OUR_COMPONENTS):
             parent = by_urn.get(current.parent or "")
             if parent is None:
                 break
