@@ -3,7 +3,7 @@
 # pyproject's addopts say): a file that passes only after another file left the simulator or a
 # module in a lucky state fails here. scripts/test.sh runs it under CI=true (the whole suite's
 # random-order run cannot prove "alone": it seldom puts a given file first). Arguments: the
-# folders to search (default tests), e.g. `bash scripts/test-files-alone.sh tests/vsphere`.
+# folders to search (default tests), e.g. `bash scripts/test-files-alone.sh tests/components/vsphere`.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 roots=("$@")

@@ -11,7 +11,7 @@ if ! command -v shellcheck >/dev/null 2>&1; then
   echo "test: shellcheck is missing (Debian package shellcheck); run scripts/setup.sh" >&2
   exit 1
 fi
-shellcheck components/k8s/node_bootstrap/files/*.sh tests/k8s_bootstrap/standins/*.sh scripts/pick_stacks.sh \
+shellcheck components/k8s/node_bootstrap/files/*.sh tests/components/k8s/node_bootstrap/standins/*.sh scripts/pick_stacks.sh \
   scripts/regenerate-plan-comment-goldens.sh
 # The GitHub workflows: actionlint (requirements-dev.txt) checks syntax, expressions, the shell of
 # `run:` steps and refuses actions on a runtime GitHub's runners no longer have; any finding fails.

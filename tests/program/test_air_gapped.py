@@ -24,7 +24,7 @@ from stacks.environment.loader import (
 )
 from stacks.tools.images.inventory import container_images, inventory, outside_plan_images
 from stacks.tools.plan.command import kubernetes_objects, plan_stack
-from tests.k8s_bootstrap.cluster_settings import PEM_FIELDS, TEST_ENCRYPTION_KEYS
+from tests.components.k8s.node_bootstrap.cluster_settings import PEM_FIELDS, TEST_ENCRYPTION_KEYS
 from tests.program.conftest import run_view, stack_view
 
 REGISTRY = "registry.site.example:5000/gpucluster"

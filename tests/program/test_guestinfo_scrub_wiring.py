@@ -1,7 +1,7 @@
 """Issue 37 item 2 in the real program (dev, under the SDK's mocks): every node VM's first-boot
 secrets are removed from its extraConfig by a `GuestinfoScrub` of its own, once its node joined
-(`NodeJoined`). The scrub runs against the vCenter simulator (tests/vsphere/test_vcsim_guestinfo_scrub.py),
-the wait against the Kubernetes API double (tests/k8s_day2/test_node_joined.py)."""
+(`NodeJoined`). The scrub runs against the vCenter simulator (tests/components/vsphere/test_vcsim_guestinfo_scrub.py),
+the wait against the Kubernetes API double (tests/components/k8s/join/test_node_joined.py)."""
 
 from __future__ import annotations
 

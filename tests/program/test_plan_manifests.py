@@ -17,8 +17,8 @@ import yaml
 
 from stacks.environment.loader import load_environment, read_stack_file
 from stacks.tools.plan.command import plan_stack
-from tests.k8s_addons.k8s_checks import check_policy
-from tests.k8s_jobs.crd_schema import MPIJOB_CRD, load_crd_schema, validate
+from tests.components.k8s.addons.k8s_checks import check_policy
+from tests.components.k8s.jobs.crd_schema import MPIJOB_CRD, load_crd_schema, validate
 
 REPO = Path(__file__).resolve().parents[2]
 STACKS = ["dev", "staging", "prod", "sim"]

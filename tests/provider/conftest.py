@@ -1,5 +1,5 @@
 """The plugin process (one per test module), configured for the vCenter simulator of
-tests/vsphere/conftest.py, whose fixtures these tests share."""
+tests/components/vsphere/conftest.py, whose fixtures these tests share."""
 
 from __future__ import annotations
 
@@ -8,8 +8,8 @@ from typing import Any
 
 import pytest
 
+from tests.components.vsphere.conftest import extended, find, host_name, si, vcsim  # noqa: F401  (shared fixtures)
 from tests.provider.plugin_process import Plugin, configure, running_plugin, vcsim_connection
-from tests.vsphere.conftest import extended, find, host_name, si, vcsim  # noqa: F401  (shared fixtures)
 
 
 @pytest.fixture(scope="module")

@@ -14,7 +14,7 @@ from typing import Any
 import grpc
 import pytest
 
-from tests.k8s_bootstrap.apiserver_double import LOOPBACK, FakeApiServer, Pki, make_pki, serve
+from tests.components.k8s.node_bootstrap.apiserver_double import LOOPBACK, FakeApiServer, Pki, make_pki, serve
 from tests.provider.plugin_process import Plugin, configure, running_plugin
 from tests.provider.rpc import Lifecycle, no_change
 

@@ -14,10 +14,10 @@ import pytest
 from pyVmomi import vim
 
 from components.vcenter.tasks import wait_for_task
+from tests.components.vsphere.conftest import CLUSTER_HOSTS, TEMPLATE_VM, _find
+from tests.components.vsphere.vm_helpers import clone, destroy, unique, vgpus
 from tests.provider.plugin_process import Plugin, configure, running_plugin
 from tests.provider.rpc import Lifecycle, no_change
-from tests.vsphere.conftest import CLUSTER_HOSTS, TEMPLATE_VM, _find
-from tests.vsphere.vm_helpers import clone, destroy, unique, vgpus
 
 pytestmark = pytest.mark.vcsim
 

@@ -197,7 +197,7 @@ def test_plan_graph_is_a_dot_digraph_of_components(dev_plan: tuple[subprocess.Co
 
 
 def test_plan_of_a_broken_stack_writes_nothing(cli: Cli, root: Path, tmp_path: Path) -> None:
-    broken = root / "tests" / "corpus" / "broken" / "two-rdma-vmnics.yaml"
+    broken = root / "tests" / "stacks" / "environment" / "corpus" / "broken" / "two-rdma-vmnics.yaml"
     result = cli("plan", "broken", "--file", broken, "--out", tmp_path / "out")
     no_traceback(result)
     assert result.returncode == 2

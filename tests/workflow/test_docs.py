@@ -215,7 +215,7 @@ def test_the_list_of_doubles_names_every_double_the_tests_use() -> None:
         for path in PROJECT.glob(pattern)
         if path.is_file() and "__pycache__" not in path.parts
     }
-    named |= {"stacks/tools/plan/mock_runtime.py", "tests/vsphere/terraform_vm.py"}
+    named |= {"stacks/tools/plan/mock_runtime.py", "tests/components/vsphere/terraform_vm.py"}
     missing = sorted(path for path in named if path not in table)
     assert not missing, f"docs/tests.md does not list these doubles: {missing}"
     readme = (PROJECT / "README.md").read_text()

@@ -16,8 +16,8 @@ README = ROOT / "README.md"
 
 NOT_RUN = {
     "bash scripts/setup.sh": "installs Debian packages (sudo) and PyPI packages; these tests run inside the .venv it made",
-    "bash scripts/simulator.sh": "a server that runs until Ctrl-C; tests/workflow/test_sim_stack.py starts it",
-    "VSPHERE_PASSWORD=pass python -m stacks preflight sim": "needs that simulator running; tests/workflow/test_sim_stack.py runs it",
+    "bash scripts/simulator.sh": "a server that runs until Ctrl-C; tests/stacks/tools/simulator/test_sim_stack.py starts it",
+    "VSPHERE_PASSWORD=pass python -m stacks preflight sim": "needs that simulator running; tests/stacks/tools/simulator/test_sim_stack.py runs it",
     "pulumi login file://~": "needs the Pulumi CLI",
     "pulumi stack init dev": "needs the Pulumi CLI and a backend",
     "pulumi preview --stack dev": "needs the Pulumi CLI, a backend and vCenter",

@@ -1,7 +1,7 @@
 """What recovery does with each kind of resource the program registers.
 
 Every custom resource type the program registers falls in exactly one class; a type in none is
-`UNCLASSIFIED`, and `recover` refuses to call its answer complete (tests/vsphere/test_vcsim_recover.py
+`UNCLASSIFIED`, and `recover` refuses to call its answer complete (tests/components/vsphere/test_vcsim_recover.py
 fails on it), so a new resource type cannot be silently forgotten.
 
 - IMPORTED: pulumi-vsphere resources, found in vCenter by name (`finders`), written to the import file.

@@ -1,0 +1,200 @@
+"""Issue 37 item 6: the nodes' nftables allow-list of etcd, the kubelet and host-network job ports.
+
+The ruleset is checked by the real `nft` (`-c`: parsed and validated against the kernel's
+nftables, not applied) and then exercised for real: loaded into a fresh network namespace that
+plays a control-plane node, with listeners on the protected ports, and connected to from another
+namespace with addresses inside and outside the cluster's networks.
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import textwrap
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+import yaml
+
+from components.k8s.jobs.mpijob import SSH_PORT
+from components.k8s.node_bootstrap import ClusterNode, ClusterPki, ClusterSpec, UserDataRenderer
+from components.k8s.node_bootstrap.firewall import MPI_SSH_PORT, render_firewall
+from components.k8s.node_bootstrap.paths import FIREWALL_RULES_PATH, FIREWALL_UNIT_PATH, KUBELET_WANTS_FIREWALL_PATH
+from components.k8s.node_bootstrap.spec import NodeFirewall
+from tests.components.k8s.node_bootstrap.cluster_settings import PEM_FIELDS, TEST_ENCRYPTION_KEYS, cluster_settings
+from tests.real_parts import require_program, unavailable
+
+MANAGEMENT = "10.10.0.0/24"
+RDMA = "192.168.0.0/24"
+CONTROL_PLANE = ["10.10.0.50", "10.10.0.51"]
+FIREWALL = NodeFirewall(node_networks=[MANAGEMENT, RDMA])
+PKI = ClusterPki(**{name: "x\n" for name in PEM_FIELDS}, secrets_encryption_keys=TEST_ENCRYPTION_KEYS)
+
+
+def spec(firewall: NodeFirewall | None = FIREWALL) -> ClusterSpec:
+    return ClusterSpec(
+        **cluster_settings(
+            control_plane_endpoint=CONTROL_PLANE[0],
+            control_plane_nodes=[
+                ClusterNode(name=f"cp-{i}", management_ip=ip) for i, ip in enumerate(CONTROL_PLANE, start=1)
+            ],
+            worker_nodes=[ClusterNode(name="gpu-1", management_ip="10.10.0.60", rdma_ip="192.168.0.60", gpu=True)],
+            node_firewall=firewall,
+        )
+    )
+
+
+def written(node: str, cluster: ClusterSpec) -> dict[str, str]:
+    renderer = UserDataRenderer(cluster, token="abcdef.0123456789abcdef", ca_cert_hash="sha256:" + "0" * 64, pki=PKI)
+    return {f["path"]: f["content"] for f in yaml.safe_load(renderer.render(node))["write_files"]}
+
+
+def test_every_node_gets_the_table_and_the_kubelet_waits_for_it() -> None:
+    for node in ("cp-1", "cp-2", "gpu-1"):
+        files = written(node, spec())
+        assert "table inet gpucluster" in files[FIREWALL_RULES_PATH]
+        assert f"ExecStart=/usr/sbin/nft -f {FIREWALL_RULES_PATH}" in files[FIREWALL_UNIT_PATH]
+        assert "Wants=gpucluster-firewall.service" in files[KUBELET_WANTS_FIREWALL_PATH]
+        assert "After=gpucluster-firewall.service" in files[KUBELET_WANTS_FIREWALL_PATH]
+    assert FIREWALL_RULES_PATH not in written("cp-1", spec(firewall=None))
+
+
+def test_the_protected_ssh_port_is_the_mpi_workers() -> None:
+    assert MPI_SSH_PORT == SSH_PORT
+
+
+@pytest.fixture(scope="module")
+def nft() -> str:
+    return require_program("nft", "/usr/sbin/nft", "nftables")
+
+
+@pytest.mark.parametrize("admin", [(), ("172.20.0.0/16",)])
+def test_nft_accepts_the_ruleset(nft: str, tmp_path: Path, admin: tuple[str, ...]) -> None:
+    rules = tmp_path / "firewall.nft"
+    rules.write_text(render_firewall(spec(), NodeFirewall(node_networks=[MANAGEMENT, RDMA], admin_networks=admin)))
+    result = subprocess.run([nft, "-c", "-f", str(rules)], capture_output=True, text=True, check=False)
+    assert result.returncode == 0, result.stderr
+
+
+# --- the ruleset in a network namespace -----------------------------------------------------------
+NODE_ADDRESSES = ["10.10.0.50/24", "172.31.0.1/24"]
+PORTS = [2379, 2380, 10250, 2222, 29500, 6443, 22]
+LISTENER = textwrap.dedent(
+    """
+    import selectors, socket, sys
+    sel = selectors.DefaultSelector()
+    for port in map(int, sys.argv[1:]):
+        s = socket.socket(); s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        s.bind(("0.0.0.0", port)); s.listen(16); s.setblocking(False); sel.register(s, selectors.EVENT_READ)
+    print("ready", flush=True)
+    while True:
+        for key, _ in sel.select():
+            conn, _ = key.fileobj.accept(); conn.close()
+    """
+)
+PROBE = textwrap.dedent(
+    """
+    import socket, sys
+    source, target = sys.argv[1], sys.argv[2]
+    for port in map(int, sys.argv[3:]):
+        s = socket.socket(); s.settimeout(1.0); s.bind((source, 0))
+        try:
+            s.connect((target, port)); print(port, "open")
+        except OSError:
+            print(port, "closed")
+        finally:
+            s.close()
+    """
+)
+
+
+def _ip(*args: str) -> None:
+    subprocess.run(["ip", *args], check=True, capture_output=True, text=True)
+
+
+@pytest.fixture
+def node_namespace(nft: str, tmp_path: Path) -> Iterator[tuple[str, str]]:
+    """(node namespace, peer namespace) joined by a veth; the node has the ruleset loaded and
+    listeners on PORTS. The peer holds addresses inside and outside the cluster's networks."""
+    if os.geteuid() != 0:
+        unavailable("network namespaces", "the test needs root (ip netns)")
+    require_program("ip", "/usr/sbin/ip", "iproute2")
+    node, peer = f"fw-node-{os.getpid()}", f"fw-peer-{os.getpid()}"
+    try:
+        _ip("netns", "add", node)
+        _ip("netns", "add", peer)
+    except subprocess.CalledProcessError as error:
+        unavailable("network namespaces", error.stderr.strip())
+    listener = None
+    try:
+        _ip("link", "add", "fw-n", "netns", node, "type", "veth", "peer", "name", "fw-p", "netns", peer)
+        for address in NODE_ADDRESSES:
+            _ip("-n", node, "addr", "add", address, "dev", "fw-n")
+        for address in ("10.10.0.51/24", "10.10.0.99/24", "172.31.0.9/24"):
+            _ip("-n", peer, "addr", "add", address, "dev", "fw-p")
+        for ns, dev in ((node, "fw-n"), (peer, "fw-p")):
+            _ip("-n", ns, "link", "set", dev, "up")
+            _ip("-n", ns, "link", "set", "lo", "up")
+        rules = tmp_path / "firewall.nft"
+        rules.write_text(render_firewall(spec(), FIREWALL))
+        loaded = subprocess.run(["ip", "netns", "exec", node, nft, "-f", str(rules)], capture_output=True, text=True)
+        assert loaded.returncode == 0, loaded.stderr
+        listener = subprocess.Popen(
+            ["ip", "netns", "exec", node, sys.executable, "-c", LISTENER, *map(str, PORTS)],
+            stdout=subprocess.PIPE,
+            text=True,
+        )
+        assert listener.stdout is not None and listener.stdout.readline().strip() == "ready"
+        yield node, peer
+    finally:
+        if listener is not None:
+            listener.kill()
+            listener.wait()
+        for ns in (node, peer):
+            subprocess.run(["ip", "netns", "del", ns], capture_output=True, check=False)
+
+
+def reachable(peer: str, source: str, target: str) -> set[int]:
+    result = subprocess.run(
+        ["ip", "netns", "exec", peer, sys.executable, "-c", PROBE, source, target, *map(str, PORTS)],
+        capture_output=True,
+        text=True,
+        check=True,
+        timeout=60,
+    )
+    return {int(line.split()[0]) for line in result.stdout.splitlines() if line.endswith("open")}
+
+
+def test_outside_the_cluster_only_unprotected_ports_answer(node_namespace: tuple[str, str]) -> None:
+    _, peer = node_namespace
+    # An address outside the management, RDMA and pod networks: etcd, kubelet, sshd, rendezvous
+    # closed; the API server (no admin networks listed) and the node's own sshd (22) open.
+    assert reachable(peer, "172.31.0.9", "172.31.0.1") == {6443, 22}
+
+
+def test_a_node_of_the_management_network_reaches_kubelet_and_job_ports_but_not_etcd_peers(
+    node_namespace: tuple[str, str],
+) -> None:
+    _, peer = node_namespace
+    assert reachable(peer, "10.10.0.99", "10.10.0.50") == {2379, 10250, 2222, 29500, 6443, 22}
+
+
+def test_another_control_plane_node_reaches_etcd_peers(node_namespace: tuple[str, str]) -> None:
+    _, peer = node_namespace
+    assert reachable(peer, "10.10.0.51", "10.10.0.50") == set(PORTS)
+
+
+def test_the_bootstrap_loads_the_firewall_before_kubeadm(tmp_path: Path) -> None:
+    from tests.components.k8s.node_bootstrap.test_bootstrap_script_runs import make_node, make_spec
+
+    node = make_node(tmp_path, "gpu-1", spec=make_spec(node_firewall=FIREWALL))
+    run = node.boot()
+    assert run.returncode == 0, run.output
+    calls = node.calls
+    started = calls.index("systemctl start gpucluster-firewall.service")
+    assert started < next(i for i, call in enumerate(calls) if call.startswith("kubeadm"))
+    without = make_node(tmp_path / "without", "gpu-1")
+    without.boot()
+    assert "systemctl start gpucluster-firewall.service" not in without.calls
