@@ -26,7 +26,7 @@ from stacks import PROJECT_DIR
 from stacks.environment.loader import ENVIRONMENT_KEY, ConfigView, config_for_runtime, load_environment
 from stacks.tools.plan.command import SECRET_PLACEHOLDER
 from stacks.tools.plan.deploy_time.durations import Durations, load_durations
-from stacks.tools.plan.deploy_time.engine import PLUGIN_DESIGN, TODAY, EngineSettings
+from stacks.tools.plan.deploy_time.engine import DYNAMIC_DESIGN, PLUGIN_DESIGN, EngineSettings
 from stacks.tools.plan.deploy_time.estimate import Estimate, estimate
 from stacks.tools.plan.deploy_time.words import format_seconds
 from stacks.tools.plan.mock_runtime import run_program, run_project_main
@@ -42,7 +42,7 @@ GOAL = 1.25
 
 def designs(runner_cpus: int) -> list[tuple[str, EngineSettings]]:
     """Today's design and the plugin design, on each backend."""
-    today = replace(TODAY, runner_cpus=runner_cpus)
+    today = replace(DYNAMIC_DESIGN, runner_cpus=runner_cpus)
     return [
         ("today", today),
         ("today", replace(today, backend="s3")),
@@ -85,12 +85,12 @@ def plan_resources(workers: int, *, linked: bool) -> list[object]:
     return list(run.resources)
 
 
-def measure(sizes: Sequence[int], durations: Durations, runner_cpus: int = TODAY.runner_cpus) -> list[Row]:
+def measure(sizes: Sequence[int], durations: Durations, runner_cpus: int = DYNAMIC_DESIGN.runner_cpus) -> list[Row]:
     rows = []
     for workers in sizes:
         for linked in (True, False):
             resources = plan_resources(workers, linked=linked)
-            today = replace(TODAY, runner_cpus=runner_cpus)
+            today = replace(DYNAMIC_DESIGN, runner_cpus=runner_cpus)
             rows.append(
                 Row(
                     workers=workers,
@@ -167,7 +167,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m benchmarks.deploy_time", description=__doc__.split("\n\n")[0])
     parser.add_argument("--sizes", default="4,64,512", help="worker counts, comma separated")
     parser.add_argument("--durations", help="JSON/YAML file overriding the model's durations")
-    parser.add_argument("--runner-cpus", type=int, default=TODAY.runner_cpus, help="CPUs of today's runner")
+    parser.add_argument("--runner-cpus", type=int, default=DYNAMIC_DESIGN.runner_cpus, help="CPUs of today's runner")
     parser.add_argument("--write-md", action="store_true", help=f"update the tables in {BENCHMARKS_MD.name}")
     args = parser.parse_args(argv)
     if args.runner_cpus < 1:

@@ -145,7 +145,8 @@ def test_plan_prints_each_term_and_the_settings() -> None:
     lines = summary_lines(estimate([_graphics(i) for i in range(8)], D))
     text = "\n".join(lines)
     assert "vCenter's limits alone: 1m30s" in text
-    assert "engine: dynamic provider host, serial switch joins, --parallel 16 (default for 4 CPUs), file://" in text
+    # By default the program as shipped: the gpucluster plugin and its pool, batched joins.
+    assert "engine: provider plugin, executor 640, batched switch joins, --parallel 16 (default for 4 CPUs)" in text
     for name in ("provider host", "--parallel", "checkpoints"):
         assert f"    {name} " in text
 

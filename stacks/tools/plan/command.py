@@ -21,7 +21,7 @@ import yaml
 from stacks import PROJECT_DIR
 from stacks.environment.loader import PROJECT, ConfigView, config_for_runtime, load_environment
 from stacks.tools.plan.deploy_time.durations import Durations
-from stacks.tools.plan.deploy_time.engine import TODAY, EngineSettings
+from stacks.tools.plan.deploy_time.engine import SHIPPED, EngineSettings
 from stacks.tools.plan.deploy_time.estimate import Estimate, estimate
 from stacks.tools.plan.errors import GraphRefused, ManifestFolderRefused
 from stacks.tools.plan.graph import graph_problem, write_graph
@@ -59,7 +59,7 @@ def plan_stack(
     graph_detail: bool = False,
     durations: Durations | None = None,
     secret_placeholder: str = SECRET_PLACEHOLDER,
-    engine: EngineSettings | None = TODAY,
+    engine: EngineSettings | None = SHIPPED,
 ) -> PlanResult:
     """Validate, run under mocks and write the plan. Raises `InvalidEnvironment` on bad input, and
     `GraphRefused`/`ManifestFolderRefused` for an output it cannot write, all before the program runs.

@@ -140,8 +140,13 @@ class EngineSettings:
         return f"{host}, {self.switch_joins} switch joins, {parallel}, {saves}"
 
 
-TODAY = EngineSettings()
-"""Today's program on a 4-CPU runner with a `file://` backend."""
+DYNAMIC_DESIGN = EngineSettings()
+"""The program before the gpucluster plugin (Python dynamic providers, one switch join at a time) on
+a 4-CPU runner with a `file://` backend: the "before" of BENCHMARKS.md ("today" in its tables)."""
+SHIPPED = EngineSettings(provider_host="plugin", switch_joins="batched")
+"""The program as shipped (the gpucluster plugin with its default pool, batched switch joins) with
+the CLI's defaults on a 4-CPU runner and a `file://` backend: what `plan` estimates unless told
+otherwise."""
 PLUGIN_DESIGN = EngineSettings(
     provider_host="plugin", executor=DEFAULT_EXECUTOR, switch_joins="batched", parallel=1280, backend="file", checkpoints="skip"
 )
@@ -326,8 +331,9 @@ def add_engine_arguments(parser: Any) -> None:
     group.add_argument(
         "--provider-host",
         choices=PROVIDER_HOSTS,
-        default="dynamic",
-        help="who serves our custom resources (default: dynamic, today's)",
+        default=SHIPPED.provider_host,
+        help="who serves our custom resources (default: plugin, the gpucluster provider the program ships; "
+        "dynamic: the Python dynamic providers it had before)",
     )
     group.add_argument(
         "--executor",
@@ -338,8 +344,8 @@ def add_engine_arguments(parser: Any) -> None:
     group.add_argument(
         "--switch-joins",
         choices=SWITCH_JOINS,
-        default="serial",
-        help="host joins of a switch one at a time, or batched",
+        default=SHIPPED.switch_joins,
+        help="host joins of a switch batched (default, as the plugin does) or one at a time (the dynamic providers)",
     )
     group.add_argument("--backend", choices=BACKENDS, default="file", help="state backend (default: file)")
     group.add_argument(

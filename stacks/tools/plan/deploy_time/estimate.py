@@ -13,7 +13,7 @@ from typing import Any
 
 from stacks.tools.plan.deploy_time.durations import Durations, operations, resources_from_plan
 from stacks.tools.plan.deploy_time.engine import (
-    TODAY,
+    SHIPPED,
     EngineSettings,
     Term,
     final_save_seconds,
@@ -96,7 +96,7 @@ def _capacity(d: Durations, ops: Iterable[Operation]) -> dict[str, int]:
 
 
 def estimate(
-    entries: Iterable[Any], durations: Durations | None = None, engine: EngineSettings | None = TODAY
+    entries: Iterable[Any], durations: Durations | None = None, engine: EngineSettings | None = SHIPPED
 ) -> Estimate:
     """The deployment's estimate; `engine=None` models vCenter alone (unbounded `--parallel` unless
     `durations.parallel` says otherwise)."""
