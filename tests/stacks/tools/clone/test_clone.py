@@ -652,7 +652,7 @@ def test_the_documented_clone_leaves_these_tests_green(tmp_path: Path) -> None:
         "components",
         "stacks",
         "manifests",  # the pinned-manifest index and the vendored CRD: read by the program
-        "tests/workflow",
+        "tests/stacks/tools/clone",  # this module's folder
     ):
         shutil.copytree(PROJECT / package, copy_of_project / package, ignore=shutil.ignore_patterns("__pycache__"))
     clone = subprocess.run(
