@@ -36,6 +36,8 @@ def node_firewall(env: Environment) -> NodeFirewall | None:
     return NodeFirewall(
         node_networks=[str(env.management_network.subnet), str(env.rdma_network.subnet)],
         admin_networks=[str(network) for network in settings.admin_networks],
+        load_balancer_sources=[str(network) for network in settings.load_balancer_sources],
+        rdma_networks=[str(env.rdma_network.subnet)],
     )
 
 

@@ -244,6 +244,12 @@ class NodeFirewallSettings(Model):
     """Networks operators run kubectl and Pulumi from, when outside the management network: they
     may reach etcd's client port (the stack removes departing members through it) and, once any is
     listed, the API server is reachable only from the cluster's and these networks. Default none."""
+    load_balancer_sources: list[Network] = Field(default_factory=list)
+    """Where the API server's load balancer connects to the control-plane nodes from: its source-NAT
+    addresses and its health checks (a single address as `/32`). With `adminNetworks` listed the
+    API server answers only the cluster's, the admin and these networks, so with a load-balanced
+    `controlPlaneEndpoint` this key is required (validate refuses it missing). They also reach
+    NodePorts. First boot only, like `adminNetworks`. Default none."""
 
 
 class KubernetesSettings(Model):

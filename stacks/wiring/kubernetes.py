@@ -293,6 +293,7 @@ def training_jobs_args(env: Environment, cluster: ClusterAccess, operator: MpiOp
         benchmark=benchmark,
         fabric_check=fabric,
         gpus_available=len(env.gpu_workers.nodes) * len(env.gpu_workers.vgpu_profiles),
+        node_networks=[str(env.management_network.subnet), str(env.rdma_network.subnet)],
         # MPIJob is a custom resource: it exists only once the operator's CRD is installed.
         depends_on=[operator],
     )

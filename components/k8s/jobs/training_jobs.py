@@ -45,6 +45,10 @@ class TrainingJobsArgs:
     gpus_available: int | None = None
     """GPUs the cluster's workers have; the enabled jobs must fit in them together (see the
     module docstring). Default None: not checked."""
+    node_networks: Sequence[str] = ()
+    """The nodes' networks (management and RDMA subnets, CIDRs). With host-network (TCP) workers,
+    the jobs' pods accept connections from them too: Open MPI's daemons on the workers connect
+    back to `mpirun` in the launcher pod from node addresses. Default none."""
     depends_on: Sequence[pulumi.Resource] = ()
     """What must exist before MPIJobs can be created: the MpiOperator component (its CRD).
     Default none, for clusters where the CRD is managed elsewhere."""
@@ -109,13 +113,19 @@ def render_training_namespace(args: TrainingJobsArgs) -> dict[str, Any]:
     return namespace(args.namespace, enforce="baseline")
 
 
-def render_training_network_policy(namespace_name: str) -> dict[str, Any]:
+def render_training_network_policy(namespace_name: str, host_sources: Sequence[str] = ()) -> dict[str, Any]:
     """The jobs' pods accept connections only from pods of their own namespace: the launcher's ssh
     to the workers and NCCL's bootstrap and socket traffic (ephemeral ports, so not narrowed to
     ports) stay inside it; pods of other namespaces cannot reach the workers' sshd. Egress stays
-    open: jobs may fetch packages or data. RDMA traffic does not pass the kernel's network stack,
-    and host-network (TCP) workers are not pods to a NetworkPolicy: the nodes' firewall covers
-    them (docs/security.md)."""
+    open: jobs may fetch packages or data. RDMA traffic does not pass the kernel's network stack.
+
+    `host_sources` (the node networks) when workers run on the host network (TCP): Kubernetes
+    treats a host-network pod's traffic as its node's (kubernetes.io/docs/concepts/services-
+    networking/network-policies, "hostNetwork pods"), so a podSelector never matches it, and Open
+    MPI's daemons on those workers connect back to `mpirun` in the launcher pod (an ephemeral port)
+    from node addresses. The workers' own ports are the nodes' firewall's (docs/security.md)."""
+    sources: list[dict[str, Any]] = [{"podSelector": {}}]
+    sources += [{"ipBlock": {"cidr": cidr}} for cidr in host_sources]
     return {
         "apiVersion": "networking.k8s.io/v1",
         "kind": "NetworkPolicy",
@@ -123,7 +133,7 @@ def render_training_network_policy(namespace_name: str) -> dict[str, Any]:
         "spec": {
             "podSelector": {},
             "policyTypes": ["Ingress"],
-            "ingress": [{"from": [{"podSelector": {}}]}],
+            "ingress": [{"from": sources}],
         },
     }
 
@@ -135,7 +145,8 @@ def render_training_guard(args: TrainingJobsArgs) -> list[dict[str, Any]]:
     exceptions = job_pod_exceptions(args)
     if exceptions.any:
         objects.extend(render_job_pod_policy(args.namespace, exceptions))
-    objects.append(render_training_network_policy(args.namespace))
+    host_sources = args.node_networks if exceptions.host_network else ()
+    objects.append(render_training_network_policy(args.namespace, host_sources))
     return objects
 
 

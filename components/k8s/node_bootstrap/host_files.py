@@ -19,6 +19,10 @@ ADMISSION_CONFIGURATION = "admission-configuration.yaml"
 AUDIT_POLICY = "audit-policy.yaml"
 FIREWALL_UNIT = "gpucluster-firewall.service"
 KUBELET_WANTS_FIREWALL = "kubelet-wants-firewall.conf"
+FIREWALL_SYNC_SCRIPT = "gpucluster-firewall-sync.sh"
+FIREWALL_SYNC_UNIT = "gpucluster-firewall-sync.service"
+FIREWALL_SYNC_TIMER = "gpucluster-firewall-sync.timer"
+KUBELET_WANTS_FIREWALL_SYNC = "kubelet-wants-firewall-sync.conf"
 
 
 @cache

@@ -105,6 +105,12 @@ class NodeFirewall:
     """The nodes' own networks: management and RDMA subnets."""
     admin_networks: Sequence[str] = ()
     """Where operators run kubectl and Pulumi from, when outside the node networks. Default none."""
+    load_balancer_sources: Sequence[str] = ()
+    """Where the API server's load balancer connects from (its source-NAT addresses and health
+    checks): with admin networks listed, the API server answers these too. Default none."""
+    rdma_networks: Sequence[str] = ()
+    """The RDMA subnets (also in `node_networks`): pods never reach them over the kernel's network
+    stack (the ESXi hosts' PVRDMA vmknics answer there, and trust the subnet). Default none."""
 
 
 DEFAULT_GPU_NODE_LABELS: Mapping[str, str] = {"nvidia.com/gpu.present": "true"}

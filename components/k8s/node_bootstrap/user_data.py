@@ -211,6 +211,13 @@ class UserDataRenderer:
             files.append(_file(paths.FIREWALL_RULES_PATH, render_firewall(spec, spec.node_firewall), "0644"))
             files.append(_host_file(paths.FIREWALL_UNIT_PATH, host_files.FIREWALL_UNIT))
             files.append(_host_file(paths.KUBELET_WANTS_FIREWALL_PATH, host_files.KUBELET_WANTS_FIREWALL))
+            if role != "worker":  # etcd runs here: its peer set follows the membership
+                files.append(_host_file(paths.FIREWALL_SYNC_SCRIPT_PATH, host_files.FIREWALL_SYNC_SCRIPT, "0700"))
+                files.append(_host_file(paths.FIREWALL_SYNC_UNIT_PATH, host_files.FIREWALL_SYNC_UNIT))
+                files.append(_host_file(paths.FIREWALL_SYNC_TIMER_PATH, host_files.FIREWALL_SYNC_TIMER))
+                files.append(
+                    _host_file(paths.KUBELET_WANTS_FIREWALL_SYNC_PATH, host_files.KUBELET_WANTS_FIREWALL_SYNC)
+                )
         # 0600: the kubeadm config holds the bootstrap token.
         files.append(_file(paths.KUBEADM_CONFIG_PATH, dump_yaml_documents(kubeadm_docs), "0600"))
         files.append(_file(paths.BOOTSTRAP_ENV_PATH, render_bootstrap_env(spec, role, node), "0644"))

@@ -342,6 +342,7 @@ DAY_TWO: Mapping[str, DayTwo] = {
     # node's generation (stacks/wiring/rollout.py): existing nodes keep theirs.
     "kubernetes.nodeFirewall.enabled": FIRST_BOOT_ONLY,
     "kubernetes.nodeFirewall.adminNetworks": FIRST_BOOT_ONLY,
+    "kubernetes.nodeFirewall.loadBalancerSources": FIRST_BOOT_ONLY,
     # A new key list changes the control plane's generation (stacks/wiring/rollout.py): each API
     # server gets the new EncryptionConfiguration on a new VM, one at a time (docs/security.md gives
     # the rotation's steps, one `pulumi up` each).

@@ -127,3 +127,28 @@ def node_domain_is_not_the_cluster_domain(env: Environment) -> Iterator[Problem]
             f"{domain!r} is inside the cluster's own DNS domain {CLUSTER_DOMAIN!r}: CoreDNS answers for it, so the "
             "nodes' names would not resolve from pods; use the site's DNS domain",
         )
+
+
+@rule
+def admin_networks_know_the_load_balancer(env: Environment) -> Iterator[Problem]:
+    """With `adminNetworks` the nodes' firewall drops 6443 from every source outside the node,
+    pod and admin networks (components/k8s/node_bootstrap/firewall.py). A load balancer in front
+    of the API server connects from its own addresses when it rewrites the source (source NAT,
+    proxy mode) and always for its health checks: unless they are listed, the API is unreachable
+    through the endpoint, and the key is first-boot only, so fixing it later means rolling nodes
+    through that unreachable API."""
+    k8s = env.kubernetes
+    firewall = k8s.node_firewall
+    if k8s.mode != "bootstrap" or not firewall.enabled or not firewall.admin_networks:
+        return
+    endpoint = k8s.control_plane_endpoint
+    own = {str(node.management_ip) for node in env.control_plane.nodes}
+    if endpoint is None or str(endpoint) in own or firewall.load_balancer_sources:
+        return
+    yield Problem(
+        ("kubernetes", "nodeFirewall", "loadBalancerSources"),
+        f"missing: the API server is behind the load balancer {endpoint} (kubernetes.controlPlaneEndpoint) and "
+        "kubernetes.nodeFirewall.adminNetworks lets only the cluster's and the admin networks reach port 6443; "
+        "list the load balancer's source addresses (its source NAT and health-check addresses, e.g. "
+        "[10.10.0.5/32]) here, or remove adminNetworks",
+    )

@@ -63,6 +63,15 @@ def _add_control_plane(*addresses: str) -> Edit:
 
 # (case id, edit of dev, [(key path, fragment of the message that names the fix)])
 BROKEN: list[tuple[str, Edit, list[tuple[str, str]]]] = [
+    # admin_networks_know_the_load_balancer (issue 41 item 3)
+    (
+        "admin networks behind a load balancer whose sources are unknown",
+        _both(
+            _set("kubernetes", "controlPlaneEndpoint", value="k8s-api.dev.example.com"),
+            _set("kubernetes", "nodeFirewall", value={"adminNetworks": ["172.20.0.0/16"]}),
+        ),
+        [("kubernetes.nodeFirewall.loadBalancerSources", "list the load balancer's source addresses")],
+    ),
     # addresses_inside_their_subnets
     (
         "mgmt gateway outside",
@@ -347,6 +356,21 @@ FINE: list[tuple[str, Edit]] = [
             _set("gpuWorkers", "vgpuProfiles", value=["grid_t4-8c", "grid_t4-8c"]),
             _set("jobs", "sample", "slotsPerWorker", value=2),
         ),
+    ),
+    (
+        "admin networks behind a load balancer whose sources are listed",
+        _both(
+            _set("kubernetes", "controlPlaneEndpoint", value="k8s-api.dev.example.com"),
+            _set(
+                "kubernetes",
+                "nodeFirewall",
+                value={"adminNetworks": ["172.20.0.0/16"], "loadBalancerSources": ["10.10.0.5/32"]},
+            ),
+        ),
+    ),
+    (
+        "admin networks, the API at the control-plane node itself",
+        _set("kubernetes", "nodeFirewall", value={"adminNetworks": ["172.20.0.0/16"]}),
     ),
     (
         "gpu-operator with its settings",
