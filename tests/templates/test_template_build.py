@@ -55,6 +55,7 @@ GUEST_PACKAGES = {
     "rdma-core",  # ib_umad, ib_uverbs, rdma_ucm and /dev/infiniband for the RDMA device plugin
     "libibverbs-utils",
 }
+FIREWALL_UNIT = ROOT / "components" / "k8s" / "node_bootstrap" / "files" / "gpucluster-firewall.service"
 SERVICES = {"vmtoolsd", "containerd", "kubelet", "sshd"}
 """Enabled in the template: cloud-init needs vmtoolsd; the bootstrap's unit runs After=containerd."""
 
@@ -215,3 +216,16 @@ def test_the_checklist_is_the_one_the_docs_point_to() -> None:
     checklist = (TEMPLATES / "README.md").read_text()
     for item in (*GUEST_PACKAGES - {"cri-tools"}, "containerd", "vGPU", "templateSnapshot", "gpuTemplate"):
         assert item in checklist, item
+
+
+def test_the_template_has_nft_for_the_node_firewall() -> None:
+    """Issue 41 item 6: the firewall unit runs /usr/sbin/nft and the bootstrap stops when it fails.
+    On EL9 `nft` is the `nftables` package, which a minimal install gets only through firewalld
+    (firewalld requires python3-nftables, which requires nftables); the kickstart excludes
+    firewalld, so it must name nftables itself, and the Packer build checks it is there."""
+    handler = _kickstart()
+    assert "/usr/sbin/nft -f" in FIREWALL_UNIT.read_text()
+    assert "nftables" in set(handler.packages.packageList), "ks.cfg must install nftables (-firewalld drops it)"
+    provisioners = [p for block in _hcl(BASE_HCL)["build"] for p in block["provisioner"]]
+    inline = [line for p in provisioners for body in p.values() for line in body.get("inline", [])]
+    assert any("/usr/sbin/nft" in line for line in inline), inline

@@ -148,6 +148,7 @@ build {
       "grep -q 'SystemdCgroup = true' /etc/containerd/config.toml",
       "kubeadm version -o short",
       "command -v ibv_devinfo",
+      "/usr/sbin/nft --version",
       "! swapon --show=NAME --noheadings | grep -q .",
     ]
   }
