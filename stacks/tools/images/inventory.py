@@ -11,7 +11,7 @@ exactly the in-plan images' destinations (tests/stacks/test_images.py).
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -24,7 +24,7 @@ from components.k8s.vendored import CALICO_OPERATOR, pinned
 from stacks.environment.loader import ENVIRONMENT_KEY, ConfigView, InvalidEnvironment, load_environment
 from stacks.environment.model import Environment
 
-CALICO_OPERATOR_MANAGED = (
+_INSTALLATION_ONLY = (
     "node",
     "cni",
     "kube-controllers",
@@ -33,9 +33,37 @@ CALICO_OPERATOR_MANAGED = (
     "csi",
     "node-driver-registrar",
 )
-"""What tigera/operator (v1.40.3, Calico v3.31.3) deploys for an Installation without the optional
-APIServer, Goldmane or Whisker resources (pkg/components/calico.go; all at the Calico version,
-config/calico_versions.yml), from `quay.io/calico/` (pkg/components/images.go CalicoRegistry)."""
+CALICO_OPERATOR_MANAGED: Mapping[str, tuple[str, ...]] = {
+    # Calico release: the operator release its tigera-operator.yaml runs (manifests/index.json).
+    "v3.30.3": _INSTALLATION_ONLY,  # tigera/operator v1.38.6
+    "v3.31.3": _INSTALLATION_ONLY,  # tigera/operator v1.40.3
+    "v3.32.0": _INSTALLATION_ONLY,  # tigera/operator v1.42.0
+}
+"""What tigera/operator deploys for an Installation without the optional APIServer, Goldmane or
+Whisker resources, all at the Calico release's tag from `quay.io/calico/`, per Calico release: the
+components the node, CSI, Typha and kube-controllers renderers resolve at each operator tag
+(pkg/render/node.go, csi.go, typha.go, kubecontrollers/kube-controllers.go `GetReference`; image
+names in pkg/components/calico.go, versions in config/calico_versions.yml; registry
+pkg/components/images.go CalicoRegistry). The three releases agree; v3.32's new `webhooks` image
+comes only with the APIServer resource (pkg/controller/apiserver). A release the stack may choose
+(one with a checksum in manifests/index.json) gets its own entry after checking its operator tag:
+tests/stacks/tools/images/test_calico_images.py fails until it has one."""
+
+
+def calico_operator_managed(version: str) -> tuple[str, ...]:
+    """The images Calico `version`'s operator deploys (names under quay.io/calico/)."""
+    try:
+        return CALICO_OPERATOR_MANAGED[version]
+    except KeyError:
+        raise InvalidEnvironment(
+            [
+                f"{ENVIRONMENT_KEY}.kubernetes.cni.version: Calico {version}'s operator images are not recorded "
+                f"(stacks/tools/images/inventory.py CALICO_OPERATOR_MANAGED has {', '.join(CALICO_OPERATOR_MANAGED)}); "
+                "choose one of those, or record the release's list from its tigera/operator tag"
+            ]
+        ) from None
+
+
 KUBEADM_COMPONENTS = ("kube-apiserver", "kube-controller-manager", "kube-scheduler", "kube-proxy")
 
 NOT_LISTED = (
@@ -115,7 +143,7 @@ def outside_plan_images(env: Environment) -> list[tuple[str, str]]:
     if env.kubernetes.mode == "bootstrap":
         version = env.kubernetes.cni.version
         found.append((_calico_operator_image(version), "first boot: Calico's tigera-operator.yaml"))
-        found += [(f"quay.io/calico/{name}:{version}", "Calico's operator") for name in CALICO_OPERATOR_MANAGED]
+        found += [(f"quay.io/calico/{name}:{version}", "Calico's operator") for name in calico_operator_managed(version)]
         tag = f"v{env.kubernetes.version}"
         found += [(f"registry.k8s.io/{name}:{tag}", "kubeadm") for name in KUBEADM_COMPONENTS]
         found.append((f"registry.k8s.io/coredns/coredns:{coredns_version(env.kubernetes.version)}", "kubeadm"))
