@@ -11,7 +11,8 @@
 # (not started yet, no quorum) or lists no address, the set stays as it is: never emptied.
 set -eu
 
-endpoint=${GPUCLUSTER_ETCD_ENDPOINT:-https://127.0.0.1:2379}
+local_member=127.0.0.1  # kubeadm's etcd listens for clients on the loopback address too
+endpoint=${GPUCLUSTER_ETCD_ENDPOINT:-"https://$local_member:2379"}
 pki=${GPUCLUSTER_ETCD_PKI:-/etc/kubernetes/pki/etcd}
 nft=${GPUCLUSTER_NFT:-/usr/sbin/nft}
 table=gpucluster
@@ -23,7 +24,7 @@ if ! members=$(curl -sf --connect-timeout 2 --max-time 5 \
   exit 0
 fi
 
-# Each member's "peerURLs":["https://10.0.0.5:2380",...]: the IPv4 hosts, once each.
+# Each member's "peerURLs": a list of scheme://address:2380 strings; the IPv4 hosts, once each.
 addresses=$(printf '%s' "$members" | tr -d ' \n' | grep -o '"peerURLs":\[[^]]*\]' |
   grep -oE '//[0-9]+\.[0-9]+\.[0-9]+\.[0-9]+' | cut -c3- | sort -u | paste -sd, -) || true
 if [ -z "$addresses" ]; then

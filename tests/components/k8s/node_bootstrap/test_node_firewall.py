@@ -20,8 +20,16 @@ import yaml
 
 from components.k8s.jobs.mpijob import SSH_PORT
 from components.k8s.node_bootstrap import ClusterNode, ClusterPki, ClusterSpec, UserDataRenderer
-from components.k8s.node_bootstrap.firewall import MPI_SSH_PORT, render_firewall
-from components.k8s.node_bootstrap.paths import FIREWALL_RULES_PATH, FIREWALL_UNIT_PATH, KUBELET_WANTS_FIREWALL_PATH
+from components.k8s.node_bootstrap.firewall import MPI_SSH_PORT, SYNC_INTERVAL_S, render_firewall
+from components.k8s.node_bootstrap.paths import (
+    FIREWALL_RULES_PATH,
+    FIREWALL_SYNC_SCRIPT_PATH,
+    FIREWALL_SYNC_TIMER_PATH,
+    FIREWALL_SYNC_UNIT_PATH,
+    FIREWALL_UNIT_PATH,
+    KUBELET_WANTS_FIREWALL_PATH,
+    KUBELET_WANTS_FIREWALL_SYNC_PATH,
+)
 from components.k8s.node_bootstrap.spec import NodeFirewall
 from tests.components.k8s.node_bootstrap.cluster_settings import PEM_FIELDS, TEST_ENCRYPTION_KEYS, cluster_settings
 from tests.real_parts import require_program, unavailable
@@ -59,6 +67,20 @@ def test_every_node_gets_the_table_and_the_kubelet_waits_for_it() -> None:
         assert "Wants=gpucluster-firewall.service" in files[KUBELET_WANTS_FIREWALL_PATH]
         assert "After=gpucluster-firewall.service" in files[KUBELET_WANTS_FIREWALL_PATH]
     assert FIREWALL_RULES_PATH not in written("cp-1", spec(firewall=None))
+
+
+def test_control_plane_nodes_follow_etcd_membership_and_workers_do_not() -> None:
+    """Issue 41 item 2: etcd runs on control-plane nodes only; there the kubelet (etcd's static
+    pod) brings the sync's timer, which runs it every 5 s (firewall.py says why)."""
+    for node in ("cp-1", "cp-2"):
+        files = written(node, spec())
+        assert files[FIREWALL_SYNC_SCRIPT_PATH].startswith("#!/bin/sh")
+        assert f"ExecStart={FIREWALL_SYNC_SCRIPT_PATH}" in files[FIREWALL_SYNC_UNIT_PATH]
+        assert f"OnUnitActiveSec={SYNC_INTERVAL_S}s" in files[FIREWALL_SYNC_TIMER_PATH]
+        assert "Wants=gpucluster-firewall-sync.timer" in files[KUBELET_WANTS_FIREWALL_SYNC_PATH]
+    worker = written("gpu-1", spec())
+    assert FIREWALL_SYNC_SCRIPT_PATH not in worker and KUBELET_WANTS_FIREWALL_SYNC_PATH not in worker
+    assert FIREWALL_SYNC_SCRIPT_PATH not in written("cp-1", spec(firewall=None))
 
 
 def test_the_protected_ssh_port_is_the_mpi_workers() -> None:
@@ -198,3 +220,34 @@ def test_the_bootstrap_loads_the_firewall_before_kubeadm(tmp_path: Path) -> None
     without = make_node(tmp_path / "without", "gpu-1")
     without.boot()
     assert "systemctl start gpucluster-firewall.service" not in without.calls
+
+
+def test_the_sync_leaves_the_control_plane_set_when_etcd_does_not_answer(
+    node_namespace: tuple[str, str], nft: str, tmp_path: Path
+) -> None:
+    """Never emptied: a member that cannot reach its own etcd (not started yet, no quorum) keeps
+    the peers it had, or it would cut the very traffic that brings etcd back."""
+    node, _ = node_namespace
+    script = tmp_path / "sync.sh"
+    script.write_text(written("cp-1", spec())[FIREWALL_SYNC_SCRIPT_PATH])
+    script.chmod(0o755)
+
+    def members() -> str:
+        listed = subprocess.run(
+            ["ip", "netns", "exec", node, nft, "list", "set", "inet", "gpucluster", "control_plane"],
+            capture_output=True, text=True, check=True,
+        )  # fmt: skip
+        return listed.stdout
+
+    before = members()
+    assert "10.10.0.50/31" in before  # cp-1 and cp-2, merged by nft into one interval
+    run = subprocess.run(
+        ["ip", "netns", "exec", node, str(script)],
+        capture_output=True,
+        text=True,
+        env={**os.environ, "GPUCLUSTER_ETCD_ENDPOINT": "http://127.0.0.1:1", "GPUCLUSTER_NFT": nft},
+        check=False,
+    )
+    assert run.returncode == 0, run.stderr
+    assert "did not answer; the control-plane set stays" in run.stderr
+    assert members() == before
