@@ -75,6 +75,17 @@ def test_the_switch_runs_the_pytorch_benchmark_over_tcp_with_the_extra_env(
     assert namespace["metadata"]["labels"]["pod-security.kubernetes.io/enforce"] == "privileged"
 
 
+def test_over_tcp_the_jobs_accept_the_node_networks(benchmark_plan: list[dict[str, Any]]) -> None:
+    """Issue 41 item 1, as the program wires it: host-network workers connect back to mpirun in the
+    launcher from node addresses, so the jobs' NetworkPolicy admits the stack's node networks."""
+    env = load_environment(read_stack_file(REPO / "Pulumi.dev.yaml"))
+    [policy] = [o for o in benchmark_plan if o["kind"] == "NetworkPolicy" and o["metadata"]["namespace"] == "training"]
+    sources = policy["spec"]["ingress"][0]["from"]
+    blocks = {peer["ipBlock"]["cidr"] for peer in sources if "ipBlock" in peer}
+    assert blocks == {str(env.management_network.subnet), str(env.rdma_network.subnet)}
+    assert {"podSelector": {}} in sources
+
+
 def test_the_planned_job_objects_validate_strictly(benchmark_plan: list[dict[str, Any]]) -> None:
     jobs = [o for o in benchmark_plan if o.get("metadata", {}).get("namespace") == "training"]
     # The NetworkPolicy guards the namespace (issue 37); it validates strictly like the ConfigMap.

@@ -53,3 +53,18 @@ def test_gpu_workers_get_the_nvidia_handler_only_in_device_plugin_mode() -> None
     assert bootstrap_args(env).configure_nvidia_runtime
     operator = env.model_copy(update={"gpu": env.gpu.model_copy(update={"mode": "gpu-operator"})})
     assert not bootstrap_args(operator).configure_nvidia_runtime
+
+
+def test_the_load_balancer_sources_and_the_rdma_subnet_reach_the_firewall() -> None:
+    """Issue 41 items 3-4: `kubernetes.nodeFirewall.loadBalancerSources` opens the API server to the
+    load balancer; the RDMA subnet is where pods are refused (the ESXi vmknics trust it)."""
+    view = read_stack_file(ROOT / "Pulumi.dev.yaml")
+    values = copy.deepcopy(dict(view.values))
+    kubernetes = values[ENVIRONMENT_KEY].setdefault("kubernetes", {})
+    kubernetes["controlPlaneEndpoint"] = "k8s-api.dev.example.com"
+    kubernetes["nodeFirewall"] = {"adminNetworks": ["172.20.0.0/16"], "loadBalancerSources": ["10.10.0.5/32"]}
+    env = load_environment(ConfigView(values=values, secret_keys=view.secret_keys))
+    firewall = bootstrap_args(env).node_firewall
+    assert firewall is not None
+    assert list(firewall.load_balancer_sources) == ["10.10.0.5/32"]
+    assert list(firewall.rdma_networks) == [str(env.rdma_network.subnet)]
