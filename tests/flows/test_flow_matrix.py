@@ -416,6 +416,7 @@ def nft() -> str:
     if os.geteuid() != 0:
         unavailable("network namespaces", "the flow matrix needs root (ip netns)")
     require_program("ip", "/usr/sbin/ip", "iproute2")
+    require_program("curl", "/usr/bin/curl", "curl")  # the membership sync reads etcd with it
     return require_program("nft", "/usr/sbin/nft", "nftables")
 
 
