@@ -7,6 +7,7 @@ from __future__ import annotations
 from collections.abc import Iterator
 
 from components.k8s.facts import CALICO_TESTED_KUBERNETES
+from components.k8s.version_policy import POLICY
 from stacks.environment.model import Environment
 from stacks.environment.registry import Problem, rule
 
@@ -178,6 +179,10 @@ def calico_supports_the_kubernetes_version(env: Environment) -> Iterator[Problem
         return
     calico_minor = int(k8s.cni.version.split(".")[1])
     kubernetes_minor = int(k8s.version.split(".")[1])
+    if kubernetes_minor in POLICY and POLICY[kubernetes_minor].calico is None:
+        # No pinned release is tested on it (1.37): a refusal would leave no way to run the minor;
+        # validate warns instead and names what is missing (stacks.environment.version_policy).
+        return
     newest = max(CALICO_TESTED_KUBERNETES)
     tested = CALICO_TESTED_KUBERNETES.get(calico_minor)
     if calico_minor > newest or (tested is not None and kubernetes_minor in tested):
