@@ -131,3 +131,23 @@ def test_validate_refuses_a_minor_the_bootstrap_does_not_support_naming_the_newe
     assert result.returncode != 0
     assert "kubernetes.version: Kubernetes 1.38 is not supported by the bootstrap" in result.stderr
     assert "the newest is 1.37" in result.stderr
+
+
+def test_stacks_images_lists_the_etcd_the_stack_runs(tmp_path: Path) -> None:
+    """`python -m stacks images` names registry.k8s.io/etcd at the stack's own tag (kubeadm pulls it
+    for etcd.local.imageTag), at the mirror's place when the stack has one."""
+    from stacks.environment.loader import load_environment
+    from stacks.environment.stack_file import read_stack_file
+    from stacks.tools.images.inventory import outside_plan_images
+
+    view = read_stack_file(REPO / "Pulumi.dev.yaml")
+    env = load_environment(view)
+    assert ("registry.k8s.io/etcd:3.6.13-0", "kubeadm: etcd.local.imageTag") in outside_plan_images(env)
+    at_1_37 = env.model_copy(update={"kubernetes": env.kubernetes.model_copy(update={"version": "1.37.1"})})
+    assert ("registry.k8s.io/etcd:3.7.0-0", "kubeadm: etcd.local.imageTag") in outside_plan_images(at_1_37)
+    result = subprocess.run(
+        [sys.executable, "-m", "stacks", "images", "dev"],
+        capture_output=True, text=True, cwd=REPO, timeout=300,
+    )  # fmt: skip
+    assert result.returncode == 0, result.stderr
+    assert "registry.k8s.io/etcd:3.6.13-0" in result.stdout

@@ -28,9 +28,9 @@ from components.k8s.etcd.versions import (
     refusal_for_3_6,
 )
 from components.k8s.facts import SUPPORTED_KUBERNETES_MINORS
-from components.k8s.version_policy import POLICY
 from components.k8s.upgrade.steps import UpgradeError
 from components.k8s.upgrade.upgrade import ClusterUpgradeProvider
+from components.k8s.version_policy import POLICY
 from tests.components.k8s.etcd.etcd_pki import EtcdPki, make_etcd_pki
 from tests.components.k8s.etcd.etcd_real import RealEtcd, RecordingGateway, real_etcd, require_etcd
 from tests.components.k8s.kube_double import served
