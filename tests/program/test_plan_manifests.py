@@ -8,8 +8,8 @@ namespace carries Pod Security labels.
 
 from __future__ import annotations
 
-from pathlib import Path
 from collections.abc import Callable
+from pathlib import Path
 from typing import Any
 
 import kubernetes_validate
@@ -19,8 +19,8 @@ import yaml
 from stacks.environment.loader import load_environment, read_stack_file
 from stacks.tools.plan.command import plan_stack
 from tests.components.k8s.addons.k8s_checks import check_policy
-from tests.program.conftest import edited_view
 from tests.components.k8s.jobs.crd_schema import MPIJOB_CRD, load_crd_schema, validate
+from tests.program.conftest import edited_view
 
 REPO = Path(__file__).resolve().parents[2]
 STACKS = ["dev", "staging", "prod", "sim", "staging@1.37.1"]
