@@ -117,6 +117,17 @@ def unsupported_message(minor: int) -> str:
     )
 
 
+def default_calico(version: str) -> str | None:
+    """The Calico a stack at `version` runs unless it sets `kubernetes.cni.version`: the policy's, or
+    the newest pinned one where none pinned is tested on the minor (validate warns). None for a
+    version that is not a supported one (its own check reports it)."""
+    try:
+        policy = policy_for(version)
+    except (ValueError, IndexError):
+        return None
+    return policy.calico or NEWEST_PINNED_CALICO
+
+
 def etcd_image_tag(version: str) -> str:
     """The etcd tag a cluster at `version` runs (`etcd.local.imageTag`)."""
     return policy_for(version).etcd

@@ -15,7 +15,7 @@ from typing import Annotated, Literal
 from pydantic import AfterValidator, Field, model_validator
 
 from components.k8s.facts import DEFAULT_CALICO_VERSION, DNS_LABEL, DNS_SUBDOMAIN, SUPPORTED_KUBERNETES_MINORS
-from components.k8s.version_policy import NEWEST_PINNED_CALICO, POLICY, minor_of
+from components.k8s.version_policy import default_calico
 from stacks.environment.base import Model
 from stacks.environment.fields import (
     DVS_VERSIONS,
@@ -290,18 +290,10 @@ class KubernetesSettings(Model):
     one (docs/security.md). Default `[key-1]`."""
     @model_validator(mode="after")
     def _calico_follows_the_minor(self) -> KubernetesSettings:
-        """Without `cni.version`, the Calico release the version policy pins for the minor (the
-        newest pinned one Tigera tests on it; the newest pinned one where none is, which validate
-        warns of). A `cni.version` the stack sets is kept, and checked by the rules. The keys count
-        as unset still (`model_fields_set`): rules that judge what a stack wrote see nothing new."""
-        if "version" in self.cni.model_fields_set:
-            return self
-        try:
-            policy = POLICY[minor_of(str(self.version))]
-        except (ValueError, IndexError, KeyError):
-            return self  # the version's own check reports it
-        calico = policy.calico or NEWEST_PINNED_CALICO
-        if calico != self.cni.version:
+        """Without `cni.version`, the Calico release the version policy pins for the minor
+        (`default_calico`). The key still counts as unset (`model_fields_set`) for the rules."""
+        calico = None if "version" in self.cni.model_fields_set else default_calico(str(self.version))
+        if calico is not None and calico != self.cni.version:
             cni = self.cni.model_copy(update={"version": calico})
             object.__setattr__(cni, "__pydantic_fields_set__", set(self.cni.model_fields_set))
             object.__setattr__(self, "cni", cni)
