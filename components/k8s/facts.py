@@ -13,9 +13,13 @@ DNS_LABEL = re.compile(r"^[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?$")
 DNS_SUBDOMAIN = re.compile(r"^(?=.{1,253}$)[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$")
 """RFC 1123 subdomain (`IsDNS1123Subdomain`): labels joined by dots, at most 253 characters."""
 
-SUPPORTED_KUBERNETES_MINORS = range(32, 36)
-"""Kubernetes minors the bootstrap supports: kubeadm's `v1beta4` config needs 1.31+, and the pinned
-Calico (v3.31) is tested by Tigera on 1.32 to 1.35."""
+SUPPORTED_KUBERNETES_MINORS = range(32, 38)
+"""Kubernetes minors the bootstrap supports: kubeadm's `v1beta4` config needs 1.31+ and is still served
+in 1.37: the 1.37 cycle removed v1beta3 and added `v1` as a placeholder copy of v1beta4
+(kubernetes/kubernetes#136016, as kubernetes/kubeadm#3311 describes it), so no field this program
+writes changed; 1.32 and 1.33
+stay for clusters that upgrade from them (past their end of life: validate warns). Each has its
+entry in `components.k8s.version_policy` (end of life, etcd, Calico, containerd)."""
 
 DEFAULT_CALICO_VERSION = "v3.31.3"
 """Calico release Tigera tests on Kubernetes 1.32-1.35 (v3.29, often quoted, stops at 1.32)."""
@@ -26,10 +30,13 @@ CALICO_TESTED_KUBERNETES: dict[int, range] = {
     29: range(29, 33),
     30: range(30, 34),
     31: range(32, 36),
+    32: range(34, 37),
+    33: range(35, 38),
 }
 """Calico v3 minor to the Kubernetes minors Tigera tests it on ("System requirements for
 Kubernetes", docs.tigera.io/calico/3.NN/getting-started/kubernetes/requirements; v3.29 "is tested
-against Kubernetes v1.29-v1.32", projectcalico discussion 11717). A newer minor than the table
+against Kubernetes v1.29-v1.32", projectcalico discussion 11717; v3.32 on 1.34-1.36 and v3.33 on
+1.35-1.37 from the 3.32 and 3.33 pages as Rusty-Gopher/kupre v0.5.0's release notes quote them). A newer minor than the table
 knows is let through: its own page is the authority, and it is newer than every entry here."""
 
 DCGM_EXPORTER_VERSION = "4.6.0-4.8.3"

@@ -11,6 +11,7 @@ from typing import Annotated, Any
 from pydantic import AfterValidator, BeforeValidator, Field
 
 from components.k8s.facts import DNS_LABEL, DNS_SUBDOMAIN, SUPPORTED_KUBERNETES_MINORS
+from components.k8s.version_policy import unsupported_message
 
 # NVIDIA vGPU type names as vSphere lists them: grid_<board>-<framebuffer GB><series>, with an
 # optional MIG slice count for A100/H100-class boards (grid_a100-3-20c). Series: A (app streaming),
@@ -169,10 +170,7 @@ def _kubernetes_version(value: str) -> str:
         raise ValueError(f"{value!r} is not a Kubernetes version; write it as 1.MINOR.PATCH, e.g. 1.34.2")
     minor = int(match.group(1))
     if minor not in SUPPORTED_KUBERNETES_MINORS:
-        raise ValueError(
-            f"Kubernetes 1.{minor} is not supported by the bootstrap; use 1.{SUPPORTED_KUBERNETES_MINORS.start}"
-            f" to 1.{SUPPORTED_KUBERNETES_MINORS.stop - 1}"
-        )
+        raise ValueError(unsupported_message(minor))
     return value
 
 

@@ -12,9 +12,10 @@ from __future__ import annotations
 from ipaddress import IPv4Network
 from typing import Annotated, Literal
 
-from pydantic import AfterValidator, Field
+from pydantic import AfterValidator, Field, model_validator
 
 from components.k8s.facts import DEFAULT_CALICO_VERSION, DNS_LABEL, DNS_SUBDOMAIN, SUPPORTED_KUBERNETES_MINORS
+from components.k8s.version_policy import default_calico
 from stacks.environment.base import Model
 from stacks.environment.fields import (
     DVS_VERSIONS,
@@ -229,7 +230,9 @@ class Cni(Model):
     name: Literal["calico"] = "calico"
     """The CNI plugin; only Calico (through the tigera-operator) is supported."""
     version: Annotated[str, Field(pattern=r"^v3\.\d+\.\d+$")] = DEFAULT_CALICO_VERSION
-    """Calico release (a v3 tag, quoted); v3.31 supports Kubernetes 1.32-1.35 (see docs/bootstrap.md)."""
+    """Calico release (a v3 tag, quoted). Default: the release the version policy pins for
+    `kubernetes.version`'s minor (v3.31.3 for 1.32-1.35, v3.32.1 for 1.36-1.37; docs/versions.md);
+    Tigera tests v3.31 on 1.32-1.35, v3.32 on 1.34-1.36."""
     operator_manifest_url: ManifestUrl | None = None
     """Where the first control-plane node fetches Calico's `tigera-operator.yaml`; default: the
     release's manifest on raw.githubusercontent.com. Set a mirror for air-gapped sites (and mirror
@@ -256,8 +259,9 @@ class KubernetesSettings(Model):
     mode: Literal["bootstrap", "existing"] = "bootstrap"
     """bootstrap: kubeadm on the VMs; existing: target the cluster whose kubeconfig is the secret
     `vsphere-gpu-cluster:kubeconfig` (the VMs are still built, but not joined)."""
-    version: KubernetesVersion = "1.34.2"
-    """Kubernetes release of the bootstrap (quote it: `"1.34.2"`); supported minors 1.32-1.35."""
+    version: KubernetesVersion = "1.36.1"
+    """Kubernetes release of the bootstrap (quote it: `"1.36.1"`); supported minors 1.32-1.37
+    (`components.k8s.version_policy`: validate warns on one past its end of life)."""
     pod_cidr: Network = IPv4Network("10.244.0.0/16")
     """Pod network (kubeadm `podSubnet`, Calico's pool); default 10.244.0.0/16. At most a /24 (each
     node gets a /24 from it) and large enough for a /24 per node."""
@@ -290,6 +294,17 @@ class KubernetesSettings(Model):
     kept as Pulumi secrets); the first encrypts, all decrypt. Rotate in three runs, each rolling the
     control plane: add a new name second, move it first (then rewrite every Secret), drop the old
     one (docs/security.md). Default `[key-1]`."""
+    @model_validator(mode="after")
+    def _calico_follows_the_minor(self) -> KubernetesSettings:
+        """Without `cni.version`, the Calico release the version policy pins for the minor
+        (`default_calico`). The key still counts as unset (`model_fields_set`) for the rules."""
+        calico = None if "version" in self.cni.model_fields_set else default_calico(str(self.version))
+        if calico is not None and calico != self.cni.version:
+            cni = self.cni.model_copy(update={"version": calico})
+            object.__setattr__(cni, "__pydantic_fields_set__", set(self.cni.model_fields_set))
+            object.__setattr__(self, "cni", cni)
+        return self
+
     join_token_ttl_hours: int = Field(default=168, ge=2, le=87600)
     """Lifetime of the kubeadm join token the stack keeps in the cluster (Secret
     `kube-system/bootstrap-token-<id>`); the first `pulumi up` after half of it passed issues a

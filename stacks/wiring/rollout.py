@@ -18,7 +18,8 @@ A node's generation hashes what the node is made of, so that a change to it repl
   replaces the copies first (each VM's clone source depends on its copy), then the rollout
   re-creates each worker from its new copy.
 A change to `kubernetes.secretsEncryptionKeys` (a key rotation step) rolls the control plane too:
-only a new control-plane VM gets the new EncryptionConfiguration. Beside it, each step carries `kubernetes.version`: a new version rolls every node the same way
+only a new control-plane VM gets the new EncryptionConfiguration. So does the stack's etcd image tag
+(`components.k8s.version_policy`): only a new control-plane VM joins with it. Beside it, each step carries `kubernetes.version`: a new version rolls every node the same way
 (control plane first, so no kubelet is newer than its API server), after the cluster's stored
 ClusterConfiguration moved to it and before kube-proxy and CoreDNS do (`components.k8s.upgrade.upgrade`).
 It is kept out of the hash so that generations recorded before it keep their value: folding it in
@@ -36,6 +37,7 @@ import pulumi_vsphere as vsphere
 from components.k8s.bootstrap import ClusterBootstrap
 from components.k8s.rollout.rollout import RolloutArgs, RolloutStep
 from components.k8s.upgrade.upgrade import EtcdAccess
+from components.k8s.version_policy import etcd_image_tag
 from components.vsphere.template_copies.plan import ReplicaSite
 from stacks.environment.model import Environment
 from stacks.wiring.replicas import worker_sites
@@ -54,6 +56,12 @@ def _template_id(name: str, inventory: Inventory) -> pulumi.Output[str]:
 
 
 def control_plane_generation(env: Environment, inventory: Inventory) -> pulumi.Output[str]:
+    parts = control_plane_parts(env)
+    return _template_id(env.vcenter.template, inventory).apply(lambda template_id: generation(*parts, template_id))
+
+
+def control_plane_parts(env: Environment) -> tuple[object, ...]:
+    """What a control-plane node is made of, but its template's id (module docstring)."""
     pool, vm = env.control_plane, env.vm
     parts: tuple[object, ...] = (
         "control-plane",
@@ -63,13 +71,18 @@ def control_plane_generation(env: Environment, inventory: Inventory) -> pulumi.O
         pool.vcpus,
         pool.memory_mb,
     )
+    # The etcd each control-plane node runs is the stored ClusterConfiguration's tag, read at its
+    # `kubeadm join` (components.k8s.upgrade.upgrade): a new tag reaches the members only on new
+    # VMs, one at a time. This rolls every control plane once when it first applies: a kubeadm-built
+    # cluster runs kubeadm's pin (3.5.24 at 1.32/1.33, below etcd's 3.5.32 floor for 3.6).
+    parts += (("etcd", etcd_image_tag(env.kubernetes.version)),)
     keys = env.kubernetes.secrets_encryption_keys
     if keys != DEFAULT_SECRETS_ENCRYPTION_KEYS:
         # A rotation step (docs/security.md) reaches the API servers only on new control-plane
         # VMs (cloud-init writes the EncryptionConfiguration once). Left out while it is the
         # default, so that generations recorded before it keep their value.
         parts += (("secrets-encryption-keys", *keys),)
-    return _template_id(env.vcenter.template, inventory).apply(lambda template_id: generation(*parts, template_id))
+    return parts
 
 
 def gpu_worker_generation(
@@ -132,7 +145,9 @@ def rollout_args(env: Environment, bootstrap: ClusterBootstrap) -> RolloutArgs:
         kubeconfig=bootstrap.kubeconfig,
         timeout_seconds=env.kubernetes.rollout_timeout_minutes * 60,
         kubernetes_version=env.kubernetes.version,
-        # The version step reads every etcd member's version before a change onto etcd 3.6.
+        # The version step keeps the stack's etcd tag in kubeadm-config, and reads every etcd
+        # member's version before a change of etcd line (3.5 -> 3.6, 3.6 -> 3.7).
+        etcd_image_tag=etcd_image_tag(env.kubernetes.version),
         etcd=EtcdAccess(
             addresses=[str(node.management_ip) for node in env.control_plane.nodes],
             ca_pem=bootstrap.etcd_ca_certificate_pem,

@@ -126,12 +126,12 @@ def _dev_with_calico(version: str) -> ConfigView:
 
 def test_a_calico_release_without_a_recorded_checksum_is_refused_by_key_naming_those_with_one() -> None:
     with pytest.raises(InvalidEnvironment) as raised:
-        load_environment(_dev_with_calico("v3.31.5"))
+        load_environment(_dev_with_calico("v3.32.5"))
     [problem] = [p for p in raised.value.problems if "kubernetes.cni.version" in p]
     assert problem.startswith(
-        "vsphere-gpu-cluster:environment.kubernetes.cni.version: Calico v3.31.5 has no recorded SHA-256"
+        "vsphere-gpu-cluster:environment.kubernetes.cni.version: Calico v3.32.5 has no recorded SHA-256"
     )
-    assert "(v3.31.3, v3.30.3, v3.32.0)" in problem
+    assert "(v3.31.3, v3.30.3, v3.32.0, v3.32.1)" in problem
 
 
 def test_a_calico_release_with_a_recorded_checksum_boots_with_it_and_needs_no_copy() -> None:

@@ -54,6 +54,7 @@ def _operator_and_tuning(env: dict[str, Any]) -> None:
     env["jobs"]["sample"]["enabled"] = False
     env["jobs"]["fabricCheck"]["enabled"] = False
     env["kubernetes"]["gpuNodeTaint"] = False  # Katib's suggestion Deployments tolerate no taint
+    env["kubernetes"]["version"] = "1.34.2"  # Katib 0.19.0 is tested upstream on 1.31-1.34 only
     env["tuning"] = {
         "enabled": True,
         "trainer": {"manifestUrl": f"{FILES}/git/kubeflow/trainer/tree/v2.3.0/manifests/overlays/manager"},
@@ -143,7 +144,7 @@ def test_the_first_boot_fetches_and_pulls_only_from_the_mirror() -> None:
         outside = [u for u in URL.findall(user_data) if not u.startswith((FILES + "/", "https://$"))]
         assert outside == [], node.name
     init = renderer.render(spec.control_plane_nodes[0].name)
-    assert f"GPUCLUSTER_CALICO_MANIFEST={FILES}/raw.githubusercontent.com/projectcalico/calico/v3.31.3/" in init
+    assert f"GPUCLUSTER_CALICO_MANIFEST={FILES}/raw.githubusercontent.com/projectcalico/calico/v3.32.1/" in init
     assert f"GPUCLUSTER_IMAGE_REGISTRY={REGISTRY}" in init
     assert f"imageRepository: {REGISTRY}\n" in init
     assert f"registry: {REGISTRY}/\n" in init  # Calico's Installation

@@ -1,4 +1,4 @@
-"""A Kubernetes minor upgrade, planned: `kubernetes.version` one minor up on staging (three
+"""A Kubernetes minor upgrade, planned: `kubernetes.version` one minor up on staging (1.36 -> 1.37, three
 control-plane nodes) rolls every node, control plane first, between the cluster's two upgrade
 steps; a skipped minor or a downgrade is refused before anything is planned.
 
@@ -25,26 +25,29 @@ STAGING_ORDER = ["control-plane-cp-1", "control-plane-cp-2", "control-plane-cp-3
                  *(f"gpu-workers-worker-{i}" for i in range(1, 9))]  # fmt: skip
 
 
-def to_1_35(env: dict) -> None:  # type: ignore[type-arg]
-    env["kubernetes"]["version"] = "1.35.0"
+def to_1_37(env: dict) -> None:  # type: ignore[type-arg]
+    env["kubernetes"]["version"] = "1.37.1"
 
 
 def test_one_minor_up_rolls_every_node_control_plane_first_between_the_cluster_steps() -> None:
     from stacks.tools.plan.upgrade_notes import upgrade_notes  # here: the CLI tests below run without it
 
     before = run_view(stack_view("staging"), "staging")
-    after = run_view(edited_view("staging", to_1_35), "staging")
-    notes = upgrade_notes(load_environment(stack_view("staging")), load_environment(edited_view("staging", to_1_35)))
+    after = run_view(edited_view("staging", to_1_37), "staging")
+    notes = upgrade_notes(load_environment(stack_view("staging")), load_environment(edited_view("staging", to_1_37)))
     diff = diff_plans(before.resources, after.resources, notes)
     assert {c.node: c.verdict for c in diff.nodes} == dict.fromkeys(STAGING_ORDER, "replaced")
     assert diff.down_at_once == 1
     timed = change_time(diff, after.resources, Durations())
     assert timed.chains == [STAGING_ORDER]  # one after another, cp-1 first
-    # The stored ClusterConfiguration moves before any gate (so before any VM is replaced) ...
+    # The stored ClusterConfiguration moves before any gate (so before any VM is replaced), with the
+    # etcd the new control-plane nodes join with ...
     version = after.named("cluster-version")
-    assert version.inputs["version"] == "1.35.0" and version.inputs["step"] == "cluster-configuration"
-    # ... after reading every etcd member's version when the minor brings etcd 3.6: the step holds
-    # the control-plane nodes' etcd endpoints and the etcd client certificate (its key a secret).
+    assert version.inputs["version"] == "1.37.1" and version.inputs["step"] == "cluster-configuration"
+    assert before.named("cluster-version").inputs["etcd_image_tag"] == "3.6.13-0"
+    assert version.inputs["etcd_image_tag"] == "3.7.0-0"
+    # ... after reading every etcd member's version when the minor brings a new etcd line: the step
+    # holds the control-plane nodes' etcd endpoints and the etcd client certificate (its key a secret).
     staging = load_environment(stack_view("staging"))
     assert version.inputs["etcd_addresses"] == [str(n.management_ip) for n in staging.control_plane.nodes]
     assert version.inputs["etcd_client_port"] == 2379
@@ -52,17 +55,20 @@ def test_one_minor_up_rolls_every_node_control_plane_first_between_the_cluster_s
     for node in ("cp-1", "cp-2", "cp-3", "worker-1", "worker-8"):
         gate = after.named(f"rollout-gate-{node}")
         assert version.urn in gate.dependencies
-        assert gate.inputs["kubernetes_version"] == "1.35.0"
-        assert before.named(f"rollout-gate-{node}").inputs["generation"] == gate.inputs["generation"]
+        assert gate.inputs["kubernetes_version"] == "1.37.1"
+        # The control plane's generation carries its etcd tag (3.6.13-0 -> 3.7.0-0); the workers' none.
+        same = before.named(f"rollout-gate-{node}").inputs["generation"] == gate.inputs["generation"]
+        assert same == node.startswith("worker"), node
     # ... kube-proxy and CoreDNS once the last control-plane node is back.
     addons = after.named("cluster-addons-version")
     assert addons.inputs["step"] == "addons"
     assert after.named("rollout-settle-cp-3").urn in addons.dependencies
-    [steps] = [note for note in diff.notes if note.startswith("kubernetes.version 1.34.2 -> 1.35.0")]
+    [steps] = [note for note in diff.notes if note.startswith("kubernetes.version 1.36.1 -> 1.37.1")]
     in_order = [
-        "1) kube-system/kubeadm-config: kubernetesVersion v1.35.0",
+        "1) kube-system/kubeadm-config: kubernetesVersion v1.37.1, etcd.local.imageTag 3.7.0-0",
+        "etcd moves to 3.7: refused until every etcd member runs 3.6.11 or later",
         "2) control-plane nodes one at a time: cp-1, cp-2, cp-3",
-        "3) kube-proxy v1.35.0 and CoreDNS v1.13.1",
+        "3) kube-proxy v1.37.1 and CoreDNS v1.14.2",
         "4) GPU workers, 1 at a time: worker-1, worker-2",
     ]
     assert all(fact in steps for fact in in_order), steps

@@ -8,6 +8,7 @@ namespace carries Pod Security labels.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -19,18 +20,29 @@ from stacks.environment.loader import load_environment, read_stack_file
 from stacks.tools.plan.command import plan_stack
 from tests.components.k8s.addons.k8s_checks import check_policy
 from tests.components.k8s.jobs.crd_schema import MPIJOB_CRD, load_crd_schema, validate
+from tests.program.conftest import edited_view
 
 REPO = Path(__file__).resolve().parents[2]
-STACKS = ["dev", "staging", "prod", "sim"]
+STACKS = ["dev", "staging", "prod", "sim", "staging@1.37.1"]
+"""The shipped stacks, and staging moved to the newest minor (`STACK@VERSION`): every object a 1.37
+stack renders validates against kubernetes-validate's 1.37 schemas (it ships 1.37.0's)."""
+
+
+def _at(version: str) -> Callable[[dict[str, Any]], None]:
+    def edit(env: dict[str, Any]) -> None:
+        env["kubernetes"]["version"] = version
+
+    return edit
 
 
 @pytest.fixture(scope="module", params=STACKS)
 def planned(
     request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory
 ) -> tuple[str, str, list[dict[str, Any]]]:
-    stack = request.param
-    view = read_stack_file(REPO / f"Pulumi.{stack}.yaml")
+    stack, _, moved_to = str(request.param).partition("@")
+    view = edited_view(stack, _at(moved_to)) if moved_to else read_stack_file(REPO / f"Pulumi.{stack}.yaml")
     version = load_environment(view).kubernetes.version
+    assert version == (moved_to or version)
     out = tmp_path_factory.mktemp(f"plan-{stack}")
     plan_stack(view, stack=stack, out_dir=out)
     objs = [
@@ -54,6 +66,9 @@ def test_every_object_is_valid_for_the_stacks_kubernetes_version(
     planned: tuple[str, str, list[dict[str, Any]]],
 ) -> None:
     _, version, objs = planned
+    # kubernetes-validate takes the newest schemas not newer than the version, and refuses a newer
+    # minor than it has: each stack's own minor is there (1.37.0's schemas for a 1.37 stack).
+    assert f"{version.rsplit('.', 1)[0]}.0" in kubernetes_validate.utils.all_versions()
     problems = []
     for obj in objs:
         if obj["kind"] == "MPIJob":

@@ -1,20 +1,26 @@
-"""Which etcd each Kubernetes minor brings, each member's running version, and the 3.5 -> 3.6 rule.
+"""Which etcd each Kubernetes minor runs, each member's running version, and the gates between etcd lines.
 
-Every control-plane node of this stack is a new VM that runs `kubeadm join`, so its etcd is the one
-kubeadm pins for the cluster's minor (`SupportedEtcdVersion` in kubernetes/kubernetes
-cmd/kubeadm/app/constants/constants.go: release-1.32 maps 29-32 to "3.5.24-0"; release-1.34 maps
-31-33 to "3.5.24-0" and 34 to "3.6.5-0"; master maps 34-36 to "3.6.9-0"). The Kubernetes minor
-that moves the etcd minor line from 3.5 to 3.6 is therefore 1.34: its first new control-plane node
-joins a 3.6 member to the 3.5 cluster, which is etcd's 3.5 -> 3.6 upgrade.
+Every control-plane node of this stack is a new VM that runs `kubeadm join`, so its etcd is the
+image the stored ClusterConfiguration names: `etcd.local.imageTag` when set (kubeadm
+`images.GetEtcdImage`), else kubeadm's pin for the minor (`SupportedEtcdVersion` in
+kubernetes/kubernetes cmd/kubeadm/app/constants/constants.go). The cluster upgrade writes the
+stack's own tag there (`components.k8s.version_policy`, as Cluster API's KubeadmControlPlane keeps
+`etcd.local.imageTag` in the ClusterConfiguration it manages), so a replacement joins with the same
+etcd as the members it replaces. The first new control-plane node after a change of etcd line
+(3.5 -> 3.6 with Kubernetes 1.34, 3.6 -> 3.7 with 1.37) is therefore etcd's minor upgrade.
 
-etcd's rule for that upgrade ("Avoiding Zombie Cluster Members When Upgrading to etcd v3.6",
-etcd.io/blog/2025/zombie_members_upgrade, 2025-12-21, mirrored on the Kubernetes blog): every
-member must run 3.5.26 or later first. 3.6 takes cluster membership from the v3 store instead of
-the v2 store; in clusters that ran 3.5.25 or earlier the two can disagree, and members removed long
-ago come back as "zombies" that join consensus and cost quorum. 3.5.26 repairs the v3 store from
-the v2 store at start. This stack removes an etcd member on every control-plane replacement, so its
-clusters are the ones exposed. There is no safe path around it ("you should delay upgrading to
-v3.6"), so the upgrade step refuses until every member reports 3.5.26 or later.
+etcd's rule for each (its upgrade guides, "Upgrade checklists"):
+- 3.5 -> 3.6: every 3.5 member on 3.5.32 or later first (etcd-io/website
+  content/en/docs/v3.6/upgrades/upgrade_3_6.md, changed 2026-08; the 3.5.26 rule of
+  etcd.io/blog/2025/zombie_members_upgrade, 2025-12-21, came before it). 3.6 takes membership from
+  the v3 store; in clusters that ran older 3.5 patches the v2 and v3 stores can disagree and removed
+  members come back as "zombies". This stack removes an etcd member on every control-plane
+  replacement, so its clusters are the ones exposed.
+- 3.6 -> 3.7: every 3.6 member on 3.6.11 or later first (etcd.io/docs/v3.7/upgrades/upgrade_3_7:
+  "Earlier 3.6 patch releases may not be compatible with a rolling upgrade to 3.7").
+The upgrade step refuses a change of line until every member reports the floor or later. kubeadm's
+own pins (3.5.24 for 1.32/1.33, 3.6.5-3.6.9 for 1.34-1.36) are below both floors; the stack's tags
+are not, so a cluster the stack has rolled once at its current minor passes by `pulumi up` alone.
 
 A member's version is what it reports itself: `version` in `/v3/maintenance/status`
 (etcdserverpb `StatusResponse.version`, served by every 3.x through the JSON gateway).
@@ -26,34 +32,59 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 from components.k8s.etcd.gateway import MEMBER_LIST, MEMBER_STATUS, Gateway, Member
+from components.k8s.version_policy import POLICY
 
-KUBEADM_ETCD_MINOR: dict[int, tuple[int, int]] = {32: (3, 5), 33: (3, 5), 34: (3, 6), 35: (3, 6)}
-"""Per supported Kubernetes minor, the etcd minor line kubeadm runs (module docstring). A test holds
-it to `SUPPORTED_KUBERNETES_MINORS`."""
+UPGRADE_FLOORS: dict[tuple[int, int], tuple[int, int, int]] = {(3, 6): (3, 5, 32), (3, 7): (3, 6, 11)}
+"""Per etcd minor line, the oldest version every member must run before the first member of that
+line joins (module docstring): 3.5 -> 3.6 at 3.5.32, 3.6 -> 3.7 at 3.6.11."""
 
-SAFE_FOR_3_6 = (3, 5, 26)
-"""The oldest etcd a member may run before a 3.6 member joins (module docstring)."""
+GUIDES: dict[tuple[int, int], str] = {
+    (3, 6): "etcd.io/docs/v3.6/upgrades/upgrade_3_6 (etcd-io/website content/en/docs/v3.6/upgrades/upgrade_3_6.md)",
+    (3, 7): "etcd.io/docs/v3.7/upgrades/upgrade_3_7",
+}
+WHY: dict[tuple[int, int], str] = {
+    (3, 6): "older 3.5 members can bring removed members back as zombies and cost quorum, or turn voters into "
+    "learners",
+    (3, 7): "earlier 3.6 patch releases may not be compatible with a rolling upgrade to 3.7",
+}
 
-PROCEDURE = (
-    "before changing kubernetes.version, move every etcd member to 3.5.26 or later, one control-plane node at a "
-    "time: on the node, set the image in /etc/kubernetes/manifests/etcd.yaml to registry.k8s.io/etcd:3.5.26-0 "
-    "(or a later 3.5; your mirror's copy if you use one), wait until the kubelet has restarted it and "
-    "`etcdctl endpoint health --cluster` is healthy, then the next node. Then run `pulumi up` again "
-    "(etcd.io/blog/2025/zombie_members_upgrade: upgrade to 3.5.26, confirm every member is healthy, then 3.6)"
-)
+
+def etcd_line(tag: str) -> tuple[int, int]:
+    """`3.6.13-0` -> (3, 6)."""
+    major, minor, _ = parse_etcd_version(tag)
+    return major, minor
 
 
 def etcd_minor_for(kubernetes_minor: int) -> tuple[int, int]:
-    """The etcd line kubeadm runs for a Kubernetes minor; outside the table, the nearest entry (as
-    kubeadm's `EtcdSupportedVersion` falls back to the nearest minor)."""
-    known = sorted(KUBEADM_ETCD_MINOR)
+    """The etcd line a stack at a Kubernetes minor runs (`version_policy`); outside the table, the
+    nearest entry (as kubeadm's `EtcdSupportedVersion` falls back to the nearest minor)."""
+    known = sorted(POLICY)
     nearest = min(max(kubernetes_minor, known[0]), known[-1])
-    return KUBEADM_ETCD_MINOR[nearest]
+    return etcd_line(POLICY[nearest].etcd)
+
+
+def new_line(current_tag: str, target_tag: str) -> tuple[int, int] | None:
+    """The etcd line a change from `current_tag` to `target_tag` brings its first member of, or None
+    when it stays on its line (or goes back, which the version rules refuse before this)."""
+    old, new = etcd_line(current_tag), etcd_line(target_tag)
+    return new if new > old else None
 
 
 def crosses_into_3_6(current_minor: int, target_minor: int) -> bool:
     """Whether going from one Kubernetes minor to another joins the first etcd 3.6 member."""
     return etcd_minor_for(current_minor) < (3, 6) <= etcd_minor_for(target_minor)
+
+
+def procedure(line: tuple[int, int]) -> str:
+    floor = ".".join(map(str, UPGRADE_FLOORS[line]))
+    previous = f"{line[0]}.{line[1] - 1}"
+    return (
+        f"keep kubernetes.version at its current minor and run `pulumi up` with this program: it writes the etcd "
+        f"image tag of that minor (the stored ClusterConfiguration's etcd.local.imageTag, {previous}.x at {floor} or "
+        f"later) and replaces the control-plane nodes one at a time, which join with it; then change "
+        f"kubernetes.version again ({GUIDES[line]}: every {previous} member at {floor} or later, all healthy, then "
+        f"{line[0]}.{line[1]})"
+    )
 
 
 def parse_etcd_version(text: str) -> tuple[int, int, int]:
@@ -108,19 +139,23 @@ def read_member_versions(gateway: Gateway, endpoints: Sequence[str]) -> MemberVe
     return found
 
 
-def refusal_for_3_6(found: MemberVersions) -> str | None:
-    """Why a 3.6 member may not join yet (members too old, or versions unknown); None when it may."""
+def refusal_for(line: tuple[int, int], found: MemberVersions) -> str | None:
+    """Why a member of etcd `line` may not join yet (members too old, or versions unknown); None when it may."""
+    floor = UPGRADE_FLOORS.get(line)
+    if floor is None:
+        return None
+    floor_text, line_text = ".".join(map(str, floor)), f"{line[0]}.{line[1]}"
     too_old = []
     for label, text in sorted(found.versions.items()):
         try:
-            old = parse_etcd_version(text) < SAFE_FOR_3_6
+            old = parse_etcd_version(text) < floor
         except ValueError:
             old = True
         if old:
             too_old.append(f"{label} runs {text}")
     problems = []
     if too_old:
-        problems.append("etcd member(s) older than 3.5.26: " + ", ".join(too_old))
+        problems.append(f"etcd member(s) older than {floor_text}: " + ", ".join(too_old))
     if found.unread:
         problems.append(
             "etcd member version(s) could not be read: "
@@ -129,6 +164,11 @@ def refusal_for_3_6(found: MemberVersions) -> str | None:
     if not problems:
         return None
     return (
-        "this Kubernetes minor runs etcd 3.6, and etcd 3.6 may only join members at 3.5.26 or later (older ones can "
-        "bring removed members back as zombies and cost quorum); " + "; ".join(problems) + ". " + PROCEDURE
+        f"this change brings etcd {line_text}, and etcd {line_text} may only join members at {floor_text} or later "
+        f"({WHY[line]}); " + "; ".join(problems) + ". " + procedure(line)
     )
+
+
+def refusal_for_3_6(found: MemberVersions) -> str | None:
+    """`refusal_for((3, 6), found)`."""
+    return refusal_for((3, 6), found)

@@ -22,6 +22,7 @@ from components.k8s.node_bootstrap.api_server import api_server_extra_args, api_
 from components.k8s.node_bootstrap.checks import KUBEADM_API_VERSION
 from components.k8s.node_bootstrap.paths import CRI_SOCKET, PKI_DIR
 from components.k8s.node_bootstrap.spec import ClusterNode, ClusterSpec, node_labels, node_taints
+from components.k8s.version_policy import etcd_image_tag
 
 
 def _node_registration(spec: ClusterSpec, node: ClusterNode, *, control_plane: bool) -> dict[str, Any]:
@@ -79,6 +80,9 @@ def kubeadm_init_documents(spec: ClusterSpec, *, token: str) -> list[dict[str, A
         "kubernetesVersion": spec.version_tag,
         "controlPlaneEndpoint": spec.endpoint,
         "certificatesDir": PKI_DIR,
+        # The stack's etcd, stored with the ClusterConfiguration so every joining control-plane
+        # node runs it too (components.k8s.version_policy; the upgrade step keeps it current).
+        "etcd": {"local": {"imageTag": etcd_image_tag(spec.kubernetes_version)}},
         "networking": {
             "podSubnet": spec.pod_cidr,
             "serviceSubnet": spec.service_cidr,

@@ -231,8 +231,12 @@ class RolloutArgs:
     `ClusterUpgrade` steps (`components.k8s.upgrade.upgrade`) go before every gate and after the last
     control-plane node. Default "": no upgrade steps (the steps' own versions are still checked)."""
     etcd: EtcdAccess | None = None
-    """The etcd members the version step checks before a change onto etcd 3.6
+    """The etcd members the version step checks before a change onto a new etcd line
     (`components.k8s.upgrade.upgrade`). Default None: such a change is refused."""
+    etcd_image_tag: str | None = None
+    """The etcd tag the version step keeps in the stored ClusterConfiguration (`etcd.local.imageTag`);
+    a change of it rolls the control plane through the nodes' generation (the caller folds it in).
+    Default None: left as stored."""
 
     def __post_init__(self) -> None:
         if self.timeout_seconds <= 0:
@@ -339,6 +343,7 @@ class NodeRollout:
                     version=args.kubernetes_version,
                     kubeconfig=args.kubeconfig,
                     etcd=args.etcd,
+                    etcd_image_tag=args.etcd_image_tag,
                 ),
             )
             if args.kubernetes_version

@@ -15,6 +15,9 @@ must not be newer than kube-apiserver (https://kubernetes.io/releases/version-sk
   a downgrade or a skipped minor (`versions.upgrade_refusal`) measured against the *cluster*, which
   may differ from the old stack file; writes only `kubernetesVersion`, with the ConfigMap's
   `resourceVersion` as a precondition, so a concurrent edit is refused instead of overwritten.
+  With it, the stack's etcd image tag (`etcd.local.imageTag`, as the KubeadmControlPlane's
+  ClusterConfiguration carries it), so every control-plane replacement joins with that etcd and
+  not kubeadm's default for the minor; a change of that tag alone is written the same way.
 - `set_addon_versions`: after the last control-plane node is back. Refuses while a control-plane
   kubelet still reports an older version (an API server there may still be old); sets the
   kube-proxy image tag to the version and the CoreDNS image tag to kubeadm's pin for the minor,
@@ -43,6 +46,7 @@ from typing import Any
 import yaml
 
 from components.k8s.api.client import quote
+from components.k8s.kubeadm_pins import KUBEADM_PINS, kubeadm_pins
 from components.k8s.rollout.drain import Api
 from components.k8s.rollout.steps import CONTROL_PLANE_LABEL
 from components.k8s.upgrade.versions import Version, coredns_version, upgrade_refusal, with_tag
@@ -127,13 +131,37 @@ def kube_proxy_at(api: Api, target: str) -> bool:
     return all(with_tag(image, wanted) == image for image in images)
 
 
+def stored_etcd_tag(document: dict[str, Any], version: str) -> str:
+    """The etcd tag a control-plane node joining this ClusterConfiguration runs: `etcd.local.imageTag`
+    when set (kubeadm `images.GetEtcdImage`), else kubeadm's pin for the stored minor (nearest entry
+    outside the table, as kubeadm's `EtcdSupportedVersion` falls back)."""
+    local = ((document.get("etcd") or {}).get("local") or {}) if isinstance(document.get("etcd"), dict) else {}
+    tag = local.get("imageTag") if isinstance(local, dict) else None
+    if tag:
+        return str(tag)
+    known = sorted(KUBEADM_PINS)
+    minor = min(max(Version.parse(version).minor, known[0]), known[-1])
+    return kubeadm_pins(minor).etcd
+
+
 def set_cluster_version(
-    api: Api, target: str, *, before_change: Callable[[Version, Version], None] | None = None
+    api: Api,
+    target: str,
+    *,
+    etcd_image_tag: str | None = None,
+    before_change: Callable[[Version, Version], None] | None = None,
+    before_etcd_change: Callable[[str, str], None] | None = None,
 ) -> str:
-    """Sets the stored ClusterConfiguration's `kubernetesVersion` to `target` (done before any node
-    of the new version joins). Returns what was stored before. Already there: changes nothing.
-    `before_change(stored, target)` runs once the change is allowed by the version rules and before it
-    is written; it raises UpgradeError to refuse it (the etcd 3.6 check)."""
+    """Sets the stored ClusterConfiguration's `kubernetesVersion` to `target` and, when given, its
+    `etcd.local.imageTag` to `etcd_image_tag` (done before any node of the new version joins: every
+    joining control-plane node reads both). Returns the version stored before. Already there:
+    changes nothing.
+
+    `before_change(stored, target)` runs once a version change is allowed by the version rules;
+    `before_etcd_change(stored_etcd, target_etcd)` runs when the etcd the next control-plane node
+    joins with changes (the stored tag, or kubeadm's pin of the minor, to `etcd_image_tag`, or to
+    kubeadm's pin of the target minor when none is given). Both run before anything is written and
+    raise UpgradeError to refuse it (the etcd gates)."""
     config = _get(api, KUBEADM_CONFIG, "kube-system/kubeadm-config")
     text = str((config.get("data") or {}).get(CLUSTER_CONFIGURATION_KEY) or "")
     document = yaml.safe_load(text) or {}
@@ -141,17 +169,29 @@ def set_cluster_version(
     if not current:
         raise UpgradeError("kube-system/kubeadm-config holds no ClusterConfiguration with a kubernetesVersion")
     wanted = Version.parse(target)
-    if Version.parse(current) == wanted:
+    stored_etcd = stored_etcd_tag(document, current)
+    version_changes = Version.parse(current) != wanted
+    etcd_target = etcd_image_tag or (stored_etcd if not version_changes else stored_etcd_tag({}, target))
+    if not version_changes and etcd_target == stored_etcd:
         return current
-    refusal = upgrade_refusal(current, target)
-    if refusal is not None:
-        raise UpgradeError(
-            f"kubernetes.version: the cluster stores {current} (kube-system/kubeadm-config), and {refusal}; "
-            "nothing was changed"
-        )
-    if before_change is not None:
-        before_change(Version.parse(current), wanted)
+    if version_changes:
+        refusal = upgrade_refusal(current, target)
+        if refusal is not None:
+            raise UpgradeError(
+                f"kubernetes.version: the cluster stores {current} (kube-system/kubeadm-config), and {refusal}; "
+                "nothing was changed"
+            )
+        if before_change is not None:
+            before_change(Version.parse(current), wanted)
+    if before_etcd_change is not None and etcd_target != stored_etcd:
+        before_etcd_change(stored_etcd, etcd_target)
     document["kubernetesVersion"] = wanted.tag
+    if etcd_image_tag:
+        # As Cluster API's KubeadmControlPlane keeps it (its ClusterConfiguration's
+        # `etcd.local.imageTag`, written into kubeadm-config): every later `kubeadm join` of a
+        # control-plane node runs this etcd, not kubeadm's default for the minor.
+        etcd = document.setdefault("etcd", {})
+        etcd.setdefault("local", {})["imageTag"] = etcd_image_tag
     # kubeadm writes the document with sorted keys (its YAML marshaller); so does this. Under the
     # ConfigMap's resourceVersion: the API server refuses the patch if it changed since the read.
     patch: dict[str, Any] = {"data": {CLUSTER_CONFIGURATION_KEY: yaml.safe_dump(document, sort_keys=True)}}

@@ -27,13 +27,18 @@ checks apply. Day one: the API server does not answer (no VM exists yet: every g
 comes after this step), so there is nothing to do, as `kubeadm init` stores the version and deploys
 both add-ons; the state records `applied: false`, so the next run's `update` checks again.
 
-The Kubernetes minor that moves kubeadm's etcd from 3.5 to 3.6 (1.34) is refused by the
+The same step keeps the stack's etcd image tag in the stored ClusterConfiguration
+(`etcd.local.imageTag`, `components.k8s.version_policy`), so every new control-plane node joins with
+it. A change of etcd line (3.5 -> 3.6 with Kubernetes 1.34, 3.6 -> 3.7 with 1.37) is refused by the
 `cluster-configuration` step, before anything is written and before any node is replaced, while any
-etcd member runs older than 3.5.26 or cannot say its version (`components.k8s.etcd.versions` cites
-etcd's rule and gives the procedure). The members are read through the etcd JSON gateway with the
-stack's etcd client certificate (`etcd`); without it that step is refused too.
+etcd member runs older than the line's floor (3.5.32, 3.6.11) or cannot say its version
+(`components.k8s.etcd.versions` cites etcd's guides). The members are read through the etcd JSON
+gateway with the stack's etcd client certificate (`etcd`); without it that step is refused too. A
+cluster kubeadm built at 1.33 (etcd 3.5.24) passes by `pulumi up` alone: at 1.33 the step writes
+the tag 3.5.32-0, which is part of the control-plane nodes' generation (stacks.wiring.rollout), so
+they are replaced one by one and join with it; the change to 1.34 then finds every member at 3.5.32.
 
-Otherwise only a version change updates either (`diff` looks at nothing else); a failed update
+Otherwise only a version or etcd tag change updates either (`diff` looks at nothing else); a failed update
 fails the `pulumi up` there, and the next run retries it (its state keeps the old version until it
 worked).
 """
@@ -49,8 +54,8 @@ import pulumi
 from components import resource_handlers as handlers
 from components.gpucluster_resource import GpuclusterResource
 from components.k8s.api.client import KubeApi, KubeconfigError
-from components.k8s.etcd.gateway import CLIENT_PORT, EtcdGateway, client_url
-from components.k8s.etcd.versions import crosses_into_3_6, read_member_versions, refusal_for_3_6
+from components.k8s.etcd.gateway import CLIENT_PORT, EtcdGateway, Gateway, client_url
+from components.k8s.etcd.versions import UPGRADE_FLOORS, new_line, read_member_versions, refusal_for
 from components.k8s.upgrade.steps import (
     UpgradeError,
     cluster_initialised,
@@ -58,26 +63,38 @@ from components.k8s.upgrade.steps import (
     set_addon_versions,
     set_cluster_version,
 )
-from components.k8s.upgrade.versions import Version
 
 UpgradeStep = Literal["cluster-configuration", "addons"]
 
 
+GatewayFor = Callable[[dict[str, Any]], Gateway]
+"""How the step reaches the etcd members: by default an `EtcdGateway` with the step's client
+certificate; a test passes the gateway's answers instead."""
+
+
+def _etcd_gateway(props: dict[str, Any]) -> Gateway:
+    return EtcdGateway(str(props["etcd_ca_pem"]), str(props["etcd_client_cert_pem"]), str(props["etcd_client_key_pem"]))
+
+
 class ClusterUpgradeProvider(handlers.ResourceHandlers):
+    def __init__(self, gateway_for: GatewayFor = _etcd_gateway) -> None:
+        self._gateway_for = gateway_for
 
     def create(self, props: dict[str, Any]) -> handlers.CreateResult:
         # Day one: `applied: false` (no cluster answered), and the next run checks (module docstring).
-        return handlers.CreateResult(id_=str(props["step"]), outs={**props, "applied": _catch_up(props)})
+        return handlers.CreateResult(id_=str(props["step"]), outs={**props, "applied": _catch_up(props, self._gateway_for)})
 
     def diff(self, _id: str, olds: dict[str, Any], news: dict[str, Any]) -> handlers.DiffResult:
         # A new kubeconfig (a rotated client certificate) is no reason to run a step again; a step
         # created before the cluster answered (day one) is.
-        return handlers.DiffResult(changes=olds.get("version") != news.get("version") or olds.get("applied") is False)
+        moved = any(olds.get(key) != news.get(key) for key in ("version", "etcd_image_tag"))
+        return handlers.DiffResult(changes=moved or olds.get("applied") is False)
 
     def update(self, _id: str, olds: dict[str, Any], news: dict[str, Any]) -> handlers.UpdateResult:
-        if olds.get("version") == news.get("version"):  # only the check a day-one create left
-            return handlers.UpdateResult(outs={**news, "applied": _catch_up(news)})
-        _run(_api(news), news)
+        if olds.get("version") == news.get("version") and olds.get("etcd_image_tag") == news.get("etcd_image_tag"):
+            # only the check a day-one create left
+            return handlers.UpdateResult(outs={**news, "applied": _catch_up(news, self._gateway_for)})
+        _run(_api(news), news, self._gateway_for)
         return handlers.UpdateResult(outs={**news, "applied": True})
 
     def read(self, id_: str, props: dict[str, Any]) -> handlers.ReadResult:
@@ -94,41 +111,47 @@ def _api(props: dict[str, Any]) -> KubeApi:
         raise UpgradeError(f"upgrading to Kubernetes {props['version']}: {error}") from None
 
 
-def _etcd_check(props: dict[str, Any]) -> Callable[[Version, Version], None]:
-    """The check `set_cluster_version` runs before it writes: on the minor that brings etcd 3.6, every
-    member's own version through the etcd gateway (module docstring)."""
+def etcd_check(props: dict[str, Any], gateway_for: GatewayFor = _etcd_gateway) -> Callable[[str, str], None]:
+    """The check `set_cluster_version` runs before it writes a new etcd tag: on a change of etcd line
+    (3.5 -> 3.6, 3.6 -> 3.7), every member's own version through the etcd gateway (module docstring)."""
 
-    def check(current: Version, target: Version) -> None:
-        if not crosses_into_3_6(current.minor, target.minor):
+    def check(current_tag: str, target_tag: str) -> None:
+        line = new_line(current_tag, target_tag)
+        if line is None:
             return
+        floor = ".".join(map(str, UPGRADE_FLOORS.get(line, ())))
+        version = props["version"]
         addresses = list(props.get("etcd_addresses") or [])
         if not addresses or not props.get("etcd_ca_pem"):
             raise UpgradeError(
-                f"kubernetes.version: {current} -> {target} moves etcd to 3.6, and this step has no etcd access to "
-                "check that every member runs 3.5.26 or later first; nothing was changed"
+                f"kubernetes.version {version}: etcd {current_tag} -> {target_tag} moves etcd to {line[0]}.{line[1]}, and "
+                f"this step has no etcd access to check that every member runs {floor} or later first; nothing was "
+                "changed"
             )
-        gateway = EtcdGateway(
-            str(props["etcd_ca_pem"]), str(props["etcd_client_cert_pem"]), str(props["etcd_client_key_pem"])
-        )
+        gateway = gateway_for(props)
         port = int(props.get("etcd_client_port") or CLIENT_PORT)
-        refusal = refusal_for_3_6(read_member_versions(gateway, [client_url(a, port) for a in addresses]))
+        refusal = refusal_for(line, read_member_versions(gateway, [client_url(a, port) for a in addresses]))
         if refusal is not None:
-            raise UpgradeError(f"kubernetes.version: {current} -> {target}: {refusal}; nothing was changed")
+            raise UpgradeError(f"kubernetes.version {version}: {refusal}; nothing was changed")
 
     return check
 
 
-def _run(api: KubeApi, props: dict[str, Any]) -> None:
+def _run(api: KubeApi, props: dict[str, Any], gateway_for: GatewayFor = _etcd_gateway) -> None:
     step, version = str(props["step"]), str(props["version"])
     if step == "cluster-configuration":
-        before = set_cluster_version(api, version, before_change=_etcd_check(props))
-        pulumi.log.info(f"kube-system/kubeadm-config: kubernetesVersion {before} -> v{version}")
+        tag = str(props.get("etcd_image_tag") or "") or None
+        before = set_cluster_version(api, version, etcd_image_tag=tag, before_etcd_change=etcd_check(props, gateway_for))
+        pulumi.log.info(
+            f"kube-system/kubeadm-config: kubernetesVersion {before} -> v{version}"
+            + (f", etcd.local.imageTag {tag}" if tag else "")
+        )
     else:
         changed = set_addon_versions(api, version)
         pulumi.log.info(f"add-ons at Kubernetes {version}: {', '.join(changed) or 'already there'}")
 
 
-def _catch_up(props: dict[str, Any]) -> bool:
+def _catch_up(props: dict[str, Any], gateway_for: GatewayFor = _etcd_gateway) -> bool:
     """The step for a cluster this resource has not seen run: nothing when no cluster answers
     (returns False), else the step when the cluster is not at the version (the stored
     kubernetesVersion; for the add-ons, kube-proxy's tag), with the same checks as an upgrade."""
@@ -139,7 +162,7 @@ def _catch_up(props: dict[str, Any]) -> bool:
         return False
     if step == "addons" and kube_proxy_at(api, version):
         return True
-    _run(api, props)  # the cluster-configuration step changes nothing when already there
+    _run(api, props, gateway_for)  # the cluster-configuration step changes nothing when already there
     return True
 
 
@@ -169,7 +192,11 @@ class ClusterUpgradeArgs:
     """Admin kubeconfig (a secret; encrypted in state); must not depend on the node VMs."""
     etcd: EtcdAccess | None = None
     """How the `cluster-configuration` step reads the etcd members' versions (module docstring).
-    Default None: a change onto the etcd 3.6 minor is refused, as its members cannot be checked."""
+    Default None: a change onto a new etcd line is refused, as its members cannot be checked."""
+    etcd_image_tag: str | None = None
+    """The etcd tag the `cluster-configuration` step keeps in the stored ClusterConfiguration
+    (`etcd.local.imageTag`), e.g. "3.6.13-0" (`components.k8s.version_policy`). Default None: left as
+    stored (kubeadm's pin for the minor)."""
 
 
 class ClusterUpgrade(GpuclusterResource, module="kubernetes", name="ClusterUpgrade"):
@@ -181,6 +208,8 @@ class ClusterUpgrade(GpuclusterResource, module="kubernetes", name="ClusterUpgra
             "version": args.version,
             "kubeconfig": pulumi.Output.secret(args.kubeconfig),
         }
+        if args.etcd_image_tag:
+            inputs["etcd_image_tag"] = args.etcd_image_tag
         if args.etcd is not None:
             inputs |= {
                 "etcd_addresses": list(args.etcd.addresses),

@@ -11,14 +11,14 @@ import re
 from dataclasses import dataclass
 
 from components.k8s.facts import SUPPORTED_KUBERNETES_MINORS
+from components.k8s.kubeadm_pins import kubeadm_pins
 
 _VERSION = re.compile(r"^v?(\d+)\.(\d+)\.(\d+)$")
 
-KUBEADM_COREDNS_VERSIONS: dict[int, str] = {32: "v1.11.3", 33: "v1.12.0", 34: "v1.12.1", 35: "v1.13.1"}
-"""The CoreDNS kubeadm deploys and upgrades to, per Kubernetes minor: `CoreDNSVersion` in
-kubernetes/kubernetes cmd/kubeadm/app/constants/constants.go on each release branch (release-1.32
-"v1.11.3", release-1.33 "v1.12.0", release-1.34 "v1.12.1", release-1.35 "v1.13.1"). One entry per
-supported minor (a test holds the two together)."""
+KUBEADM_COREDNS_VERSIONS: dict[int, str] = {minor: kubeadm_pins(minor).coredns for minor in SUPPORTED_KUBERNETES_MINORS}
+"""The CoreDNS kubeadm deploys and upgrades to, per supported Kubernetes minor: `CoreDNSVersion` in
+kubernetes/kubernetes cmd/kubeadm/app/constants/constants.go on each release branch
+(`components.k8s.kubeadm_pins` says where each was read)."""
 
 
 class VersionError(ValueError):

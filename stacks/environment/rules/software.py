@@ -7,6 +7,8 @@ from __future__ import annotations
 from collections.abc import Iterator
 
 from components.k8s.facts import CALICO_TESTED_KUBERNETES
+from components.k8s.vendored import CALICO_OPERATOR, pinned_releases
+from components.k8s.version_policy import POLICY
 from stacks.environment.model import Environment
 from stacks.environment.registry import Problem, rule
 
@@ -178,12 +180,22 @@ def calico_supports_the_kubernetes_version(env: Environment) -> Iterator[Problem
         return
     calico_minor = int(k8s.cni.version.split(".")[1])
     kubernetes_minor = int(k8s.version.split(".")[1])
+    if kubernetes_minor in POLICY and POLICY[kubernetes_minor].calico is None:
+        # No pinned release is tested on it (1.37): a refusal would leave no way to run the minor;
+        # validate warns instead and names what is missing (stacks.environment.version_policy).
+        return
     newest = max(CALICO_TESTED_KUBERNETES)
     tested = CALICO_TESTED_KUBERNETES.get(calico_minor)
     if calico_minor > newest or (tested is not None and kubernetes_minor in tested):
         return
-    fits = [m for m, minors in sorted(CALICO_TESTED_KUBERNETES.items()) if kubernetes_minor in minors]
-    advice = f"use v3.{fits[-1]}" if fits else "use a Calico release that supports it"
+    # Advise a release the program pins (manifests/index.json): any other is refused for its checksum.
+    fits = [
+        release
+        for release in pinned_releases(CALICO_OPERATOR)
+        if kubernetes_minor in CALICO_TESTED_KUBERNETES.get(int(release.split(".")[1]), range(0))
+    ]
+    newest_fit = max(fits, key=lambda r: tuple(int(p) for p in r.lstrip("v").split(".")), default=None)
+    advice = f"use {newest_fit}" if newest_fit else "use a Calico release that supports it"
     where = f"is tested on Kubernetes 1.{tested.start}-1.{tested.stop - 1}, not" if tested else "predates Kubernetes"
     yield Problem(
         ("kubernetes", "cni", "version"),

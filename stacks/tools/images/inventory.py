@@ -21,6 +21,7 @@ from components.k8s.mirror import mirrored_image, mirrored_url, parse_image
 from components.k8s.node_bootstrap import CalicoSettings
 from components.k8s.upgrade.versions import coredns_version
 from components.k8s.vendored import CALICO_OPERATOR, pinned
+from components.k8s.version_policy import etcd_image_tag
 from stacks.environment.loader import ENVIRONMENT_KEY, ConfigView, InvalidEnvironment, load_environment
 from stacks.environment.model import Environment
 
@@ -67,7 +68,7 @@ def calico_operator_managed(version: str) -> tuple[str, ...]:
 KUBEADM_COMPONENTS = ("kube-apiserver", "kube-controller-manager", "kube-scheduler", "kube-proxy")
 
 NOT_LISTED = (
-    "registry.k8s.io/etcd and registry.k8s.io/pause at the tags kubeadm pins for the patch release "
+    "registry.k8s.io/pause at the tag kubeadm pins for the patch release "
     "(kubeadm pulls them from mirror.registry: list them with `kubeadm config images list "
     "--kubernetes-version vX.Y.Z` on the template)"
 )
@@ -147,6 +148,10 @@ def outside_plan_images(env: Environment) -> list[tuple[str, str]]:
         tag = f"v{env.kubernetes.version}"
         found += [(f"registry.k8s.io/{name}:{tag}", "kubeadm") for name in KUBEADM_COMPONENTS]
         found.append((f"registry.k8s.io/coredns/coredns:{coredns_version(env.kubernetes.version)}", "kubeadm"))
+        # The stack's own etcd tag, not kubeadm's default: the stored etcd.local.imageTag
+        # (components.k8s.version_policy). From etcd 3.7 on there are no per-architecture tags:
+        # copy the multi-architecture manifest (`skopeo copy --all`).
+        found.append((f"registry.k8s.io/etcd:{etcd_image_tag(env.kubernetes.version)}", "kubeadm: etcd.local.imageTag"))
     if env.gpu.mode == "gpu-operator":
         found += [(image, "GPU Operator chart") for image in chart_images(exporter=env.monitoring.enabled)]
     if env.tuning.enabled:

@@ -22,6 +22,7 @@ EXIT_INVALID = 2
 
 
 def cmd_plan(args: argparse.Namespace) -> int:
+    from stacks.environment.version_policy import policy_lines, version_warnings
     from stacks.tools.plan import diff as plan_diff
     from stacks.tools.plan.admission.check import admission_report
     from stacks.tools.plan.change_notes import config_notes
@@ -92,6 +93,7 @@ def cmd_plan(args: argparse.Namespace) -> int:
             "deployment": timing.as_dict(),
             "admission": admission.as_dict(),
             "scraping": scrape_lines(new_env),
+            "versionPolicy": {"summary": policy_lines(new_env), "warnings": version_warnings(new_env)},
         }
         if changes is not None and rolling is not None:
             document["against"] = {
@@ -132,6 +134,9 @@ def cmd_plan(args: argparse.Namespace) -> int:
         print(f"wrote {graph}")
     for line in scrape_lines(new_env):
         print(line)
+    print("version policy:")
+    for line in [*policy_lines(new_env), *(f"warning: {w}" for w in version_warnings(new_env))]:
+        print(f"  {line}")
     print("admission (would each workload run where it is meant to?):")
     for line in admission.lines():
         print(f"  {line}")

@@ -13,7 +13,9 @@ not at the version never counts as back, and the rollout stops there.
 
 from __future__ import annotations
 
+from components.k8s.etcd.versions import UPGRADE_FLOORS, new_line
 from components.k8s.upgrade.versions import Version, coredns_version
+from components.k8s.version_policy import etcd_image_tag
 from stacks.environment.model import Environment
 
 
@@ -35,9 +37,18 @@ def upgrade_notes(before: Environment, after: Environment) -> list[str]:
     control_plane = [node.name for node in after.control_plane.nodes]
     workers = [node.name for node in after.gpu_workers.nodes]
     lanes = after.gpu_workers.max_unavailable
+    etcd = etcd_image_tag(new)
+    gate = new_line(etcd_image_tag(old), etcd)
+    gate_text = (
+        f"; etcd moves to {gate[0]}.{gate[1]}: refused until every etcd member runs "
+        f"{'.'.join(map(str, UPGRADE_FLOORS[gate]))} or later"
+        if gate is not None and gate in UPGRADE_FLOORS
+        else ""
+    )
     steps = [
-        f"1) kube-system/kubeadm-config: kubernetesVersion {target.tag} (before any node is replaced; refused if "
-        "the cluster stores a version more than one minor older, or a newer one)",
+        f"1) kube-system/kubeadm-config: kubernetesVersion {target.tag}, etcd.local.imageTag {etcd} (before any node "
+        "is replaced; refused if the cluster stores a version more than one minor older, or a newer one"
+        f"{gate_text})",
         f"2) control-plane nodes one at a time: {_names(control_plane)} (each drained, its etcd member removed, "
         f"a new VM joined at {new})",
         f"3) kube-proxy {target.tag} and CoreDNS {coredns_version(new)} once every control-plane node runs {new}",

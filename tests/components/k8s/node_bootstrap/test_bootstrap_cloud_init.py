@@ -361,7 +361,7 @@ def test_render_rejects_a_malformed_token() -> None:
     ("overrides", "message"),
     [
         ({"kubernetes_version": "1.31.5"}, "kubernetes_version: '1.31.5' is not supported by the bootstrap; use 1.32"),
-        ({"kubernetes_version": "1.36.0"}, "kubernetes_version: '1.36.0' is not supported"),
+        ({"kubernetes_version": "1.38.0"}, "kubernetes_version: '1.38.0' is not supported"),
         ({"kubernetes_version": "latest"}, "kubernetes_version: 'latest' is not a release"),
         ({"pod_cidr": "10.244.0.1/16"}, "pod_cidr: '10.244.0.1/16' is not a network"),
         ({"service_cidr": "10.244.128.0/20"}, "service_cidr: 10.244.128.0/20 overlaps pod_cidr"),

@@ -103,7 +103,7 @@ def test_misspelt_key_gets_the_nearest_one(cli: Cli, root: Path, tmp_path: Path)
 
 def test_a_version_written_as_a_number_says_quote_it(cli: Cli, root: Path, tmp_path: Path) -> None:
     stack = tmp_path / "Pulumi.num.yaml"
-    stack.write_text((root / "Pulumi.dev.yaml").read_text().replace("version: 1.34.2", "version: 1.30"))
+    stack.write_text((root / "Pulumi.dev.yaml").read_text().replace("version: 1.36.1", "version: 1.30"))
     [line, _] = cli("validate", "num", "--file", stack).stderr.splitlines()
     assert line.startswith(f"{E}.kubernetes.version: ") and "quote it" in line and "1.30 becomes 1.3" in line
 
