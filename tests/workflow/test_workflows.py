@@ -345,7 +345,8 @@ def test_run_scripts_take_untrusted_values_through_env(path: Path) -> None:
 # ---------------------------------------------------------------------------------------------
 # On premises: a runner next to vCenter, a self-managed state backend
 
-RUNNER_VARIABLE = "vars.PULUMI_RUNNER_LABELS"
+# Previews and deployments each have their runners (tests/workflow/test_runners.py).
+RUNNER_VARIABLES = {"preview.yml": "PULUMI_PREVIEW_RUNNER_LABELS", "deploy.yml": "PULUMI_DEPLOY_RUNNER_LABELS"}
 STATE_SECRETS = {
     "AWS_ACCESS_KEY_ID": "STATE_ACCESS_KEY_ID",
     "AWS_SECRET_ACCESS_KEY": "STATE_SECRET_ACCESS_KEY",
@@ -353,13 +354,13 @@ STATE_SECRETS = {
 }
 
 
-def _evaluate_runs_on(expression: str, *, labels: str | None, same_repo: bool) -> Any:
+def _evaluate_runs_on(expression: str, *, variable: str, labels: str | None, same_repo: bool) -> Any:
     """Evaluate the few GitHub expression forms our `runs-on` uses, as the runner service would."""
     inner = expression.strip()
     assert inner.startswith("${{") and inner.endswith("}}"), expression
     text = inner[3:-2].strip()
     same = "github.event.pull_request.head.repo.full_name == github.repository"
-    fallback = "fromJSON(vars.PULUMI_RUNNER_LABELS || '[\"ubuntu-latest\"]')"
+    fallback = f"fromJSON(vars.{variable} || '[\"ubuntu-latest\"]')"
     chosen = json.loads(labels) if labels else ["ubuntu-latest"]
     if text == fallback:
         return chosen
@@ -370,21 +371,25 @@ def _evaluate_runs_on(expression: str, *, labels: str | None, same_repo: bool) -
 @pytest.mark.parametrize("path", [PREVIEW, DEPLOY], ids=lambda p: p.name)
 def test_jobs_that_reach_vcenter_run_where_the_repository_variable_says(path: Path) -> None:
     workflow = _load(path)
+    variable = RUNNER_VARIABLES[path.name]
     for job_id in _pulumi_steps(workflow):
         runs_on = str(workflow["jobs"][job_id]["runs-on"])
-        assert RUNNER_VARIABLE in runs_on, f"{path.name} {job_id}: {runs_on}"
+        assert f"vars.{variable}" in runs_on, f"{path.name} {job_id}: {runs_on}"
         labels = '["self-hosted", "vcenter-lab"]'
-        assert _evaluate_runs_on(runs_on, labels=labels, same_repo=True) == ["self-hosted", "vcenter-lab"]
-        assert _evaluate_runs_on(runs_on, labels=None, same_repo=True) == ["ubuntu-latest"]
+        chosen = _evaluate_runs_on(runs_on, variable=variable, labels=labels, same_repo=True)
+        assert chosen == ["self-hosted", "vcenter-lab"]
+        assert _evaluate_runs_on(runs_on, variable=variable, labels=None, same_repo=True) == ["ubuntu-latest"]
 
 
 def test_a_forks_pull_request_never_reaches_a_self_hosted_runner() -> None:
     workflow = _load(PREVIEW)
+    variable = RUNNER_VARIABLES["preview.yml"]
     for job_id, job in workflow["jobs"].items():
         runs_on = str(job["runs-on"])
-        if RUNNER_VARIABLE in runs_on:
+        if variable in runs_on:
             labels = '["self-hosted"]'
-            assert _evaluate_runs_on(runs_on, labels=labels, same_repo=False) == "ubuntu-latest", job_id
+            chosen = _evaluate_runs_on(runs_on, variable=variable, labels=labels, same_repo=False)
+            assert chosen == "ubuntu-latest", job_id
 
 
 @pytest.mark.parametrize("path", [PREVIEW, DEPLOY], ids=lambda p: p.name)
@@ -400,7 +405,7 @@ def test_pulumi_steps_use_the_configured_state_backend(path: Path) -> None:
 
 def test_the_backend_and_runner_settings_are_documented() -> None:
     doc = (PROJECT / "docs" / "environments.md").read_text()
-    for name in ("PULUMI_RUNNER_LABELS", "PULUMI_BACKEND_URL", *STATE_SECRETS.values(), "s3://"):
+    for name in (*RUNNER_VARIABLES.values(), "PULUMI_BACKEND_URL", *STATE_SECRETS.values(), "s3://"):
         assert name in doc, name
 
 
