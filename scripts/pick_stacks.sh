@@ -12,7 +12,7 @@ changed="$(git diff --name-only "$BASE_SHA...$HEAD_SHA")"
 # Stack names come from file names in the PR: keep only plain names, they reach a shell later.
 plain='s/^Pulumi\.([a-z0-9][-a-z0-9]*)\.yaml$/\1/p'
 all_stacks="$(find . -maxdepth 1 -name 'Pulumi.*.yaml' -printf '%f\n' | sed -nE "$plain" | { grep -vx sim || true; } | sort)"
-if grep -Eq '^(components/|stacks/|policy/|__main__\.py$|requirements[^/]*\.txt$|Pulumi\.yaml$)' <<<"$changed"; then
+if grep -Eq '^(components/|stacks/|policy/|__main__\.py$|requirements[^/]*\.(txt|lock)$|Pulumi\.yaml$)' <<<"$changed"; then
   stacks="$all_stacks"
 else
   # Only stack files that still exist: a deleted stack file has nothing to preview.
