@@ -136,7 +136,13 @@ FORGERIES = {
 
 
 def _run_render_step(
-    tmp_path: Path, base: str | None, head: str | None, description: str = "", *, forge: bool = False
+    tmp_path: Path,
+    base: str | None,
+    head: str | None,
+    description: str = "",
+    *,
+    forge: bool = False,
+    also: dict[str, str] | None = None,
 ) -> tuple[str, str]:
     """plan-comment.yml's step `plan` in a scratch clone, as the runner runs it: the working tree is
     the default branch (with this project's scripts and virtualenv), the PR's head commit is only in
@@ -156,7 +162,7 @@ def _run_render_step(
     else:
         stack_file.write_text(head)
     # Code every stack runs changes too, so dev is planned even when its file does not.
-    for name, text in {"components/touched.py": "x = 1\n", **(FORGERIES if forge else {})}.items():
+    for name, text in {"components/touched.py": "x = 1\n", **(FORGERIES if forge else {}), **(also or {})}.items():
         (repo / name).parent.mkdir(parents=True, exist_ok=True)
         (repo / name).write_text(text)
     _git(repo, "add", "-A")
@@ -428,3 +434,12 @@ def test_the_plan_workflow_of_the_pull_request_produces_nothing_trusted() -> Non
     (post,) = [s for s in job["steps"] if "plan_comment.py collect" in str(s.get("run", ""))]
     download = [line for line in post["run"].splitlines() if "gh run download" in line]
     assert download and 'if [ "$WORKFLOW" = preview ]; then' in post["run"].split(download[0])[0].splitlines()[-1]
+
+
+def test_the_plan_sees_the_pull_requests_other_stack_files(tmp_path: Path) -> None:
+    """Cross-stack checks read the stack files beside the planned one: the PR's, not the base's."""
+    twin = _case("base").replace("name: dev\n", "name: qa\n", 1)
+    section, status = _run_render_step(tmp_path, _case("base"), _case("base"), also={"Pulumi.qa.yaml": twin})
+    assert _verdict(section).startswith("**Verdict: plan failed**"), section
+    assert "Pulumi.qa.yaml" in section
+    assert status == "status=1"
