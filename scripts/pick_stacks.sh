@@ -11,8 +11,10 @@ set -euo pipefail
 changed="$(git diff --name-only "$BASE_SHA...$HEAD_SHA")"
 # Stack names come from file names in the PR: keep only plain names, they reach a shell later.
 plain='s/^Pulumi\.([a-z0-9][-a-z0-9]*)\.yaml$/\1/p'
-all_stacks="$(find . -maxdepth 1 -name 'Pulumi.*.yaml' -printf '%f\n' | sed -nE "$plain" | { grep -vx sim || true; } | sort)"
-if grep -Eq '^(components/|stacks/|policy/|__main__\.py$|requirements[^/]*\.txt$|Pulumi\.yaml$)' <<<"$changed"; then
+# The stacks of the PR's head commit, read from git, not the working tree: plan-comment.yml runs this
+# in a checkout of the base branch, with the PR's commits fetched as data only.
+all_stacks="$(git ls-tree --name-only "$HEAD_SHA" | sed -nE "$plain" | { grep -vx sim || true; } | sort)"
+if grep -Eq '^(components/|stacks/|policy/|__main__\.py$|requirements[^/]*\.(txt|lock)$|Pulumi\.yaml$)' <<<"$changed"; then
   stacks="$all_stacks"
 else
   # Only stack files that still exist: a deleted stack file has nothing to preview.

@@ -1,8 +1,8 @@
 #!/usr/bin/env python3
 """The pull request's comment per stack: what the change does to the running cluster (issue 35).
 
-The workflows only call this and post its output (`.github/workflows/plan.yml` renders,
-`plan-comment.yml` posts); everything they decide is here, where tests run it.
+The workflow only calls this and posts its output (`.github/workflows/plan-comment.yml` renders
+with the default branch's code and posts; issue 40); everything it decides is here, where tests run it.
 
     render   STACK's plan section: `python -m stacks plan STACK --against` the stack file at the
              PR's base, as Markdown, with the rebuilds the PR description accepts. Exit status 1
@@ -11,8 +11,8 @@ The workflows only call this and post its output (`.github/workflows/plan.yml` r
              then the plan section, then the `pulumi preview` section (each run replaces its own
              section and keeps the other), and which existing comment it replaces.
 
-Standard library only: `collect` runs in the posting workflow, which runs no code of the PR and
-installs nothing. `render` runs the plan with the interpreter it is given.
+Standard library only: it runs in the posting workflow, which runs no code of the PR. `render`
+runs the plan with the interpreter it is given (the default branch's locked virtualenv).
 """
 
 from __future__ import annotations
@@ -99,11 +99,36 @@ def render(
     )
 
 
+# Characters that make text read other than it is: bidirectional overrides and isolates (the
+# "Trojan Source" ones), and control characters but tab and newline.
+_DECEPTIVE = re.compile(r"[\u202a-\u202e\u2066-\u2069\u200e\u200f\x00-\x08\x0b-\x1f\x7f]")
+# GitHub notifies `@user` and `@org/team` and links `scheme://...` in comment text; a zero-width
+# space after `@` and inside `://` keeps the text readable and makes it neither.
+_MENTION = re.compile(r"@(?=[A-Za-z0-9])")
+_SCHEME = re.compile(r"(?i)\b([a-z][a-z0-9+.-]*):(?=//)")
+ZWSP = "\u200b"
+
+
+def inert(text: str) -> str:
+    """Text a pull request may have written, made inert for a comment: it notifies no one, links
+    nothing, and hides nothing; no fence of ours is closed by it (only ``` lines can close ours)."""
+    text = _DECEPTIVE.sub("", text)
+    text = _MENTION.sub("@" + ZWSP, text)
+    text = _SCHEME.sub(lambda m: m[1] + ":" + ZWSP, text)
+    return text.replace("```", "'''")
+
+
 def preview_section(output: str, outcome: str) -> str:
-    text = output.replace("```", "'''")
+    """The preview's output comes from the pull request's own run, whose code wrote it: fenced,
+    inert and labelled as such. Only `outcome` (one of OUTCOMES) is ours to state."""
+    text = inert(output)
     if len(text) > PREVIEW_LIMIT:
         text = text[:PREVIEW_LIMIT] + "\n... (cut; the whole output is in the workflow run's log)"
-    return f"### `pulumi preview` ({outcome})\n\n<details><summary>Output</summary>\n\n```\n{text.strip()}\n```\n\n</details>\n"
+    return (
+        f"### `pulumi preview` ({outcome})\n\n"
+        "<details><summary>Output of the pull request's own run: not checked, its code wrote it</summary>\n\n"
+        f"```text\n{text.strip()}\n```\n\n</details>\n"
+    )
 
 
 def _without_marks(text: str) -> str:
@@ -113,7 +138,11 @@ def _without_marks(text: str) -> str:
 
 def merge(stack: str, existing: str, section: str, text: str) -> str:
     """The whole comment: the marker, then each section, `section` replaced by `text`."""
+    # The plan section is ours (plan-comment.yml renders it with the base branch's code) but quotes
+    # the PR's stack files; the preview section is the PR's run's. Neither may mention or link.
     text = _without_marks(text)
+    text = _MENTION.sub("@" + ZWSP, _DECEPTIVE.sub("", text))
+    text = _SCHEME.sub(lambda m: m[1] + ":" + ZWSP, text)
     parts = {}
     for name in SECTIONS:
         start, end = _section_marks(name)

@@ -1,4 +1,4 @@
-"""Where and how to log in to vCenter: the `vsphere:*` stack keys, their env fallbacks, parsing.
+"""Where and how to log in to vCenter: the VSPHERE_* variables of the run's role, the `vsphere:*` keys, parsing.
 
 No pyVmomi and no Pulumi here: the CLI (preflight) and the providers read settings the same way.
 """
@@ -30,6 +30,12 @@ REQUIRED_KEYS = (CONFIG_SERVER, CONFIG_USER, CONFIG_PASSWORD)
 
 _TRUE = frozenset({"true", "1", "yes", "on"})
 _FALSE = frozenset({"false", "0", "no", "off", ""})
+
+
+def _same(key: str, configured: Any, exported: Any) -> bool:
+    if key == CONFIG_ALLOW_UNVERIFIED_SSL:
+        return parse_bool(configured, key=key) == parse_bool(exported, key=ENV_FALLBACKS[key])
+    return str(configured).strip() == str(exported).strip()
 
 
 class ConfigSource(Protocol):
@@ -90,26 +96,43 @@ class VcenterConnection:
 
     @classmethod
     def from_pulumi_config(cls, config: ConfigSource | None, env: Mapping[str, str] | None = None) -> VcenterConnection:
-        """Read the `vsphere:*` stack config keys, falling back to the VSPHERE_* env vars.
+        """Read the `vsphere:*` keys and the VSPHERE_* variables; the run's role decides the account.
 
-        Raises VsphereError naming every missing key (and its env var) at once.
+        A key set in one place only is taken from there. Set in both with different values, the run
+        stops: pulumi-vsphere would take the stack config's (it falls back to the variable only for
+        an unset key: pulumi/pulumi-vsphere provider/resources.go, and `schema.EnvDefaultFunc` in
+        hashicorp/terraform-provider-vsphere vsphere/provider.go), so taking either would let our
+        providers and pulumi-vsphere disagree, or a stack file outrank the environment's read-only
+        account in a preview (docs/environments.md, "Credentials come by role").
+        Raises VsphereError naming every conflicting or missing key (and its env var) at once.
         """
         environ = os.environ if env is None else env
 
-        def lookup(key: str) -> Any:
-            value = config.get(key) if config is not None else None
-            if value is None or value == "":
-                value = environ.get(ENV_FALLBACKS[key])
-            return None if value == "" else value
+        def present(value: Any) -> Any:
+            return None if value is None or value == "" else value
 
-        values = {key: lookup(key) for key in ENV_FALLBACKS}
+        values: dict[str, Any] = {}
+        conflicts: list[str] = []
+        for key, variable in ENV_FALLBACKS.items():
+            configured = present(config.get(key) if config is not None else None)
+            exported = present(environ.get(variable))
+            if configured is not None and exported is not None and not _same(key, configured, exported):
+                conflicts.append(key)
+            values[key] = exported if exported is not None else configured
+        if conflicts:
+            raise VsphereError(
+                "vCenter connection settings disagree: "
+                + ", ".join(f"{key} (stack config) differs from env {ENV_FALLBACKS[key]}" for key in conflicts)
+                + ". pulumi-vsphere would take the stack config's; the account and server come from the run's "
+                "environment: remove the key from the stack (`pulumi config rm KEY`) or unset the variable."
+            )
         missing = [f"{key} (or env {ENV_FALLBACKS[key]})" for key in REQUIRED_KEYS if values[key] is None]
         if missing:
             raise VsphereError(
                 "vCenter connection settings missing: "
                 + ", ".join(missing)
-                + ". Set them with `pulumi config set vsphere:vsphereServer ...` "
-                "(`--secret` for the password) or export the environment variables."
+                + ". Export VSPHERE_USER and VSPHERE_PASSWORD (the account of this run's role; in CI its "
+                "GitHub environment's secrets) and VSPHERE_SERVER or `pulumi config set vsphere:vsphereServer ...`."
             )
         return cls.from_values(values)
 

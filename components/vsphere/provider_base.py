@@ -89,8 +89,8 @@ class VsphereProvider(handlers.ResourceHandlers):
         if self._config_error is not None:
             raise self._config_error
         raise VsphereError(
-            "vSphere provider not configured: set vsphere:vsphereServer, vsphere:user and "
-            "vsphere:password in the stack config (or VSPHERE_SERVER/USER/PASSWORD)"
+            "vSphere provider not configured: export VSPHERE_USER and VSPHERE_PASSWORD (this run's "
+            "account) and VSPHERE_SERVER or the stack key vsphere:vsphereServer"
         )
 
     @property

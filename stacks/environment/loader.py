@@ -29,7 +29,14 @@ ENVIRONMENT_KEY = f"{PROJECT}:environment"
 KUBECONFIG_KEY = f"{PROJECT}:kubeconfig"
 LICENSE_TOKEN_KEY = f"{PROJECT}:nvidiaLicenseToken"
 OUR_KEYS = {ENVIRONMENT_KEY, KUBECONFIG_KEY, LICENSE_TOKEN_KEY}
-MUST_BE_SECRET = {KUBECONFIG_KEY, LICENSE_TOKEN_KEY, "vsphere:password"}
+MUST_BE_SECRET = {KUBECONFIG_KEY, LICENSE_TOKEN_KEY}
+# vCenter credentials come by role (the run's VSPHERE_USER/VSPHERE_PASSWORD), never from a stack file
+# (docs/environments.md, "Credentials come by role"): a preview decrypts the file with its own
+# passphrase, and pulumi-vsphere takes the file's keys over the environment's read-only account.
+CREDENTIAL_KEYS = ("vsphere:user", "vsphere:password")
+NEVER_PREVIEWED = frozenset({"sim"})
+"""Stacks scripts/pick_stacks.sh never previews: `sim`, whose login is the bundled simulator's
+public one. Every other stack file may name neither credential key."""
 
 
 class InvalidEnvironment(Exception):
@@ -51,6 +58,8 @@ class ConfigView:
     problems: tuple[str, ...] = ()
     """Problems found while reading the file that still let it be read (numbers YAML reads
     differently from how they look); reported with everything else."""
+    stack: str | None = None
+    """The stack's name where known (`Pulumi.<stack>.yaml`, or the engine's); None: the strict rules."""
 
     def has(self, key: str) -> bool:
         return key in self.values or key in self.secret_keys
@@ -93,7 +102,13 @@ def read_stack_file(path: Path) -> ConfigView:
         key, *rest = where
         root = str(key)
         problems.append(f"{rules.format_path(root, rest)}: {number.explain()}")
-    return ConfigView(values=_as_written(values), secret_keys=frozenset(secret_keys), problems=tuple(problems))
+    name = re.fullmatch(r"Pulumi\.(.+)\.yaml", path.name)
+    return ConfigView(
+        values=_as_written(values),
+        secret_keys=frozenset(secret_keys),
+        problems=tuple(problems),
+        stack=name.group(1) if name else None,
+    )
 
 
 def _existing_stacks_hint(path: Path) -> str:
@@ -249,6 +264,14 @@ def _config_key_problems(view: ConfigView) -> list[str]:
         if key in MUST_BE_SECRET and key in view.values:
             problems.append(
                 f"{key}: stored in plain text; remove it and run `pulumi config set --secret {key} <value>`"
+            )
+        if key in CREDENTIAL_KEYS and view.stack not in NEVER_PREVIEWED:
+            problems.append(
+                f"{key}: a stack file holds no vCenter credentials (a pull request's preview reads this file "
+                "with its own passphrase, and pulumi-vsphere would take this account over the preview's "
+                f"read-only one); remove it with `pulumi config rm {key}` and give each run its role's account "
+                "as VSPHERE_USER / VSPHERE_PASSWORD (in CI: the GitHub environment's secrets; "
+                'docs/environments.md, "Credentials come by role")'
             )
     return problems
 

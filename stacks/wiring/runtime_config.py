@@ -16,6 +16,7 @@ def current_config_view() -> ConfigView:
     return ConfigView(
         values={k: v for k, v in values.items() if k not in secret_keys},
         secret_keys=frozenset(secret_keys),
+        stack=pulumi.get_stack(),
     )
 
 

@@ -212,10 +212,6 @@ def _stack_with_secrets(root: Path, folder: Path) -> Path:
     text = (root / "Pulumi.dev.yaml").read_text()
     for old, new in [
         (
-            "  vsphere:user: administrator@vsphere.local\n",
-            "  vsphere:user: administrator@vsphere.local\n  vsphere:password:\n    secure: v1:AAAAAAAAAAAAAAAA\n",
-        ),
-        (
             "  vsphere-gpu-cluster:environment:\n",
             f"  {KUBECONFIG_KEY}:\n    secure: v1:BBBBBBBBBBBBBBBB\n  vsphere-gpu-cluster:environment:\n",
         ),

@@ -125,13 +125,30 @@ def _git(repo: Path, *args: str) -> str:
     ).stdout.strip()
 
 
-def _run_render_step(tmp_path: Path, base: str | None, head: str | None, description: str = "") -> tuple[str, str]:
-    """The step `render` of plan.yml in a scratch checkout: (the comment's plan section, status)."""
+FORGED_VERDICT = "**Verdict: no change to the running cluster**"
+# What a pull request may put in its own commits to forge its plan: none of it may run.
+FORGERIES = {
+    "stacks/__init__.py": "",
+    "stacks/__main__.py": f"print({FORGED_VERDICT!r})\n",
+    "scripts/plan_comment.py": f"print({FORGED_VERDICT!r})\n",
+    "scripts/pick_stacks.sh": "echo '[]'\n",
+}
+
+
+def _run_render_step(
+    tmp_path: Path,
+    base: str | None,
+    head: str | None,
+    description: str = "",
+    *,
+    forge: bool = False,
+    also: dict[str, str] | None = None,
+) -> tuple[str, str]:
+    """plan-comment.yml's step `plan` in a scratch clone, as the runner runs it: the working tree is
+    the default branch (with this project's scripts and virtualenv), the PR's head commit is only in
+    git. Returns (the comment's plan section for dev, `status=1` when dev is refused else `status=0`)."""
     repo = tmp_path / "checkout"
     repo.mkdir(parents=True)
-    # What the job has: the PR's checkout with the project's scripts and the virtualenv it made.
-    (repo / "scripts").symlink_to(PROJECT / "scripts")
-    (repo / ".venv").symlink_to(PROJECT / ".venv")
     stack_file = repo / "Pulumi.dev.yaml"
     _git(repo, "init", "-q", "-b", "main")
     if base is not None:
@@ -144,25 +161,37 @@ def _run_render_step(tmp_path: Path, base: str | None, head: str | None, descrip
         stack_file.unlink(missing_ok=True)
     else:
         stack_file.write_text(head)
+    # Code every stack runs changes too, so dev is planned even when its file does not.
+    for name, text in {"components/touched.py": "x = 1\n", **(FORGERIES if forge else {}), **(also or {})}.items():
+        (repo / name).parent.mkdir(parents=True, exist_ok=True)
+        (repo / name).write_text(text)
+    _git(repo, "add", "-A")
+    _git(repo, "commit", "-q", "-m", "the pull request", "--allow-empty")
+    head_sha = _git(repo, "rev-parse", "HEAD")
+    _git(repo, "checkout", "-q", base_sha)  # what actions/checkout leaves: the default branch
+    (repo / "scripts").symlink_to(PROJECT / "scripts")
+    (repo / ".venv").symlink_to(PROJECT / ".venv")
     output, runner_temp = tmp_path / "github-output", tmp_path / "runner-temp"
     output.write_text("")
     runner_temp.mkdir()
-    step = _step(PLAN_WORKFLOW, "render")
+    (tmp_path / "description.txt").write_text(description)
+    step = _step(COMMENT_WORKFLOW, "plan")
     env = {
         "PATH": f"{Path(sys.executable).parent}:/usr/bin:/bin",
-        "PYTHONPATH": str(PROJECT),  # the checkout's `stacks` package
-        "STACK": "dev",
+        "PYTHONPATH": str(PROJECT),  # the default branch's `stacks` package
         "GITHUB_OUTPUT": str(output),
         "RUNNER_TEMP": str(runner_temp),
         "BASE_SHA": base_sha,
-        "PR_BODY": description,
+        "HEAD_SHA": head_sha,
+        "DESCRIPTION_FILE": str(tmp_path / "description.txt"),
     }
-    assert set(step["env"]) == {"BASE_SHA", "PR_BODY"}
+    assert set(step["env"]) == {"BASE_SHA", "HEAD_SHA", "DESCRIPTION_FILE"}
     # GitHub runs `run:` with `bash -e {0}`.
     subprocess.run(["bash", "-e", "-c", step["run"]], cwd=repo, env=env, check=True, timeout=300)
     (line,) = output.read_text().splitlines()
-    section = (repo / "build" / "plan-comment" / "dev" / "section.md").read_text()
-    return section, line
+    assert line.startswith("refused=")
+    section = (runner_temp / "plan-comment" / "artifacts" / "plan-dev" / "section.md").read_text()
+    return section, "status=1" if "dev" in line.removeprefix("refused=").split() else "status=0"
 
 
 def _case(name: str) -> str:
@@ -182,11 +211,11 @@ def test_a_refused_change_fails_and_says_the_way_out(tmp_path: Path) -> None:
     assert _verdict(section).startswith("**Verdict: refused** — 1 change a live cluster cannot take safely")
     assert status == "status=1"
     assert "\n    accept-rebuild: dev kubernetes.podCidr\n" in section
-    # The plan workflow's last step turns that status into a failed check.
-    (fail,) = [
-        s for s in _load(PLAN_WORKFLOW)["jobs"]["plan"]["steps"] if s.get("if") == "steps.render.outputs.status != '0'"
-    ]
-    assert "exit 1" in fail["run"]
+    # The posting job turns that into the failed commit status `plan verdict` of the PR's head.
+    (job,) = _load(COMMENT_WORKFLOW)["jobs"].values()
+    (verdict,) = [step for step in job["steps"] if 'context="plan verdict"' in str(step.get("run", ""))]
+    assert verdict["env"]["REFUSED"] == "${{ steps.plan.outputs.refused }}"
+    assert "state=failure" in verdict["run"] and "!cancelled()" in verdict["if"]
 
 
 def test_a_rebuild_stated_in_the_description_is_accepted_for_that_stack_only(tmp_path: Path) -> None:
@@ -338,9 +367,79 @@ def test_the_poster_runs_no_pull_request_code() -> None:
     assert workflow["on"] == {"workflow_run": {"workflows": ["plan", "preview"], "types": ["completed"]}}
     (job,) = workflow["jobs"].values()
     checkout = [s for s in job["steps"] if str(s.get("uses", "")).startswith("actions/checkout@")]
-    # The default branch's own code: no `ref:` to the PR's head, nothing installed from it.
-    assert all("ref" not in (s.get("with") or {}) for s in checkout)
+    # The default branch's own code: no `ref:` to the PR's head.
+    assert checkout and all("ref" not in (s.get("with") or {}) for s in checkout)
     runs = "\n".join(str(s.get("run", "")) for s in job["steps"])
-    assert "pip install" not in runs and ".venv" not in runs
+    # Installs only the default branch's locked packages; the PR's commits go to a ref of their own
+    # and are read with `git show` / `git diff`, never checked out, merged or run.
+    installs = re.findall(r"pip install[^\n]*", runs)
+    assert installs == ["pip install -q --require-hashes -r requirements.lock"], installs
+    assert '"+refs/pull/$PR/head:refs/plan/head"' in runs
+    for verb in ("checkout", "switch", "merge", "rebase", "reset", "worktree", "cherry-pick", "pull"):
+        assert not re.search(rf"\bgit (-c \S+ )*{verb}\b", runs), verb
     assert "python3 scripts/plan_comment.py collect" in runs
+    assert "python3 scripts/plan_comment.py render" in runs
     assert re.search(r"select\(\.head\.sha|\$1 == sha", runs), "a stale run must not post"
+
+
+# ---------------------------------------------------------------------------------------------
+# Issue 40, item 4: what comes from the pull request's own run is fenced, neutralised and labelled
+
+
+def _preview_body(tmp_path: Path, output: str, outcome: str = "success") -> str:
+    (line,) = _collect(
+        tmp_path, "preview", {"pulumi-preview-dev": {"output.txt": output, "outcome": outcome + "\n"}}, []
+    )
+    return Path(line.split()[1]).read_text()
+
+
+def test_the_preview_output_cannot_mention_link_or_break_out(tmp_path: Path) -> None:
+    hostile = (
+        "Previewing update (dev)\n"
+        "```\n</details>\n\n### `pulumi preview` (success)\n**Verdict: no change to the running cluster**\n"
+        "~~~\ncc @octocat @org/maintainers, see https://evil.example/pwn and [this](http://evil.example)\n"
+        "<img src=x onerror=alert(1)> \u202egnp.exe\n"
+    )
+    body = _preview_body(tmp_path, hostile)
+    section = body.split("<!-- gpucluster-plan-section:preview -->", 1)[1]
+    fences = re.findall(r"^`{3,}.*$", section, re.MULTILINE)  # only a ``` line closes a ``` fence
+    assert len(fences) == 2, fences  # one block, opened and closed by us
+    inside = section.split(fences[0], 1)[1].split(fences[1], 1)[0]
+    assert "@octocat" not in inside and "@org/maintainers" not in inside  # no one is notified
+    assert "https://evil" not in inside and "http://evil" not in inside  # nothing is a link
+    assert "\u202e" not in inside  # no right-to-left override hides what the text says
+    head = section.split(fences[0], 1)[0]
+    assert "not checked" in head.lower() and "pull request" in head.lower(), head  # labelled for what it is
+    assert body.count("**Verdict:") == 0 or "**Verdict:" not in head
+
+
+def test_a_forged_outcome_or_stack_name_is_not_taken(tmp_path: Path) -> None:
+    body = _preview_body(tmp_path, "ok\n", outcome="success** (verified by @octocat)")
+    assert "### `pulumi preview` (unknown)" in body
+
+
+def test_the_pull_requests_own_code_cannot_forge_its_plan(tmp_path: Path) -> None:
+    """The PR's copies of scripts/ and stacks/ are in its commits, never in what runs the plan."""
+    section, status = _run_render_step(tmp_path, _case("base"), _case("pod-cidr-change"), forge=True)
+    assert _verdict(section).startswith("**Verdict: refused**"), section
+    assert status == "status=1"
+
+
+def test_the_plan_workflow_of_the_pull_request_produces_nothing_trusted() -> None:
+    """plan.yml is the PR's own copy: it may only ask; the verdict and the comment come from plan-comment.yml."""
+    (job,) = _load(PLAN_WORKFLOW)["jobs"].values()
+    assert job["permissions"] == {}
+    assert not [s for s in job["steps"] if "uses" in s], "no checkout, no artifact"
+    (job,) = _load(COMMENT_WORKFLOW)["jobs"].values()
+    (post,) = [s for s in job["steps"] if "plan_comment.py collect" in str(s.get("run", ""))]
+    download = [line for line in post["run"].splitlines() if "gh run download" in line]
+    assert download and 'if [ "$WORKFLOW" = preview ]; then' in post["run"].split(download[0])[0].splitlines()[-1]
+
+
+def test_the_plan_sees_the_pull_requests_other_stack_files(tmp_path: Path) -> None:
+    """Cross-stack checks read the stack files beside the planned one: the PR's, not the base's."""
+    twin = _case("base").replace("name: dev\n", "name: qa\n", 1)
+    section, status = _run_render_step(tmp_path, _case("base"), _case("base"), also={"Pulumi.qa.yaml": twin})
+    assert _verdict(section).startswith("**Verdict: plan failed**"), section
+    assert "Pulumi.qa.yaml" in section
+    assert status == "status=1"

@@ -153,15 +153,17 @@ def _pick_step(path: Path) -> dict[str, Any]:
     return steps[0]
 
 
-@pytest.mark.parametrize("path", [PREVIEW, WORKFLOWS / "plan.yml"], ids=lambda p: p.name)
-def test_both_workflows_pick_stacks_with_the_tested_script(path: Path) -> None:
-    step = _pick_step(path)
+def test_preview_and_plan_pick_stacks_with_the_tested_script() -> None:
+    step = _pick_step(PREVIEW)
     assert 'json="$(bash scripts/pick_stacks.sh)"' in step["run"]
     assert 'echo "stacks=$json" >> "$GITHUB_OUTPUT"' in step["run"]
     assert step["env"]["BASE_SHA"] == "${{ github.event.pull_request.base.sha }}"
     assert step["env"]["HEAD_SHA"] == "${{ github.event.pull_request.head.sha }}"
-    # The plan comment covers a deleted stack file too; a preview has nothing to run for it.
-    assert step["env"].get("INCLUDE_DELETED") == ("1" if path.name == "plan.yml" else None)
+    assert "INCLUDE_DELETED" not in step["env"]  # a preview has nothing to run for a deleted stack file
+    # The plan (plan-comment.yml, the default branch's copy) covers a deleted stack file too.
+    (plan,) = [step for _, step in _steps(_load(WORKFLOWS / "plan-comment.yml")) if step.get("id") == "plan"]
+    assert 'stacks="$(INCLUDE_DELETED=1 bash scripts/pick_stacks.sh)"' in plan["run"]
+    assert plan["env"]["HEAD_SHA"] == "${{ github.event.workflow_run.head_sha }}"
 
 
 def _git(repo: Path, *args: str) -> str:
@@ -328,7 +330,7 @@ def test_no_credential_is_written_as_a_literal(path: Path) -> None:
 @pytest.mark.parametrize("path", sorted(WORKFLOWS.glob("*.yml")), ids=lambda p: p.name)
 def test_every_action_is_pinned_to_a_version(path: Path) -> None:
     uses = [str(step["uses"]) for _, step in _steps(_load(path)) if "uses" in step]
-    assert uses
+    assert uses or path.name == "plan.yml"  # plan.yml only asks plan-comment.yml for the plan
     for ref in uses:
         assert ref.startswith("./") or PINNED.match(ref), f"{path.name}: {ref} is not pinned to a version"
 
@@ -345,7 +347,8 @@ def test_run_scripts_take_untrusted_values_through_env(path: Path) -> None:
 # ---------------------------------------------------------------------------------------------
 # On premises: a runner next to vCenter, a self-managed state backend
 
-RUNNER_VARIABLE = "vars.PULUMI_RUNNER_LABELS"
+# Previews and deployments each have their runners (tests/workflow/test_runners.py).
+RUNNER_VARIABLES = {"preview.yml": "PULUMI_PREVIEW_RUNNER_LABELS", "deploy.yml": "PULUMI_DEPLOY_RUNNER_LABELS"}
 STATE_SECRETS = {
     "AWS_ACCESS_KEY_ID": "STATE_ACCESS_KEY_ID",
     "AWS_SECRET_ACCESS_KEY": "STATE_SECRET_ACCESS_KEY",
@@ -353,13 +356,13 @@ STATE_SECRETS = {
 }
 
 
-def _evaluate_runs_on(expression: str, *, labels: str | None, same_repo: bool) -> Any:
+def _evaluate_runs_on(expression: str, *, variable: str, labels: str | None, same_repo: bool) -> Any:
     """Evaluate the few GitHub expression forms our `runs-on` uses, as the runner service would."""
     inner = expression.strip()
     assert inner.startswith("${{") and inner.endswith("}}"), expression
     text = inner[3:-2].strip()
     same = "github.event.pull_request.head.repo.full_name == github.repository"
-    fallback = "fromJSON(vars.PULUMI_RUNNER_LABELS || '[\"ubuntu-latest\"]')"
+    fallback = f"fromJSON(vars.{variable} || '[\"ubuntu-latest\"]')"
     chosen = json.loads(labels) if labels else ["ubuntu-latest"]
     if text == fallback:
         return chosen
@@ -370,21 +373,25 @@ def _evaluate_runs_on(expression: str, *, labels: str | None, same_repo: bool) -
 @pytest.mark.parametrize("path", [PREVIEW, DEPLOY], ids=lambda p: p.name)
 def test_jobs_that_reach_vcenter_run_where_the_repository_variable_says(path: Path) -> None:
     workflow = _load(path)
+    variable = RUNNER_VARIABLES[path.name]
     for job_id in _pulumi_steps(workflow):
         runs_on = str(workflow["jobs"][job_id]["runs-on"])
-        assert RUNNER_VARIABLE in runs_on, f"{path.name} {job_id}: {runs_on}"
+        assert f"vars.{variable}" in runs_on, f"{path.name} {job_id}: {runs_on}"
         labels = '["self-hosted", "vcenter-lab"]'
-        assert _evaluate_runs_on(runs_on, labels=labels, same_repo=True) == ["self-hosted", "vcenter-lab"]
-        assert _evaluate_runs_on(runs_on, labels=None, same_repo=True) == ["ubuntu-latest"]
+        chosen = _evaluate_runs_on(runs_on, variable=variable, labels=labels, same_repo=True)
+        assert chosen == ["self-hosted", "vcenter-lab"]
+        assert _evaluate_runs_on(runs_on, variable=variable, labels=None, same_repo=True) == ["ubuntu-latest"]
 
 
 def test_a_forks_pull_request_never_reaches_a_self_hosted_runner() -> None:
     workflow = _load(PREVIEW)
+    variable = RUNNER_VARIABLES["preview.yml"]
     for job_id, job in workflow["jobs"].items():
         runs_on = str(job["runs-on"])
-        if RUNNER_VARIABLE in runs_on:
+        if variable in runs_on:
             labels = '["self-hosted"]'
-            assert _evaluate_runs_on(runs_on, labels=labels, same_repo=False) == "ubuntu-latest", job_id
+            chosen = _evaluate_runs_on(runs_on, variable=variable, labels=labels, same_repo=False)
+            assert chosen == "ubuntu-latest", job_id
 
 
 @pytest.mark.parametrize("path", [PREVIEW, DEPLOY], ids=lambda p: p.name)
@@ -400,7 +407,7 @@ def test_pulumi_steps_use_the_configured_state_backend(path: Path) -> None:
 
 def test_the_backend_and_runner_settings_are_documented() -> None:
     doc = (PROJECT / "docs" / "environments.md").read_text()
-    for name in ("PULUMI_RUNNER_LABELS", "PULUMI_BACKEND_URL", *STATE_SECRETS.values(), "s3://"):
+    for name in (*RUNNER_VARIABLES.values(), "PULUMI_BACKEND_URL", *STATE_SECRETS.values(), "s3://"):
         assert name in doc, name
 
 

@@ -91,12 +91,15 @@ FOUR_MISTAKES = {
     "fields": (
         [
             (
-                "  vsphere:user: administrator@vsphere.local\n",
-                "  vsphere:user: administrator@vsphere.local\n  vsphere:password: hunter2\n",
+                '  vsphere:allowUnverifiedSsl: "true"\n',
+                '  vsphere:allowUnverifiedSsl: "true"\n  vsphere:password: hunter2\n',
             ),
             ("      vlanId: 0\n", "      vlanId: 5000\n"),
             ("{name: worker-3,", "{name: Worker-3,"),
-            ("        enabled: false\n      fabricCheck:\n", "        enabled: false\n        gpus: 2\n      fabricCheck:\n"),
+            (
+                "        enabled: false\n      fabricCheck:\n",
+                "        enabled: false\n        gpus: 2\n      fabricCheck:\n",
+            ),
         ],
         [
             "vsphere:password",

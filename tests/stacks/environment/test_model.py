@@ -131,10 +131,9 @@ def test_secure_values_are_recorded_as_secrets_and_never_read(root: Path, tmp_pa
         (root / "Pulumi.dev.yaml")
         .read_text()
         .replace(
-            "  vsphere:user: administrator@vsphere.local\n",
-            "  vsphere:user: administrator@vsphere.local\n"
-            "  vsphere:password:\n    secure: v1:this-is-not-even-valid-ciphertext\n"
-            "  vsphere-gpu-cluster:kubeconfig:\n    secure: AAABAJunk==\n",
+            "  vsphere-gpu-cluster:environment:\n",
+            "  vsphere-gpu-cluster:kubeconfig:\n    secure: v1:this-is-not-even-valid-ciphertext\n"
+            "  vsphere-gpu-cluster:environment:\n",
         )
         .replace("      mode: bootstrap\n", "      mode: existing\n")
     )
@@ -143,8 +142,8 @@ def test_secure_values_are_recorded_as_secrets_and_never_read(root: Path, tmp_pa
 
     view = read_stack_file(stack)
 
-    assert {"vsphere:password", KUBECONFIG_KEY} <= view.secret_keys
-    assert "vsphere:password" not in view.values
+    assert {KUBECONFIG_KEY} <= view.secret_keys
+    assert KUBECONFIG_KEY not in view.values
     assert "v1:this-is-not-even-valid-ciphertext" not in repr(view)
     assert load_environment(view).name == "dev"
 
@@ -155,21 +154,24 @@ def test_a_mapping_with_more_than_secure_is_plain_config(root: Path, tmp_path: P
         (root / "Pulumi.dev.yaml")
         .read_text()
         .replace(
-            "  vsphere:user: administrator@vsphere.local\n",
-            "  vsphere:user: administrator@vsphere.local\n  vsphere:password:\n    secure: x\n    value: hunter2\n",
+            "  vsphere-gpu-cluster:environment:\n",
+            f"  {LICENSE_TOKEN_KEY}:\n    secure: x\n    value: hunter2\n  vsphere-gpu-cluster:environment:\n",
         )
     )
-    assert problems_of(read_stack_file(stack)) == [
-        "vsphere:password: stored in plain text; remove it and run `pulumi config set --secret vsphere:password <value>`"
-    ]
+    assert problems_of(read_stack_file(stack))[0] == (
+        f"{LICENSE_TOKEN_KEY}: stored in plain text; remove it and run `pulumi config set --secret {LICENSE_TOKEN_KEY} <value>`"
+    )
 
 
-@pytest.mark.parametrize("key", ["vsphere:password", KUBECONFIG_KEY, LICENSE_TOKEN_KEY])
+@pytest.mark.parametrize("key", [KUBECONFIG_KEY, LICENSE_TOKEN_KEY])
 def test_credentials_in_plain_text_are_refused(edited_view: MakeView, key: str) -> None:
     # In the mode that reads the key, so the only problem is how it is stored.
     def reading_mode(env: dict[str, Any]) -> None:
         env["kubernetes"]["mode"] = "existing"
-        env["gpu"] = {"mode": "gpu-operator", "gpuOperator": {"driverRepository": "r.example.com/nv", "driverVersion": "570.1"}}
+        env["gpu"] = {
+            "mode": "gpu-operator",
+            "gpuOperator": {"driverRepository": "r.example.com/nv", "driverVersion": "570.1"},
+        }
 
     others = tuple(k for k in (KUBECONFIG_KEY, LICENSE_TOKEN_KEY) if k != key)
     assert problems_of(edited_view(reading_mode, values={key: "plain"}, secrets=others)) == [

@@ -213,10 +213,10 @@ def test_unknown_host_in_the_host_map_is_refused() -> None:
 def test_plan_clone_drops_secrets_and_lists_them() -> None:
     values = copy.deepcopy(dict(_view("dev").values))
     values[ENVIRONMENT_KEY]["kubernetes"]["mode"] = "existing"  # the mode that reads the kubeconfig secret
-    view = ConfigView(values=values, secret_keys=frozenset({"vsphere:password", "vsphere-gpu-cluster:kubeconfig"}))
+    view = ConfigView(values=values, secret_keys=frozenset({"ops:alertWebhookToken", "vsphere-gpu-cluster:kubeconfig"}))
     plan = plan_clone(view, load_environment(view), _options())
-    assert "vsphere:password" not in plan.config
-    assert plan.secrets_to_set == ["vsphere-gpu-cluster:kubeconfig", "vsphere:password"]
+    assert "ops:alertWebhookToken" not in plan.config
+    assert plan.secrets_to_set == ["ops:alertWebhookToken", "vsphere-gpu-cluster:kubeconfig"]
     assert plan.config["vsphere:vsphereServer"] == "vcenter.lab.example.com"
 
 
@@ -370,26 +370,26 @@ def test_cli_never_copies_secrets_and_prints_what_to_set(tmp_path: Path) -> None
     project = _project(tmp_path)
     source = yaml.safe_load((project / "Pulumi.dev.yaml").read_text())
     source["encryptionsalt"] = "v1:dev-salt"
-    source["config"]["vsphere:password"] = {"secure": "v1:DEV-CIPHERTEXT"}
+    source["config"]["ops:alertWebhookToken"] = {"secure": "v1:DEV-CIPHERTEXT"}
     (project / "Pulumi.dev.yaml").write_text(yaml.safe_dump(source, sort_keys=False))
     result = _run(*QA_ARGS, "--dir", str(project))
     assert result.returncode == 0, result.stderr
     text = (project / "Pulumi.qa.yaml").read_text()
     assert "DEV-CIPHERTEXT" not in text
     assert "dev-salt" not in text  # dev's encryption settings belong to dev
-    assert "pulumi config set --secret --stack qa vsphere:password" in result.stdout
+    assert "pulumi config set --secret --stack qa ops:alertWebhookToken" in result.stdout
     assert "pulumi stack init qa --copy-config-from dev" in result.stdout
 
 
 def test_cli_refuses_to_overwrite_without_force_and_keeps_the_targets_own_secrets(tmp_path: Path) -> None:
     project = _project(tmp_path)
     source = yaml.safe_load((project / "Pulumi.dev.yaml").read_text())
-    source["config"]["vsphere:password"] = {"secure": "v1:DEV-CIPHERTEXT"}
+    source["config"]["ops:alertWebhookToken"] = {"secure": "v1:DEV-CIPHERTEXT"}
     (project / "Pulumi.dev.yaml").write_text(yaml.safe_dump(source, sort_keys=False))
     # What `pulumi stack init qa --copy-config-from dev` leaves: dev's config, secrets re-encrypted for qa.
     copied = copy.deepcopy(source)
     copied = {"encryptionsalt": "v1:qa-salt", **copied}
-    copied["config"]["vsphere:password"] = {"secure": "v1:QA-CIPHERTEXT"}
+    copied["config"]["ops:alertWebhookToken"] = {"secure": "v1:QA-CIPHERTEXT"}
     (project / "Pulumi.qa.yaml").write_text(yaml.safe_dump(copied, sort_keys=False))
 
     refused = _run(*QA_ARGS, "--dir", str(project))
@@ -400,7 +400,7 @@ def test_cli_refuses_to_overwrite_without_force_and_keeps_the_targets_own_secret
     assert result.returncode == 0, result.stderr
     written = yaml.safe_load((project / "Pulumi.qa.yaml").read_text())
     assert written["encryptionsalt"] == "v1:qa-salt"
-    assert written["config"]["vsphere:password"] == {"secure": "v1:QA-CIPHERTEXT"}
+    assert written["config"]["ops:alertWebhookToken"] == {"secure": "v1:QA-CIPHERTEXT"}
     assert written["config"][ENVIRONMENT_KEY]["name"] == "qa"
     assert "secrets kept from the existing Pulumi.qa.yaml" in result.stdout
 
