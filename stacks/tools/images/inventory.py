@@ -39,6 +39,9 @@ CALICO_OPERATOR_MANAGED: Mapping[str, tuple[str, ...]] = {
     "v3.30.3": _INSTALLATION_ONLY,  # tigera/operator v1.38.6
     "v3.31.3": _INSTALLATION_ONLY,  # tigera/operator v1.40.3
     "v3.32.0": _INSTALLATION_ONLY,  # tigera/operator v1.42.0
+    # tigera/operator v1.42.3 (manifests/index.json): a patch release of the v1.42 line whose
+    # renderers were read at v1.42.0; not read again at v1.42.3 (no stored copy of that tag).
+    "v3.32.1": _INSTALLATION_ONLY,
 }
 """What tigera/operator deploys for an Installation without the optional APIServer, Goldmane or
 Whisker resources, all at the Calico release's tag from `quay.io/calico/`, per Calico release: the
