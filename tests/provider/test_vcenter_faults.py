@@ -332,6 +332,29 @@ def test_a_host_without_the_pnic_fails_alone_at_once_and_the_others_join(
     assert max(elapsed for elapsed, _ in elapsed_and_results) < 10
 
 
+def test_a_batch_killed_after_its_reconfigure_reached_vcenter_is_applied_once(
+    proxy: fp.FaultProxy, sim: Vcsim, switch: Any
+) -> None:
+    hosts = CLUSTER_HOSTS
+    inputs = {host: {"host_name": host, "switch_uuid": switch.uuid, "vmnics": ["vmnic4"]} for host in hosts}
+    before = int(switch.config.configVersion or 0)
+    proxy.rule = fp.on_method("ReconfigureDvs_Task", fp.STALL, then=fp.STALL)
+    with plugin_through(proxy, sim) as first, ThreadPoolExecutor(len(hosts)) as pool:
+        pending = [
+            pool.submit(_timed, lambda h=h: Lifecycle(first.stub, MEMBER, f"member-{h}").create(inputs[h]))
+            for h in hosts
+        ]
+        _kill_when(first, proxy, "ReconfigureDvs_Task")
+        assert all(isinstance(p.result()[1], grpc.RpcError) for p in pending)
+    proxy.rule = lambda _c, _i, _r: fp.PASS
+    with plugin_through(proxy, sim) as rerun:
+        answers = _parallel([lambda h=h: Lifecycle(rerun.stub, MEMBER, f"member-{h}").create(inputs[h]) for h in hosts])
+
+    assert [a[1] for a in answers] == [inputs[h] for h in hosts]
+    assert _members(switch) == sorted(hosts)
+    assert int(switch.config.configVersion) == before + 1  # one reconfigure in all: the first run's
+
+
 def test_a_member_of_a_switch_deleted_behind_the_plugins_back_is_deleted(
     proxy: fp.FaultProxy, sim: Vcsim, switch: Any
 ) -> None:
