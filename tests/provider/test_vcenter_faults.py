@@ -56,8 +56,10 @@ SLACK = 1.1
 
 
 @pytest.fixture(scope="module")
-def sim() -> Iterator[Vcsim]:
-    if not HARNESS.exists():
+def sim(vcsim: Vcsim) -> Iterator[Vcsim]:
+    """A harness of this module's own; `vcsim` (the shared one) builds it first when it is missing
+    or older than vcsim/*.go."""
+    if not vcsim.extended or not HARNESS.exists():
         unavailable("vCenter simulator harness", f"{HARNESS} missing (bash scripts/build-vcsim.sh)")
     process, url = _start(
         [
