@@ -59,8 +59,11 @@ class GpuclusterProvider(pulumi.ProviderResource):
         password: pulumi.Input[str] | None,
         allow_unverified_ssl: pulumi.Input[str] | None,
         max_concurrent_operations: int = DEFAULT_MAX_CONCURRENT_OPERATIONS,
+        vcenter_timeout_seconds: float | None = None,
         opts: pulumi.ResourceOptions | None = None,
     ) -> None:
+        """:param vcenter_timeout_seconds: the wall-clock bound of each vCenter operation, logins
+        and retries included (default None: the plugin's 120 s; docs/reruns.md)."""
         props: dict[str, Any] = {
             "vsphereServer": vsphere_server,
             "user": user,
@@ -68,12 +71,14 @@ class GpuclusterProvider(pulumi.ProviderResource):
             "allowUnverifiedSsl": allow_unverified_ssl,
             "maxConcurrentOperations": max_concurrent_operations,
         }
+        if vcenter_timeout_seconds is not None:  # absent when unset: existing stacks see no change
+            props["vcenterTimeoutSeconds"] = vcenter_timeout_seconds
         super().__init__(PACKAGE, name, props, opts)
 
 
 def provider_from_stack_config() -> GpuclusterProvider:
     """The provider for this program run, from the `vsphere:*` keys (and
-    `gpucluster:maxConcurrentOperations`)."""
+    `gpucluster:maxConcurrentOperations`, `gpucluster:vcenterTimeoutSeconds`)."""
     vsphere = pulumi.Config("vsphere")
     own = pulumi.Config(PACKAGE)
     return GpuclusterProvider(
@@ -83,6 +88,7 @@ def provider_from_stack_config() -> GpuclusterProvider:
         password=vsphere.get_secret("password"),
         allow_unverified_ssl=vsphere.get("allowUnverifiedSsl"),
         max_concurrent_operations=own.get_int("maxConcurrentOperations") or DEFAULT_MAX_CONCURRENT_OPERATIONS,
+        vcenter_timeout_seconds=own.get_float("vcenterTimeoutSeconds"),
     )
 
 

@@ -2,15 +2,17 @@
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
 import sys
 from typing import Any
 
 import grpc
-import pulumi.provider.experimental.server as sdk_server
 from pulumi.runtime import settings as runtime_settings
 from pulumi.runtime._grpc_settings import _GRPC_CHANNEL_OPTIONS
-from pulumi.runtime.proto import engine_pb2_grpc
+from pulumi.runtime.proto import engine_pb2_grpc, provider_pb2_grpc
 
+from provider.errors import CleanErrorsServicer
 from provider.server import VERSION, GpuclusterProvider
 
 
@@ -36,4 +38,19 @@ def main(args: list[str]) -> None:
     engine = next((a for a in args if not a.startswith("-")), None)
     if engine:
         runtime_settings.configure(runtime_settings.Settings(project=None, stack=None, engine=EngineLog(engine)))
-    sdk_server.main(args, VERSION, GpuclusterProvider())
+    with contextlib.suppress(KeyboardInterrupt):
+        asyncio.run(_serve(args))
+
+
+async def _serve(args: list[str]) -> None:
+    """What the SDK's `server.main` does (pulumi/provider/experimental/server.py), with our
+    servicer: a failed call shows its handler's one-line reason (provider/errors.py)."""
+    engine = next((a for a in args if not a.startswith("-")), "")
+    server = grpc.aio.server(options=_GRPC_CHANNEL_OPTIONS)
+    servicer = CleanErrorsServicer(args, VERSION, GpuclusterProvider(), engine_address=engine)
+    provider_pb2_grpc.add_ResourceProviderServicer_to_server(servicer, server)
+    port = server.add_insecure_port(address="127.0.0.1:0")
+    await server.start()
+    sys.stdout.buffer.write(f"{port}\n".encode())
+    sys.stdout.buffer.flush()
+    await server.wait_for_termination()

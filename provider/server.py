@@ -35,6 +35,7 @@ from components.vcenter.settings import (
     CONFIG_SERVER,
     CONFIG_USER,
 )
+from components.vsphere.provider_base import CONFIG_OPERATION_TIMEOUT
 from provider.kinds import Kind, make_kinds
 from provider.switch_batch import DEFAULT_WINDOW_S
 from provider.values import plain_map, property_map
@@ -48,6 +49,8 @@ _CONNECTION_KEYS = {
     "user": CONFIG_USER,
     "password": CONFIG_PASSWORD,
     "allowUnverifiedSsl": CONFIG_ALLOW_UNVERIFIED_SSL,
+    # The wall-clock bound of each vCenter operation (components/vsphere/provider_base.py).
+    "vcenterTimeoutSeconds": CONFIG_OPERATION_TIMEOUT,
 }
 
 

@@ -69,20 +69,36 @@ class SwitchBatcher:
     async def _drain(self, switch_uuid: str) -> None:
         while self._pending.get(switch_uuid):
             await asyncio.sleep(self.window_s)
-            batch = self._take_batch(switch_uuid)
-            self.batches.append((switch_uuid, [p.change.host_name for p in batch]))
-            try:
-                outcomes = await self._run_batch(switch_uuid, [p.change for p in batch])
-            except Exception as exc:  # the reconfigure failed: no host of the batch changed
-                for pending in batch:
-                    if not pending.done.done():
-                        pending.done.set_exception(VsphereError(f"{exc} (batch of {len(batch)} hosts)"))
-                continue
+            await self._apply(switch_uuid, self._take_batch(switch_uuid))
+
+    async def _apply(self, switch_uuid: str, batch: list[_Pending]) -> None:
+        """Run one batch; when vCenter refuses it for a lasting reason, split it in halves and run
+        each, until the host at fault is alone: the others go ahead, and its error is its own.
+
+        vCenter applies a reconfigure's whole spec or none of it, so one host that cannot join
+        (a pNIC it lacks) or leave (a vmknic still on the switch) fails the batch; a failed
+        batch of n hosts with one bad host costs about 2*log2(n) more reconfigures, once. A
+        transient fault that outlived its retries fails the batch as it is: a split would only
+        meet the same unreachable vCenter again."""
+        self.batches.append((switch_uuid, [p.change.host_name for p in batch]))
+        try:
+            outcomes = await self._run_batch(switch_uuid, [p.change for p in batch])
+        except Exception as exc:  # the reconfigure failed: no host of the batch changed
+            if len(batch) > 1 and not getattr(exc, "transient", False):
+                half = len(batch) // 2
+                await self._apply(switch_uuid, batch[:half])
+                await self._apply(switch_uuid, batch[half:])
+                return
+            suffix = f" (batch of {len(batch)} hosts)" if len(batch) > 1 else ""
             for pending in batch:
-                if pending.done.done():
-                    continue
-                outcome = outcomes.get(pending.change.host_name)
-                if isinstance(outcome, Exception):
-                    pending.done.set_exception(outcome)
-                else:
-                    pending.done.set_result(outcome)
+                if not pending.done.done():
+                    pending.done.set_exception(VsphereError(f"{exc}{suffix}", fault=getattr(exc, "fault", None)))
+            return
+        for pending in batch:
+            if pending.done.done():
+                continue
+            outcome = outcomes.get(pending.change.host_name)
+            if isinstance(outcome, Exception):
+                pending.done.set_exception(outcome)
+            else:
+                pending.done.set_result(outcome)

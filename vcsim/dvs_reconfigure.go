@@ -65,6 +65,9 @@ func refuseReconfigure(dvs *simulator.DistributedVirtualSwitch, spec *types.DVSC
 		}
 		return &vmRefusal{fault, dvsBulkFaultText}
 	}
+	if fault := missingPnics(spec); fault != nil {
+		return &vmRefusal{fault, dvsBulkFaultText}
+	}
 	if current := dvs.Config.GetDVSConfigInfo().ConfigVersion; spec.ConfigVersion != current {
 		return &vmRefusal{&types.ConcurrentAccess{},
 			"Cannot complete operation due to concurrent modification by another operation. (configVersion " +
@@ -120,4 +123,45 @@ func reconfigureDvs(dvs *simulator.DistributedVirtualSwitch, req *types.Reconfig
 		task.Run()
 	}()
 	return task.Self
+}
+
+// missingPnics refuses a join or uplink edit that names a physical NIC the host does not have:
+// the whole reconfigure fails (vCenter applies a spec entirely or not at all) with a
+// DvsOperationBulkFault whose hostFault names that host and why, the shape vCenter gives a
+// per-host failure (vSphere API reference, DvsOperationBulkFault: "Thrown if an operation on a
+// vSphere Distributed Switch fails on one or more host members"; FaultOnHost: host, fault).
+// govmomi 0.24's simulator takes any pnicDevice. Callers hold the switch's lock.
+func missingPnics(spec *types.DVSConfigSpec) *types.DvsOperationBulkFault {
+	var fault *types.DvsOperationBulkFault
+	for _, member := range spec.Host {
+		backing, ok := member.Backing.(*types.DistributedVirtualSwitchHostMemberPnicBacking)
+		if !ok || member.Operation == string(types.ConfigSpecOperationRemove) {
+			continue
+		}
+		host, ok := simulator.Map.Get(member.Host).(*simulator.HostSystem)
+		if !ok {
+			continue
+		}
+		have := map[string]bool{}
+		for _, pnic := range host.Config.Network.Pnic {
+			have[pnic.Device] = true
+		}
+		for _, pnic := range backing.PnicSpec {
+			if have[pnic.PnicDevice] {
+				continue
+			}
+			if fault == nil {
+				fault = &types.DvsOperationBulkFault{}
+			}
+			fault.HostFault = append(fault.HostFault, types.DvsOperationBulkFaultFaultOnHost{
+				Host: member.Host,
+				Fault: types.LocalizedMethodFault{
+					Fault:            &types.NotFound{},
+					LocalizedMessage: "physical NIC " + pnic.PnicDevice + " not found on host " + host.Name,
+				},
+			})
+			break
+		}
+	}
+	return fault
 }

@@ -280,6 +280,10 @@ func (h *vmRules) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 			taskResponse(w, "CloneVM_Task", failedTask(source, "cloneVm", refusal))
 			return
 		}
+		if heldName(req.Name) { // vcsim/clone_hold.go
+			taskResponse(w, "CloneVM_Task", heldClone(h.next, r, body, source, folder, req))
+			return
+		}
 		h.next.ServeHTTP(w, r)
 		keepSourceConfig(source, folder, req.Name)
 		placeClone(folder, req.Name, req.Spec.Location.Host)

@@ -11,6 +11,15 @@ server that accepts the TCP connection and never answers, `SmartConnect` waits f
 `Connect` with the version found and `httpConnectionTimeout` set, so every request of the login
 and after it has a socket timeout.
 
+Why not pyVmomi's `Connect` either: it turns any socket error of its first call
+(`RetrieveServiceContent`) into `vim.fault.HostConnectFault(msg=str(e))` (pyVim/connect.py,
+`__Login`), a vim fault like a lasting refusal, so a connection reset during a login could not be
+told from a real one and was never retried (issue 43). `login` makes the same SOAP stub and the
+same two calls (`RetrieveServiceContent`, `SessionManager.Login`) itself: a socket error stays a
+socket error (transient), a refused login stays `InvalidLogin` (lasting). Its connections are
+`components.vcenter.deadline`'s bounded ones, so every request of a session ends by the
+operation's wall-clock deadline.
+
 Sessions are logged out: `session()` logs out when its block ends; the cache (`connect`) is
 emptied by `disconnect_all`, which runs at interpreter exit too.
 """
@@ -26,10 +35,11 @@ import xml.etree.ElementTree as ElementTree
 from collections.abc import Iterator
 from typing import Any
 
-from pyVim.connect import Connect, Disconnect, getSslContext
-from pyVmomi import vim
+from pyVim.connect import Disconnect, getSslContext
+from pyVmomi import SoapStubAdapter, vim
 from pyVmomi.VmomiSupport import GetServiceVersions, versionIdMap
 
+from components.vcenter.deadline import BoundedHTTPConnection, BoundedHTTPSConnection
 from components.vcenter.errors import VsphereError
 from components.vcenter.faults import fault_text, is_connection_error
 from components.vcenter.settings import VcenterConnection
@@ -44,19 +54,21 @@ LOGIN_TIMEOUT_S = 30.0
 _VERSIONS_PATH = "/sdk/vimServiceVersions.xml"
 
 
-def _api_version(conn: VcenterConnection, *, timeout: float, ssl_context: Any) -> str:
-    """The most preferred vim25 API version both pyVmomi and the server speak (bounded)."""
+def _api_version(conn: VcenterConnection, *, timeout: float, ssl_context: Any) -> tuple[str, Any]:
+    """The most preferred vim25 API version both pyVmomi and the server speak (bounded), and the
+    open connection that asked, for the session to go on with (`_connect`)."""
     client: http.client.HTTPConnection
     if conn.protocol == "https":
-        client = http.client.HTTPSConnection(conn.server, conn.port, timeout=timeout, context=ssl_context)
+        client = BoundedHTTPSConnection(conn.server, conn.port, timeout=timeout, context=ssl_context)
     else:
-        client = http.client.HTTPConnection(conn.server, conn.port, timeout=timeout)
+        client = BoundedHTTPConnection(conn.server, conn.port, timeout=timeout)
     try:
         client.request("GET", _VERSIONS_PATH)
         response = client.getresponse()
         body = response.read() if response.status == 200 else b""
-    finally:
+    except BaseException:
         client.close()
+        raise
     offered: set[str] = set()
     with contextlib.suppress(ElementTree.ParseError):
         root = ElementTree.fromstring(body) if body else None
@@ -67,7 +79,8 @@ def _api_version(conn: VcenterConnection, *, timeout: float, ssl_context: Any) -
                 offered.update(v.text or "" for v in namespace.findall("priorVersions/version"))
     for version in GetServiceVersions("vim25"):
         if versionIdMap.get(version) in offered:
-            return str(version)
+            return str(version), client
+    client.close()
     raise VsphereError(
         f"{conn.address} is not a vCenter this pyVmomi can talk to (GET {_VERSIONS_PATH} "
         f"answered {response.status} without a supported vim25 version)"
@@ -84,7 +97,7 @@ def login(conn: VcenterConnection, *, timeout: float = LOGIN_TIMEOUT_S, http_tim
     """
     ssl_context = getSslContext(conn.server, None, not conn.verify_ssl)
     try:
-        version = _api_version(conn, timeout=timeout, ssl_context=ssl_context)
+        version, client = _api_version(conn, timeout=timeout, ssl_context=ssl_context)
     except TimeoutError as exc:
         raise VsphereError(
             f"vCenter {conn.address} did not answer within {timeout:g}s (GET {_VERSIONS_PATH}, the API "
@@ -103,16 +116,7 @@ def login(conn: VcenterConnection, *, timeout: float = LOGIN_TIMEOUT_S, http_tim
             f"cannot reach vCenter {conn.address}: {fault_text(exc)}", fault=exc, transient=True
         ) from exc
     try:
-        return Connect(
-            host=conn.server,
-            # pyVmomi's convention (SmartConnect does the same): a negative port means plain HTTP.
-            port=-conn.port if conn.protocol == "http" else conn.port,
-            user=conn.user,
-            pwd=conn.password,
-            version=version,
-            sslContext=ssl_context,
-            httpConnectionTimeout=http_timeout,
-        )
+        return _connect(conn, version, ssl_context, http_timeout, client)
     except vim.fault.InvalidLogin as exc:
         raise VsphereError(
             f"vCenter {conn.address} refused the login of user {conn.user!r}: {fault_text(exc)}", fault=exc
@@ -123,6 +127,33 @@ def login(conn: VcenterConnection, *, timeout: float = LOGIN_TIMEOUT_S, http_tim
                 f"vCenter {conn.address} dropped the login: {fault_text(exc)}", fault=exc, transient=True
             ) from exc
         raise
+
+
+def _connect(conn: VcenterConnection, version: str, ssl_context: Any, http_timeout: float, client: Any) -> Any:
+    """What pyVim.connect's `__Login` does for a user and password, without wrapping socket errors
+    in HostConnectFault (module doc), over bounded connections.
+
+    The version lookup's connection goes on as the session's (`SoapStubAdapter.ReturnConnection`
+    puts it in the stub's pool, where its first call takes it): one TCP connection (and TLS
+    handshake) per login instead of two, and one chance less for a flaky network to break it."""
+    stub = SoapStubAdapter(
+        conn.server,
+        # pyVmomi's convention (SmartConnect does the same): a negative port means plain HTTP.
+        -conn.port if conn.protocol == "http" else conn.port,
+        version=version,
+        sslContext=ssl_context,
+        httpConnectionTimeout=http_timeout,
+    )
+    # The same constructor arguments (`schemeArgs`, set above); only the class is ours.
+    stub.scheme = BoundedHTTPConnection if conn.protocol == "http" else BoundedHTTPSConnection  # type: ignore[assignment]
+    client.timeout = client._base_timeout = http_timeout  # from here on a SOAP connection
+    if client.sock is not None:
+        client.sock.settimeout(http_timeout)
+    stub.ReturnConnection(client)
+    si = vim.ServiceInstance("ServiceInstance", stub)
+    manager: Any = si.RetrieveContent().sessionManager
+    manager.Login(conn.user, conn.password, None)
+    return si
 
 
 def logout(si: Any) -> None:

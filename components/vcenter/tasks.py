@@ -7,8 +7,9 @@ import time
 from collections.abc import Callable
 from typing import Any, TypeVar
 
-from pyVmomi import vim
+from pyVmomi import vim, vmodl
 
+from components.vcenter import deadline as call_deadline
 from components.vcenter.errors import VsphereError
 from components.vcenter.faults import fault_text, is_transient
 
@@ -54,7 +55,11 @@ def with_retries(
             if not transient or last or elapsed + delays[attempt] > max_total:
                 if isinstance(exc, VsphereError) and not transient:
                     raise
-                note = f" (gave up after {attempt + 1} attempts in {elapsed:.0f}s)" if transient else ""
+                note = ""
+                if transient and not last:  # the deadline, not the attempt cap, ended it
+                    note = f" (no success within the operation's {max_total:g}s bound; {attempt + 1} attempts)"
+                elif transient:
+                    note = f" (gave up after {attempt + 1} attempts in {elapsed:.0f}s)"
                 object_name = exc.object_name if isinstance(exc, VsphereError) else None
                 raise VsphereError(
                     f"{what}: {fault_text(exc)}{note}",
@@ -81,6 +86,8 @@ def wait_for_task(
 
     `timeout` is a wall-clock deadline; polls back off from `poll_initial` to `poll_max`.
     """
+    # The operation's own deadline (components/vcenter/deadline.py) ends the wait too, if sooner.
+    timeout = call_deadline.remaining(timeout)
     deadline = time.monotonic() + timeout
     delay = poll_initial
     while True:
@@ -105,3 +112,48 @@ def wait_for_task(
             )
         sleep(min(remaining, delay * (0.75 + random.random() / 2)))
         delay = min(poll_max, delay * 1.5)
+
+
+_ACTIVE = (vim.TaskInfo.State.queued, vim.TaskInfo.State.running)
+
+
+def active_tasks(si: Any, entity: Any, description: str | tuple[str, ...]) -> list[tuple[Any, Any]]:
+    """(task, info) of the queued or running tasks on `entity` whose descriptionId ends with
+    `description` ("reconfigureDvs", "clone"/"cloneVm"), from the TaskManager's recent tasks
+    (vSphere API reference, TaskManager.recentTask: "completed recently, currently running, or
+    queued to run"), read in few property-collector calls.
+
+    What a retry asks before it starts a task again: the first attempt's task may still run after
+    its answer was lost (a reset connection, a killed plugin), and a second one would make a
+    duplicate (a clone) or be refused while the first runs (a switch reconfigure)."""
+    content = si.RetrieveContent()
+    tasks = list(content.taskManager.recentTask or [])
+    if not tasks:
+        return []
+    # Two reads: the description and state of every recent task, then the whole info of the few
+    # that match. Not `info` of all at once: a task on a non-entity (the simulator's FileManager)
+    # makes pyVmomi refuse the whole answer (TaskInfo.entity is typed ManagedEntity).
+    spec = vmodl.query.PropertyCollector.FilterSpec(
+        objectSet=[vmodl.query.PropertyCollector.ObjectSpec(obj=task, skip=False) for task in tasks],
+        propSet=[
+            vmodl.query.PropertyCollector.PropertySpec(type=vim.Task, pathSet=["info.descriptionId", "info.state"])
+        ],
+    )
+    try:
+        brief = [
+            (obj.obj, {prop.name: prop.val for prop in obj.propSet})
+            for obj in content.propertyCollector.RetrieveContents([spec]) or []
+        ]
+    except vmodl.fault.ManagedObjectNotFound:  # a task aged out between the two reads: look again later
+        return []
+    found = []
+    for task, props in brief:
+        if props.get("info.state") not in _ACTIVE or not str(props.get("info.descriptionId", "")).endswith(description):
+            continue
+        try:
+            info = task.info
+        except vmodl.fault.ManagedObjectNotFound:
+            continue
+        if info.entity is not None and info.entity._moId == entity._moId and info.state in _ACTIVE:
+            found.append((task, info))
+    return found

@@ -8,8 +8,19 @@ joins one after the other are ~2h50m at ~20 s each; in batches they are a few re
 
 Each host keeps its own `DvsHostMember` resource (day two removes one host); the plugin gathers
 the changes that arrive together (`provider/switch_batch.py`) and applies them here. A host that
-cannot be found fails alone; a fault of the reconfigure itself fails every host of the batch with
-vCenter's text, since vCenter applied none of them (a task either applies the spec or fails).
+cannot be found fails alone; a fault of the reconfigure itself fails the batch (a task either
+applies the whole spec or none of it), and the batcher then splits the batch until the host at
+fault is alone, so the others go ahead and its error is its own.
+
+Which faults are worth a retry here: `ConcurrentAccess` (another client's change made the
+configVersion stale; a new read gets past it). Not `DvsOperationBulkFault`: it carries each
+host's own reason (`hostFault[]`: a pNIC the host does not have, a vmknic still on the switch),
+which a retry meets again. The one `DvsOperationBulkFault` a retry would get past, "another
+operation is in progress", comes from a reconfigure still running, and the likeliest one is our
+own, whose answer a reset connection lost: each attempt waits for the switch's running
+reconfigure first (`active_tasks`).
+
+A switch that is gone has no members: a leave from it is done, a join fails.
 """
 
 from __future__ import annotations
@@ -20,9 +31,13 @@ from typing import Any
 from pyVmomi import vim
 
 from components.vcenter.errors import VsphereError
+from components.vcenter.faults import fault_text
 from components.vcenter.lookups import find_host_or_none
-from components.vcenter.tasks import wait_for_task
-from components.vsphere.dvs_host_member import _CONFLICTS, find_switch, member_vmnics
+from components.vcenter.tasks import active_tasks, wait_for_task
+from components.vsphere.dvs_host_member import find_switch, member_vmnics
+
+_RETRIED = (vim.fault.ConcurrentAccess,)
+_RECONFIGURE = "reconfigureDvs"
 
 
 @dataclass(frozen=True)
@@ -50,13 +65,26 @@ def _member_spec(dvs: Any, host: Any, change: MemberChange) -> Any | None:
     return vim.dvs.HostMember.ConfigSpec(operation=operation, host=host, backing=backing)
 
 
+def _wait_for_running_reconfigure(si: Any, dvs: Any) -> None:
+    """A reconfigure of the switch still running (ours, its answer lost; or another client's):
+    let it finish, whatever its outcome, before the switch is read and changed again."""
+    for task, _ in active_tasks(si, dvs, _RECONFIGURE):
+        try:
+            wait_for_task(task, object_name=dvs.name, what="the switch's running reconfigure")
+        except VsphereError:
+            continue  # its fault is not ours to report; the switch is read again below
+
+
 def apply_member_changes(si: Any, switch_uuid: str, changes: list[MemberChange]) -> dict[str, Outcome]:
     """Apply every change in one reconfigure of the switch (none when nothing is to change)."""
     dvs = find_switch(si, switch_uuid)
     if dvs is None:
-        raise VsphereError(f"distributed switch {switch_uuid} not found", object_name=switch_uuid)
+        gone = VsphereError(f"distributed switch {switch_uuid} not found", object_name=switch_uuid)
+        return {change.host_name: None if change.vmnics is None else gone for change in changes}
+    _wait_for_running_reconfigure(si, dvs)
     outcomes: dict[str, Outcome] = {}
     specs: list[Any] = []
+    names_by_moid: dict[str, str] = {}
     for change in changes:
         host = find_host_or_none(si, change.host_name)
         if host is None:
@@ -65,6 +93,7 @@ def apply_member_changes(si: Any, switch_uuid: str, changes: list[MemberChange])
             else:
                 outcomes[change.host_name] = VsphereError(f"host {change.host_name} not found in vCenter")
             continue
+        names_by_moid[host._moId] = change.host_name
         spec = _member_spec(dvs, host, change)
         if spec is not None:
             specs.append(spec)
@@ -73,10 +102,12 @@ def apply_member_changes(si: Any, switch_uuid: str, changes: list[MemberChange])
         names = ", ".join(sorted(c.host_name for c in changes if not isinstance(outcomes[c.host_name], VsphereError)))
         # The switch's current configVersion: a concurrent edit is refused instead of overwritten.
         config = vim.dvs.VmwareDistributedVirtualSwitch.ConfigSpec(configVersion=dvs.config.configVersion, host=specs)
+        what = f"hosts {names}"
         try:
-            wait_for_task(dvs.ReconfigureDvs_Task(spec=config), object_name=dvs.name, what=f"hosts {names}")
+            wait_for_task(dvs.ReconfigureDvs_Task(spec=config), object_name=dvs.name, what=what)
         except VsphereError as exc:
-            if isinstance(exc.fault, _CONFLICTS):
-                raise VsphereError(str(exc), object_name=dvs.name, fault=exc.fault, transient=True) from exc
-            raise
+            text = f"{what} on {dvs.name} failed: {fault_text(exc.fault, names_by_moid)}" if exc.fault else str(exc)
+            raise VsphereError(
+                text, object_name=dvs.name, fault=exc.fault, transient=isinstance(exc.fault, _RETRIED) or exc.transient
+            ) from exc
     return outcomes

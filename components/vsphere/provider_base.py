@@ -19,14 +19,15 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any, TypeVar
 
 from pulumi.runtime import rpc
 
 from components import resource_handlers as handlers
+from components.vcenter.deadline import DeadlineExceeded, operation_deadline
 from components.vcenter.errors import VsphereError
-from components.vcenter.faults import is_connection_error
+from components.vcenter.faults import fault_text, is_connection_error, is_transient
 from components.vcenter.session import HTTP_TIMEOUT_S, LOGIN_TIMEOUT_S, login, logout
 from components.vcenter.settings import VcenterConnection
 from components.vcenter.tasks import with_retries
@@ -43,6 +44,12 @@ def public_props(props: Mapping[str, Any]) -> dict[str, Any]:
     """Props without the dynamic provider host's keys (`__provider`, in states written before
     the gpucluster plugin; the plugin drops them too, provider/values.py)."""
     return {k: v for k, v in props.items() if not k.startswith("__")}
+
+
+CONFIG_OPERATION_TIMEOUT = "gpucluster:vcenterTimeoutSeconds"
+"""The plugin's setting (provider input `vcenterTimeoutSeconds`) for `RetryPolicy.max_total`:
+the wall-clock bound of every vCenter operation, logins and retries included. Tests set a few
+seconds; unset, the default below."""
 
 
 @dataclass(frozen=True)
@@ -76,6 +83,16 @@ class VsphereProvider(handlers.ResourceHandlers):
         except VsphereError as exc:
             self._conn = None
             self._config_error = exc
+        bound = req.config.get(CONFIG_OPERATION_TIMEOUT)
+        if bound not in (None, ""):
+            seconds = float(bound)
+            # Each login and each request fits inside the operation's bound.
+            self.retry = replace(
+                self.retry,
+                max_total=seconds,
+                login_timeout=min(self.retry.login_timeout, seconds),
+                http_timeout=min(self.retry.http_timeout, seconds),
+            )
 
     def use_connection(self, conn: VcenterConnection) -> None:
         """Configure directly (tests, or a program that builds the connection itself)."""
@@ -109,26 +126,39 @@ class VsphereProvider(handlers.ResourceHandlers):
         sessions: list[Any] = []  # the live session, if any (a list: the closures rebind nothing)
 
         def attempt() -> T:
-            if not sessions:
-                left = max(1.0, min(policy.login_timeout, deadline - time.monotonic()))
-                sessions.append(login(conn, timeout=left, http_timeout=policy.http_timeout))
-            return fn(sessions[0])
+            try:
+                if not sessions:
+                    left = max(1.0, min(policy.login_timeout, deadline - time.monotonic()))
+                    sessions.append(login(conn, timeout=left, http_timeout=policy.http_timeout))
+                return fn(sessions[0])
+            except Exception as exc:
+                # Past the deadline, whatever broke (a read cut short by the watchdog surfaces as
+                # a parse error of the half answer) broke because the deadline passed.
+                if (bound.expired or bound.remaining() <= 0) and not is_transient(exc):
+                    raise DeadlineExceeded(
+                        f"cut off at the operation's {policy.max_total:g}s bound: {fault_text(exc)}"
+                    ) from exc
+                raise
 
         def on_transient(exc: BaseException) -> None:
             # No logout on a broken connection: it would only wait out the socket timeout.
             if is_connection_error(exc) and sessions:
                 sessions.clear()
 
-        try:
-            return with_retries(
-                attempt,
-                what=what,
-                attempts=policy.attempts,
-                base_delay=policy.base_delay,
-                max_delay=policy.max_delay,
-                max_total=policy.max_total,
-                on_transient=on_transient,
-            )
-        finally:
-            if sessions:
-                logout(sessions[0])
+        # Every request of the operation, its login and retries included, ends by the deadline
+        # (components/vcenter/deadline.py): a vCenter that trickles or stops answering mid-call
+        # cannot hold it past `max_total`.
+        with operation_deadline(policy.max_total) as bound:
+            try:
+                return with_retries(
+                    attempt,
+                    what=what,
+                    attempts=policy.attempts,
+                    base_delay=policy.base_delay,
+                    max_delay=policy.max_delay,
+                    max_total=policy.max_total,
+                    on_transient=on_transient,
+                )
+            finally:
+                if sessions:
+                    logout(sessions[0])

@@ -25,6 +25,8 @@ class FakeSwitches:
         self.running: set[str] = set()
         self.overlaps = 0
         self.fail_next: str | None = None
+        self.bad_hosts: set[str] = set()
+        """A batch with one of these fails for a lasting reason (a pNIC the host lacks)."""
 
     async def run(self, switch: str, changes: list[MemberChange]) -> dict[str, Outcome]:
         if switch in self.running:
@@ -35,7 +37,10 @@ class FakeSwitches:
             self.batches.append((switch, [c.host_name for c in changes]))
             if self.fail_next:
                 message, self.fail_next = self.fail_next, None
-                raise VsphereError(message)
+                raise VsphereError(message, transient=True)  # a transient fault that outlived its retries
+            bad = sorted(self.bad_hosts & {c.host_name for c in changes})
+            if bad:
+                raise VsphereError(f"DvsOperationBulkFault: host {bad[0]}: pnic vmnic9 not found")
             return {c.host_name: None if c.vmnics is None else list(c.vmnics) for c in changes}
         finally:
             self.running.discard(switch)
@@ -94,6 +99,26 @@ def test_a_failed_batch_fails_each_of_its_changes_and_the_next_batch_still_runs(
         "ReconfigureDvs_Task failed: DvsFault: uplink vmnic4 in use (batch of 2 hosts)"
     ] * 2
     assert after == ["vmnic4"]
+
+
+def test_a_batch_refused_for_a_lasting_reason_is_split_until_the_bad_host_is_alone() -> None:
+    """Issue 43 item 4: one host that cannot join fails alone, with its own reason; the others join."""
+    switches = FakeSwitches()
+    switches.bad_hosts = {"h3"}
+
+    async def scenario() -> list[BaseException | list[str] | None]:
+        batcher = SwitchBatcher(switches.run, window_s=WINDOW_S)
+        hosts = [f"h{i}" for i in range(5)]
+        return await asyncio.gather(*(batcher.submit("dvs-1", join(h)) for h in hosts), return_exceptions=True)
+
+    results = asyncio.run(scenario())
+
+    assert results[:3] == [["vmnic4"]] * 3 and results[4] == ["vmnic4"]
+    assert isinstance(results[3], VsphereError)
+    assert str(results[3]) == "DvsOperationBulkFault: host h3: pnic vmnic9 not found"
+    applied = [hosts for _, hosts in switches.batches]
+    assert applied[0] == ["h0", "h1", "h2", "h3", "h4"]
+    assert ["h3"] in applied and len(applied) <= 1 + 2 * 3  # about 2*log2(n) more, once
 
 
 def test_switches_do_not_wait_for_each_other() -> None:

@@ -16,6 +16,9 @@ from components.vcenter.lookups import collect_properties
 
 MARK = "gpucluster.templateReplica"
 """extraConfig key on a copy: its own name, set by its clone; what `create` may adopt."""
+OWNER = "gpucluster.templateReplicaOwner"
+"""extraConfig key on a copy, set by its clone: `<stack>|<source uuid>|<source snapshot>`, what a
+re-run checks before it adopts a finished copy whose create lost its answer (replica.py)."""
 RETIRED = "-retired"
 """Suffix of a copy left in vCenter because linked clones still hang off it (replica.py's doc)."""
 

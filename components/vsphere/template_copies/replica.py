@@ -24,13 +24,14 @@ recording them only: a template belongs to no resource pool (the pool only place
 (pulumi-vsphere's `linked_clone` takes the current snapshot); so neither rolls a worker, and a
 change to them reaches only copies made later.
 
-`create` is idempotent but never takes a live copy: a VM of that name already there is finished
-(snapshot, mark as template) only when it is a half-made copy of this very shape (the identity
-mark `gpucluster.templateReplica` = its name, set in the clone's extraConfig), or the one this
-create cloned before a lost session. A finished template of that name, or a VM without the mark,
-is refused: adopting it would hand Pulumi the live copy's id as the new resource's, and Pulumi's
-create-before-delete replacement would then delete "the old" resource, i.e. that same VM
-(`pulumi up --replace` of a copy does exactly that). `read` reports the live copy, or that it is
+`create` is idempotent but never takes a live copy (template_copies/recovery.py): an earlier
+attempt's clone still running is waited for; a VM of that name already there is finished (snapshot,
+mark as template) when it is a half-made copy of this very shape (the identity mark
+`gpucluster.templateReplica` = its name, set in the clone's extraConfig), and a finished one is
+adopted only when its owner mark (stack, source, source snapshot; also set in the clone spec) is
+this resource's and no VM hangs off it. Anything else is refused: adopting another resource's live
+copy would hand Pulumi its id as the new resource's, and Pulumi's create-before-delete replacement
+would then delete "the old" resource, i.e. that same VM. `read` reports the live copy, or that it is
 gone. `diff` reads it too (`drift`), so a copy changed by hand is seen without `pulumi refresh`:
 one deleted in vCenter is replaced (a new copy; the workers cloned from it roll), one whose snapshot
 or template mark was lost is finished again by `update`, in place (same uuid: no worker rolls). `delete` destroys the copy, unless a VM's disk still hangs off it: Pulumi deletes a replaced
@@ -55,8 +56,9 @@ from components.vcenter.errors import VsphereError
 from components.vcenter.lookups import find_vm, find_vm_by_uuid
 from components.vcenter.tasks import wait_for_task
 from components.vsphere.provider_base import RetryPolicy, VsphereProvider, is_unknown, public_props
-from components.vsphere.template_copies.chains import MARK, RETIRED, dependents, read_vm
+from components.vsphere.template_copies.chains import MARK, OWNER, RETIRED, dependents, read_vm
 from components.vsphere.template_copies.plan import HASH_CHARS, MAX_NAME, copy_prefix
+from components.vsphere.template_copies.recovery import owner_mark, refuse_unless_ours, running_clone
 
 REPLACING_INPUTS = ("source_uuid", "host_id", "datastore_id", "linked", "name")
 """What workers clone changes: a new copy (the workers roll to it, `stacks.wiring.rollout`)."""
@@ -83,7 +85,8 @@ def _moref(kind: type, moid: str, si: Any) -> Any:
     return kind(moid, si._stub)
 
 
-def _clone(si: Any, props: dict[str, Any], name: str, timeout: float) -> Any:
+def _source(si: Any, props: dict[str, Any]) -> tuple[Any, Any | None]:
+    """The template to copy, and the snapshot a linked copy hangs off (None for a full copy)."""
     source = find_vm_by_uuid(si, props["source_uuid"])
     if source is None:
         raise VsphereError(
@@ -91,45 +94,39 @@ def _clone(si: Any, props: dict[str, Any], name: str, timeout: float) -> Any:
             "rebuilt after the plan; run `pulumi up` again",
             object_name=props["source_name"],
         )
+    if not props["linked"]:
+        return source, None
+    snapshot = read_vm(si, source).get("snapshot")
+    current = snapshot.currentSnapshot if snapshot is not None else None
+    if current is None:
+        raise VsphereError(
+            f"template {props['source_name']!r} has no snapshot: a linked copy hangs off it "
+            "(vcenter.templateSnapshot; take one, or set vm.linkedClone: false)",
+            object_name=props["source_name"],
+        )
+    return source, current
+
+
+def _clone(si: Any, props: dict[str, Any], name: str, timeout: float, source: Any, snapshot: Any | None) -> Any:
     relocate = vim.vm.RelocateSpec(
         host=_moref(vim.HostSystem, props["host_id"], si),
         datastore=_moref(vim.Datastore, props["datastore_id"], si),
         pool=_moref(vim.ResourcePool, props["resource_pool_id"], si),
     )
-    mark = vim.vm.ConfigSpec(extraConfig=[vim.option.OptionValue(key=MARK, value=name)])
+    # Both marks go in the clone spec, so the VM carries them from the moment it exists
+    # (recovery.py: what a re-run may adopt).
+    mark = vim.vm.ConfigSpec(
+        extraConfig=[
+            vim.option.OptionValue(key=MARK, value=name),
+            vim.option.OptionValue(key=OWNER, value=owner_mark(props, snapshot)),
+        ]
+    )
     spec = vim.vm.CloneSpec(location=relocate, powerOn=False, template=False, config=mark)
-    if props["linked"]:
-        snapshot = read_vm(si, source).get("snapshot")
-        current = snapshot.currentSnapshot if snapshot is not None else None
-        if current is None:
-            raise VsphereError(
-                f"template {props['source_name']!r} has no snapshot: a linked copy hangs off it "
-                "(vcenter.templateSnapshot; take one, or set vm.linkedClone: false)",
-                object_name=props["source_name"],
-            )
+    if snapshot is not None:
         relocate.diskMoveType = "createNewChildDiskBacking"
-        spec.snapshot = current
+        spec.snapshot = snapshot
     task = source.CloneVM_Task(folder=source.parent, name=name, spec=spec)
     return wait_for_task(task, timeout=timeout, object_name=name, what="clone of the template copy")
-
-
-def _check_adoptable(si: Any, vm: Any, name: str, made: set[str]) -> None:
-    """Refuse a VM of the copy's name that this resource must not take over (module doc)."""
-    now = read_vm(si, vm)
-    if now.get("config.uuid") in made:
-        return  # cloned by this very create, before a lost session
-    marks = {opt.key: opt.value for opt in now.get("config.extraConfig") or []}
-    if now.get("config.template") or marks.get(MARK) != name:
-        raise VsphereError(
-            f"a VM named {name!r} already exists ({'a template' if now.get('config.template') else 'not marked'} "
-            f"{MARK}={marks.get(MARK)!r}) and is not a half-made copy of this one: it is another resource's live "
-            "copy (a forced `pulumi up --replace` of the copy, or a stack of the same name in another project or "
-            "backend) or one an interrupted `pulumi up` finished; it is left alone. Never `pulumi import` it: two "
-            "resources would own one VM, and the first to replace or delete it takes the other's clone source. "
-            "If no stack's workers clone from it, delete it in vCenter, then run `pulumi up` again; else undo the "
-            "change that replaced the copy",
-            object_name=name,
-        )
 
 
 def _finish(si: Any, vm: Any, props: dict[str, Any]) -> None:
@@ -184,6 +181,8 @@ class TemplateReplicaProvider(VsphereProvider):
     def __init__(self, *, clone_timeout_minutes: float = 30, retry: RetryPolicy | None = None) -> None:
         super().__init__(retry=retry)
         self.clone_timeout_minutes = clone_timeout_minutes
+        self._adopted: set[str] = set()
+        """uuids of finished copies this process adopted (recovery.py): never destroyed by it."""
 
     def diff(self, _id: str, olds: dict[str, Any], news: dict[str, Any]) -> handlers.DiffResult:
         replaces = [key for key in REPLACING_INPUTS if is_unknown(news.get(key)) or news.get(key) != olds.get(key)]
@@ -213,12 +212,20 @@ class TemplateReplicaProvider(VsphereProvider):
         made: set[str] = set()
 
         def make(si: Any) -> dict[str, Any]:
-            vm = find_vm(si, name)
+            source, snapshot = _source(si, props)
+            # An earlier attempt's copy: made, half-made, or still being cloned (recovery.py).
+            vm = find_vm(si, name) or running_clone(si, source, name, timeout=timeout)
             if vm is None:
-                vm = _clone(si, props, name, timeout)
-                made.add(read_vm(si, vm)["config.uuid"])
-            else:
-                _check_adoptable(si, vm, name, made)
+                try:
+                    vm = _clone(si, props, name, timeout, source, snapshot)
+                    made.add(read_vm(si, vm)["config.uuid"])
+                except VsphereError as exc:
+                    # Another clone of the name landed first (an attempt whose task we did not see).
+                    vm = find_vm(si, name) if isinstance(exc.fault, vim.fault.DuplicateName) else None
+                    if vm is None:
+                        raise
+            if refuse_unless_ours(si, vm, name, owner_mark(props, snapshot), made):
+                self._adopted.add(read_vm(si, vm)["config.uuid"])
             _finish(si, vm, props)
             return _outputs(si, vm, props)
 
@@ -258,6 +265,12 @@ class TemplateReplicaProvider(VsphereProvider):
         return handlers.ReadResult(id_=id_ if outs else "", outs=outs or {})
 
     def delete(self, id_: str, props: dict[str, Any]) -> None:
+        if id_ in self._adopted:
+            # The old half of a replacement whose new half adopted this very VM (recovery.py):
+            # it is the new resource's copy now.
+            pulumi.log.warn(f"template copy {props.get('vm_name', id_)!r} kept: the replacing resource took it over")
+            return
+
         def destroy(si: Any) -> None:
             vm = find_vm_by_uuid(si, id_)
             if vm is None:

@@ -137,8 +137,8 @@ def test_a_provider_operation_against_a_silent_vcenter_ends_by_its_deadline(sile
     assert finished, "provider read still waiting on a silent vCenter after 20 s"
     assert isinstance(result, VsphereError), result
     assert f"127.0.0.1:{silent.port}" in str(result)
-    assert "gave up after" in str(result)
-    assert took < policy.max_total + policy.login_timeout + 2
+    assert "the operation's 3s bound" in str(result)
+    assert took < policy.max_total + 1  # the operation's deadline ends a login in flight too (issue 43)
 
 
 def test_each_provider_operation_logs_its_session_out(vcsim: Any, si: Any, host_name: str) -> None:

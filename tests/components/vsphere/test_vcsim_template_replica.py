@@ -168,21 +168,56 @@ def test_a_new_pool_or_snapshot_name_never_takes_the_live_copy(
     assert not TemplateReplicaProvider().diff("id", props, moved).replaces
 
 
-def test_create_refuses_a_finished_copy_it_did_not_make(
+def test_a_finished_copy_whose_answer_was_lost_is_adopted_and_the_replaced_halfs_delete_keeps_it(
     si: Any, source: Any, provider: TemplateReplicaProvider
 ) -> None:
-    """`pulumi up --replace` of a copy: same inputs, same name. Adopting the live copy would have
-    Pulumi delete it right after (the old resource's id is the same VM)."""
+    """Issue 43 item 3: the plugin killed after the copy became a template, then the same create
+    again (a re-run). The copy carries this resource's marks and nothing hangs off it: it is
+    adopted. The same happens in a forced `pulumi up --replace` of a copy without workers (same
+    inputs, same name), and Pulumi's delete of "the old" resource then must not destroy it."""
     props = copy_props(si, source, CLUSTER_HOSTS[3])
     old = provider.create(props)
     try:
-        with pytest.raises(VsphereError, match="already exists") as refused:
-            provider.create(props)
+        again = provider.create(props)
+        assert again.id == old.id and again.outs == old.outs
+        provider.delete(old.id, old.outs)  # the replaced half: the same VM, now the new resource's
         assert vm_by_uuid(si, old.id) is not None
+    finally:
+        TemplateReplicaProvider.delete(_fresh(provider), old.id, old.outs)
+    assert vm_by_uuid(si, old.id) is None
+
+
+def _fresh(provider: TemplateReplicaProvider) -> TemplateReplicaProvider:
+    """Another plugin process: it adopted nothing."""
+    other = TemplateReplicaProvider(retry=provider.retry)
+    other.use_connection(provider.connection)
+    return other
+
+
+def test_create_refuses_a_finished_copy_that_vms_are_cloned_from(
+    si: Any, source: Any, provider: TemplateReplicaProvider
+) -> None:
+    """`pulumi up --replace` of a live copy: same inputs, same name, and workers hang off it. A
+    create that never answered cannot have workers, so this is another resource's copy: refused."""
+    props = copy_props(si, source, CLUSTER_HOSTS[3])
+    old = provider.create(props)
+    copy = vm_by_uuid(si, old.id)
+    pool = _find(si, vim.ClusterComputeResource, "DC0_C0").resourcePool
+    spec = vim.vm.CloneSpec(location=vim.vm.RelocateSpec(diskMoveType="createNewChildDiskBacking", pool=pool),
+                            powerOn=False, snapshot=copy.snapshot.currentSnapshot)  # fmt: skip
+    worker = wait_for_task(copy.CloneVM_Task(folder=copy.parent, name=unique("worker"), spec=spec))
+    try:
+        hang_off(si, copy, disk_file(source))
+        hang_off(si, worker, disk_file(copy))
+        with pytest.raises(VsphereError, match="already exists") as refused:
+            _fresh(provider).create(props)
+        assert vm_by_uuid(si, old.id) is not None
+        assert worker.name in str(refused.value)
         # Importing it would give one VM two owners: whichever replaces it first deletes the other's source.
         assert "or `pulumi import` it" not in str(refused.value)
         assert "Never `pulumi import` it" in str(refused.value)
     finally:
+        destroy(worker)
         provider.delete(old.id, old.outs)
 
 
