@@ -257,7 +257,9 @@ def test_a_host_network_pod_must_drop_net_raw() -> None:
     objects = stack_objects("tcp")
     assert NET_RAW_MESSAGE in admission(objects, host_network_pod(drop=None))
     assert NET_RAW_MESSAGE in admission(objects, host_network_pod(drop=["SYS_ADMIN"]))
-    assert NET_RAW_MESSAGE in admission(objects, host_network_pod(drop=["NET_RAW"], ephemeral_drop=[]), operation="UPDATE")
+    assert NET_RAW_MESSAGE in admission(
+        objects, host_network_pod(drop=["NET_RAW"], ephemeral_drop=[]), operation="UPDATE"
+    )
     assert admission(objects, host_network_pod(drop=["NET_RAW"])) == []
     assert admission(objects, host_network_pod(drop=["ALL"])) == []
     # A pod on the pod network keeps containerd's defaults: its NET_RAW reaches only its own netns.
