@@ -17,6 +17,9 @@ A node's generation hashes what the node is made of, so that a change to it repl
   and the copy of the template it clones (`vcenter.templateReplicas`), by site: a template change
   replaces the copies first (each VM's clone source depends on its copy), then the rollout
   re-creates each worker from its new copy.
+The control-plane generation also hashes the API server's settings (its kubeadm flags and
+volumes, the Pod Security defaults, the audit policy: `api_server_revision`), which reach a node
+only on a new VM; their arrival on a cluster deployed before them rolls its control plane once.
 A change to `kubernetes.secretsEncryptionKeys` (a key rotation step) rolls the control plane too:
 only a new control-plane VM gets the new EncryptionConfiguration. Beside it, each step carries `kubernetes.version`: a new version rolls every node the same way
 (control plane first, so no kubelet is newer than its API server), after the cluster's stored
@@ -34,6 +37,8 @@ import pulumi
 import pulumi_vsphere as vsphere
 
 from components.k8s.bootstrap import ClusterBootstrap
+from components.k8s.node_bootstrap import host_files
+from components.k8s.node_bootstrap.api_server import api_server_settings
 from components.k8s.rollout.rollout import RolloutArgs, RolloutStep
 from components.k8s.upgrade.upgrade import EtcdAccess
 from components.vsphere.template_copies.plan import ReplicaSite
@@ -47,6 +52,14 @@ DEFAULT_SECRETS_ENCRYPTION_KEYS = ["key-1"]
 def generation(*parts: object) -> str:
     """A short, stable hash of what a node is made of (a valid label value: 12 hex digits)."""
     return hashlib.sha256(json.dumps(parts, sort_keys=True).encode()).hexdigest()[:12]
+
+
+def api_server_revision() -> str:
+    """A hash of what every control-plane node's API server is configured with beside the
+    encryption keys: kubeadm's `apiServer` flags and volumes, the Pod Security defaults and the
+    audit policy (components/k8s/node_bootstrap/api_server.py)."""
+    files = [host_files.host_file(name) for name in (host_files.ADMISSION_CONFIGURATION, host_files.AUDIT_POLICY)]
+    return generation(api_server_settings(), *files)
 
 
 def _template_id(name: str, inventory: Inventory) -> pulumi.Output[str]:
@@ -63,6 +76,11 @@ def control_plane_generation(env: Environment, inventory: Inventory) -> pulumi.O
         pool.vcpus,
         pool.memory_mb,
     )
+    # The API server's flags and the admission and audit files: they reach a control-plane node
+    # only on a new VM (cloud-init writes the files once; its join reads the flags from the stored
+    # ClusterConfiguration, which the version step updates first). A change to them, or their
+    # first arrival on a cluster deployed before this part existed, rolls the control plane once.
+    parts += (("api-server", api_server_revision()),)
     keys = env.kubernetes.secrets_encryption_keys
     if keys != DEFAULT_SECRETS_ENCRYPTION_KEYS:
         # A rotation step (docs/security.md) reaches the API servers only on new control-plane
@@ -132,6 +150,8 @@ def rollout_args(env: Environment, bootstrap: ClusterBootstrap) -> RolloutArgs:
         kubeconfig=bootstrap.kubeconfig,
         timeout_seconds=env.kubernetes.rollout_timeout_minutes * 60,
         kubernetes_version=env.kubernetes.version,
+        # Kept in the stored ClusterConfiguration before any node is replaced (issue 40 item 3).
+        api_server=api_server_settings(),
         # The version step reads every etcd member's version before a change onto etcd 3.6.
         etcd=EtcdAccess(
             addresses=[str(node.management_ip) for node in env.control_plane.nodes],

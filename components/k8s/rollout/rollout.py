@@ -233,6 +233,10 @@ class RolloutArgs:
     etcd: EtcdAccess | None = None
     """The etcd members the version step checks before a change onto etcd 3.6
     (`components.k8s.upgrade.upgrade`). Default None: such a change is refused."""
+    api_server: Mapping[str, Any] | None = None
+    """The API server's `extraArgs`/`extraVolumes` the version step keeps in the stored
+    ClusterConfiguration before any node is replaced (`components.k8s.upgrade.api_server_settings`).
+    Default None: the stored copy is left as it is."""
 
     def __post_init__(self) -> None:
         if self.timeout_seconds <= 0:
@@ -339,6 +343,7 @@ class NodeRollout:
                     version=args.kubernetes_version,
                     kubeconfig=args.kubeconfig,
                     etcd=args.etcd,
+                    api_server=args.api_server,
                 ),
             )
             if args.kubernetes_version

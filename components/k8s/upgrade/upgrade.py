@@ -7,7 +7,9 @@ where Cluster API's KubeadmControlPlane controller puts it (`cluster_upgrade_ste
 - step `cluster-configuration` (`cluster-version`): every rollout gate depends on it, so its
   `update` runs before the first node is replaced: the stored ClusterConfiguration's
   `kubernetesVersion` is set, which the new control-plane nodes' `kubeadm join` reads. It refuses
-  a downgrade or a skipped minor measured against the cluster itself.
+  a downgrade or a skipped minor measured against the cluster itself. It also keeps the API
+  server's hardening flags and volumes in that stored copy (`api_server`, issue 40 item 3:
+  api_server_settings.py), and a change to them is a change of this step.
 - step `addons` (`cluster-addons-version`): depends on the last control-plane node's settle, so its
   `update` runs once every control-plane node is back at the new version: kube-proxy's and
   CoreDNS's image tags, and only those (not their ConfigMaps, RBAC or Corefile, which `kubeadm
@@ -40,7 +42,7 @@ worked).
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Literal
 
@@ -51,6 +53,7 @@ from components.gpucluster_resource import GpuclusterResource
 from components.k8s.api.client import KubeApi, KubeconfigError
 from components.k8s.etcd.gateway import CLIENT_PORT, EtcdGateway, client_url
 from components.k8s.etcd.versions import crosses_into_3_6, read_member_versions, refusal_for_3_6
+from components.k8s.upgrade.api_server_settings import set_api_server_settings
 from components.k8s.upgrade.steps import (
     UpgradeError,
     cluster_initialised,
@@ -64,18 +67,22 @@ UpgradeStep = Literal["cluster-configuration", "addons"]
 
 
 class ClusterUpgradeProvider(handlers.ResourceHandlers):
-
     def create(self, props: dict[str, Any]) -> handlers.CreateResult:
         # Day one: `applied: false` (no cluster answered), and the next run checks (module docstring).
         return handlers.CreateResult(id_=str(props["step"]), outs={**props, "applied": _catch_up(props)})
 
     def diff(self, _id: str, olds: dict[str, Any], news: dict[str, Any]) -> handlers.DiffResult:
         # A new kubeconfig (a rotated client certificate) is no reason to run a step again; a step
-        # created before the cluster answered (day one) is.
-        return handlers.DiffResult(changes=olds.get("version") != news.get("version") or olds.get("applied") is False)
+        # created before the cluster answered (day one) is, and so are new API server settings.
+        changes = (
+            olds.get("version") != news.get("version")
+            or olds.get("applied") is False
+            or olds.get("api_server") != news.get("api_server")
+        )
+        return handlers.DiffResult(changes=changes)
 
     def update(self, _id: str, olds: dict[str, Any], news: dict[str, Any]) -> handlers.UpdateResult:
-        if olds.get("version") == news.get("version"):  # only the check a day-one create left
+        if olds.get("version") == news.get("version"):  # the check a day-one create left, or new settings
             return handlers.UpdateResult(outs={**news, "applied": _catch_up(news)})
         _run(_api(news), news)
         return handlers.UpdateResult(outs={**news, "applied": True})
@@ -123,6 +130,10 @@ def _run(api: KubeApi, props: dict[str, Any]) -> None:
     if step == "cluster-configuration":
         before = set_cluster_version(api, version, before_change=_etcd_check(props))
         pulumi.log.info(f"kube-system/kubeadm-config: kubernetesVersion {before} -> v{version}")
+        # After the version (which refuses first when it must), before any node is replaced: the
+        # API server's hardening, which every control-plane join reads (api_server_settings.py).
+        if props.get("api_server") and set_api_server_settings(api, props["api_server"]):
+            pulumi.log.info("kube-system/kubeadm-config: the API server's admission, audit and encryption flags added")
     else:
         changed = set_addon_versions(api, version)
         pulumi.log.info(f"add-ons at Kubernetes {version}: {', '.join(changed) or 'already there'}")
@@ -170,6 +181,9 @@ class ClusterUpgradeArgs:
     etcd: EtcdAccess | None = None
     """How the `cluster-configuration` step reads the etcd members' versions (module docstring).
     Default None: a change onto the etcd 3.6 minor is refused, as its members cannot be checked."""
+    api_server: Mapping[str, Any] | None = None
+    """The `apiServer.extraArgs`/`extraVolumes` the `cluster-configuration` step keeps in the stored
+    ClusterConfiguration (api_server_settings.py). Default None: left as stored."""
 
 
 class ClusterUpgrade(GpuclusterResource, module="kubernetes", name="ClusterUpgrade"):
@@ -181,6 +195,8 @@ class ClusterUpgrade(GpuclusterResource, module="kubernetes", name="ClusterUpgra
             "version": args.version,
             "kubeconfig": pulumi.Output.secret(args.kubeconfig),
         }
+        if args.api_server is not None:
+            inputs["api_server"] = dict(args.api_server)
         if args.etcd is not None:
             inputs |= {
                 "etcd_addresses": list(args.etcd.addresses),
