@@ -20,6 +20,7 @@ A node's generation hashes what the node is made of, so that a change to it repl
 The control-plane generation also hashes the API server's settings (its kubeadm flags and
 volumes, the Pod Security defaults, the audit policy: `api_server_revision`), which reach a node
 only on a new VM; their arrival on a cluster deployed before them rolls its control plane once.
+Only with more than one control-plane node: a lone one's replacement is a new, empty cluster.
 A change to `kubernetes.secretsEncryptionKeys` (a key rotation step) rolls the control plane too:
 only a new control-plane VM gets the new EncryptionConfiguration. Beside it, each step carries `kubernetes.version`: a new version rolls every node the same way
 (control plane first, so no kubelet is newer than its API server), after the cluster's stored
@@ -79,8 +80,12 @@ def control_plane_generation(env: Environment, inventory: Inventory) -> pulumi.O
     # The API server's flags and the admission and audit files: they reach a control-plane node
     # only on a new VM (cloud-init writes the files once; its join reads the flags from the stored
     # ClusterConfiguration, which the version step updates first). A change to them, or their
-    # first arrival on a cluster deployed before this part existed, rolls the control plane once.
-    parts += (("api-server", api_server_revision()),)
+    # first arrival on a cluster deployed before this part existed, rolls the control plane once,
+    # one node at a time with etcd's quorum kept. Not a lone control-plane node: its replacement
+    # would take etcd's data with it and `kubeadm init` a new, empty cluster (docs/environments.md);
+    # `stacks verify` reports what it lacks, and adding two control-plane nodes lets it roll.
+    if len(pool.nodes) > 1:
+        parts += (("api-server", api_server_revision()),)
     keys = env.kubernetes.secrets_encryption_keys
     if keys != DEFAULT_SECRETS_ENCRYPTION_KEYS:
         # A rotation step (docs/security.md) reaches the API servers only on new control-plane
