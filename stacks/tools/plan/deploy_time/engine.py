@@ -148,12 +148,7 @@ SHIPPED = EngineSettings(provider_host="plugin", switch_joins="batched")
 the CLI's defaults on a 4-CPU runner and a `file://` backend: what `plan` estimates unless told
 otherwise."""
 PLUGIN_DESIGN = EngineSettings(
-    provider_host="plugin",
-    executor=DEFAULT_EXECUTOR,
-    switch_joins="batched",
-    parallel=1280,
-    backend="file",
-    checkpoints="skip",
+    provider_host="plugin", executor=DEFAULT_EXECUTOR, switch_joins="batched", parallel=1280, backend="file", checkpoints="skip"
 )
 """Issue 31's design: a provider plugin whose executor matches vCenter's ~640 concurrent operations
 (VMware performance blog, "vCenter Limits for Tasks Running at the Same Time", 2021), batched
