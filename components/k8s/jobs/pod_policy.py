@@ -196,14 +196,11 @@ def _validations(exceptions: JobPodExceptions) -> list[dict[str, str]]:
         )
     )
     if exceptions.host_network:
-        drops_net_raw = _unset_or(
-            "c.securityContext.capabilities.drop",
-            "c.securityContext.capabilities.drop.exists(x, x == 'NET_RAW' || x == 'ALL')",
-        )
-        # `_unset_or` admits an unset drop list; here an unset list is the refusal.
+        # Unlike the checks above, an unset drop list is the refusal here.
         drops_net_raw = (
             "(has(c.securityContext) && has(c.securityContext.capabilities) && "
-            f"has(c.securityContext.capabilities.drop) && {drops_net_raw})"
+            "has(c.securityContext.capabilities.drop) && "
+            "c.securityContext.capabilities.drop.exists(x, x == 'NET_RAW' || x == 'ALL'))"
         )
         rules.append(
             (
