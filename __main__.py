@@ -70,7 +70,13 @@ replicas = TemplateReplicas("gpu-template-copies", replica_args) if replica_args
 gpu_workers = NodePool(
     "gpu-workers",
     vsphere_wiring.gpu_worker_args(
-        env, inventory, folder, fabric.port_group_id, user_data, fabric.host_resources, gates,
+        env,
+        inventory,
+        folder,
+        fabric.port_group_id,
+        user_data,
+        fabric.host_resources,
+        gates,
         replica_wiring.worker_template_uuids(env, replicas),
     ),
 )
@@ -96,12 +102,12 @@ if bootstrap is not None:
     api_up: list[pulumi.Resource] = [ready, *control_plane.vms.values()]
     cluster = ClusterAccess("cluster", k8s_wiring.bootstrapped_cluster_args(env, bootstrap, api_up))
     join_token = JoinToken("join-token", k8s_wiring.join_token_args(env, bootstrap, cluster, ready, control_plane))
-    # Each node's first-boot secrets (join token, control-plane CA keys) out of its VM's extraConfig
-    # once the node joined (components/vsphere/guestinfo_scrub.py). The wait comes after the
-    # readiness check and the token, so a node waiting never holds up what the joins need.
+    # Each node waits for its join after the readiness check and the token, so a node waiting
+    # never holds up what the joins need. Its first-boot secrets leave its VM's extraConfig once
+    # its guest has read them, joined or not (components/vsphere/guestinfo_scrub.py).
     for pool in (control_plane, gpu_workers):
         for node_name, node in pool.nodes.items():
-            joined = NodeJoined(
+            NodeJoined(
                 f"joined-{node_name}",
                 k8s_wiring.node_joined_args(env, node_name, node, bootstrap, control_plane=pool is control_plane),
                 opts=pulumi.ResourceOptions(depends_on=[pool.vms[node_name], ready, join_token]),
@@ -111,7 +117,7 @@ if bootstrap is not None:
                 vm_id=node.vm_id,
                 vm_name=node.vm_name,
                 node_name=node_name,
-                opts=pulumi.ResourceOptions(depends_on=[joined]),
+                wait_seconds=env.kubernetes.rollout_timeout_minutes * 60,
             )
     # A control-plane node leaving (scale in, VM replacement) is drained and its etcd member removed
     # through another member, quorum checked, before its VM goes: its new VM reuses the member's

@@ -77,7 +77,7 @@ def metadata_document(
         "local-hostname": hostname,
         "network": {"version": 2, "ethernets": ethernets},
         # Blank the guest's guestinfo.userdata once read: it carries the bootstrap token and keys
-        # (vCenter's copy goes with GuestinfoScrub, once the node joined).
+        # (vCenter's copy goes with GuestinfoScrub, once the guest read it).
         "redact": ["userdata", "vendordata"],
     }
     return json.dumps(document, sort_keys=True)

@@ -1,45 +1,54 @@
-"""GuestinfoScrub: once a node has joined, remove its first-boot secrets from its VM's extraConfig.
+"""GuestinfoScrub: once a node's guest has read its first-boot user-data, remove it from the VM's
+extraConfig; and if the guest never does, remove it when the wait runs out.
 
-Why: every node's user-data carries the join token, a control-plane node's the cluster, etcd and
-front-proxy CA keys and the service-account key (`components.k8s.node_bootstrap.user_data`). It
-reaches the guest as `guestinfo.userdata` in the VM's extraConfig (`first_boot`), which anyone
-with read access to the VM in vCenter (any role with System.Read on it: `config.extraConfig` is
-an ordinary VM property), to its datastore (the `.vmx` file) or to its backups can read. cloud-init's
-`redact` does not close that: it overwrites the key from inside the guest through VMware Tools
-(`vmware-rpctool "info-set guestinfo.userdata ---"`, cloudinit/sources/DataSourceVMware.py,
-`guestinfo_redact_keys`), a guest-side variable that reaches the `.vmx` only when the VM is next
-power-cycled (open-vm-tools issue 288), so vCenter keeps showing the original until then; on a VM
-whose cloud-init never ran, forever. pulumi-vsphere never blanks it either: the VM ignores
-changes to these keys (`node_pool`). Cluster API's vSphere provider leaves it in place
-(kubernetes-sigs/cluster-api-provider-vsphere issue 582, open).
+Why: every node's user-data carries the join token (and a control-plane node's more:
+`components.k8s.node_bootstrap.user_data`). It reaches the guest as `guestinfo.userdata` in the
+VM's extraConfig (`first_boot`), which anyone with read access to the VM in vCenter (any role with
+System.Read on it: `config.extraConfig` is an ordinary VM property), to its datastore (the `.vmx`
+file) or to its backups can read. cloud-init's `redact` does not close that: it overwrites the key
+from inside the guest through VMware Tools (`vmware-rpctool "info-set guestinfo.userdata ---"`,
+cloudinit/sources/DataSourceVMware.py, `guestinfo_redact_keys`), a guest-side variable that
+reaches the `.vmx` only when the VM is next power-cycled (open-vm-tools issue 288), so vCenter
+keeps showing the original until then; on a VM whose cloud-init never ran, forever.
+pulumi-vsphere never blanks it either: the VM ignores changes to these keys (`node_pool`).
+Cluster API's vSphere provider leaves it in place (kubernetes-sigs/cluster-api-provider-vsphere
+issue 582, open).
 
-What it does: it is created once the node has joined (it depends on the node's `NodeJoined`,
-components/k8s/join/joined.py, which waits until the Node is registered and Ready and, on a
-control-plane node, marked one by kubeadm); `create` then removes `guestinfo.userdata` and
-`guestinfo.userdata.encoding` from the VM's extraConfig with `ReconfigVM_Task` (an OptionValue with
-an empty value removes the key: vSphere API reference, VirtualMachineConfigSpec.extraConfig, "Keys
-with empty values will be removed"; pyvmomi docs/vim/vm/ConfigSpec.rst) and reads the VM back: a
-key still there fails the step, naming it. `read` reports the keys present live
-(`secret_keys_present`), so a refresh sees them come back and the next `up` removes them again.
-A replaced VM has a new id, so it gets a new scrub, after its own new `NodeJoined`.
+When (issue 40 item 6): as soon as the guest has consumed the user-data, not after the node
+joined. A node that stops before joining (an RDMA or toolkit refusal in the bootstrap, a failed
+kubeadm, an interrupted `pulumi up`) would otherwise keep its keys in vCenter indefinitely. The
+sign that the guest has read it is the hostname VMware Tools reports (`guest.hostName`): the
+user-data and metadata both set it to the node's name, and cloud-init sets it only after its
+VMware datasource read (and redacted) the user-data (DataSourceVMware `_get_data` reads metadata,
+user-data and vendor-data together, then `guestinfo_redact_keys`; the `set_hostname` module runs
+after it, and after `write_files`, in cloud-init's default module order). The template's own
+hostname must therefore not be a node's name. `create` polls for it for `wait_seconds` (the
+program gives the join's timeout), then removes `guestinfo.userdata` and
+`guestinfo.userdata.encoding` from the VM's extraConfig with `ReconfigVM_Task` (an OptionValue
+with an empty value removes the key: vSphere API reference, VirtualMachineConfigSpec.extraConfig,
+"Keys with empty values will be removed"; pyvmomi docs/vim/vm/ConfigSpec.rst) and reads the VM
+back: a key still there fails the step, naming it. When the wait runs out it removes them anyway
+and warns: a guest that had not read them by then can no longer bootstrap, and its VM must be
+replaced (`pulumi up --replace` on it); its `NodeJoined` fails `pulumi up` naming the node.
+`read` reports the keys present live (`secret_keys_present`), so a refresh sees them come back and
+the next `up` removes them again (no wait: the guest read them long ago). A replaced VM has a new
+id, so it gets a new scrub.
 
-Why a joined node no longer needs them: cloud-init reads user-data once per instance
-(`write_files` and `runcmd` are per-instance modules) and the bootstrap has written everything it
-needs to disk by the time the kubelet registers. The metadata keys stay: they carry no secret
-(hostname, static network, instance-id) and cloud-init's VMware datasource finds its data on each
-boot by them (`_get_data`: "if md or ud or vd"); without them a later boot would find no
-datasource, fall back to DataSourceNone with another instance-id and re-run every per-instance
-module on a running node.
-
-Why right after the join rather than on the next `up`: a scrub that only looked once would leave a
-new node's keys in vCenter until someone ran the stack again. A node that never joins keeps them
-(its first boot may still be to come) and its `NodeJoined` fails `pulumi up`, naming it.
+Why removing them then is safe for the node: cloud-init reads user-data once per instance
+(`write_files` and `runcmd` are per-instance modules) and keeps what it read in its instance
+cache; on later boots its datasource finds the VM by the metadata keys, which stay: they carry no
+secret (hostname, static network, instance-id) and without them a later boot would find no
+datasource (`_get_data`: "if md or ud or vd"), fall back to DataSourceNone with another
+instance-id and re-run every per-instance module on a running node.
 
 Who can still read them, and when: docs/bootstrap.md, "Secrets in guestinfo".
 """
 
 from __future__ import annotations
 
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
 from typing import Any
 
 import pulumi
@@ -56,6 +65,25 @@ SECRET_GUESTINFO_KEYS = ("guestinfo.userdata", "guestinfo.userdata.encoding")
 """The extraConfig keys that carry (or describe) the user-data; `first_boot.GUESTINFO_KEYS` has
 them beside the metadata keys, which stay."""
 RECONFIGURE_TIMEOUT_SECONDS = 300.0
+NOT_FOUND = object()
+"""What `_reported_host_name` returns for a VM that is gone."""
+
+
+@dataclass(frozen=True)
+class GuestWait:
+    """How the scrub polls for the guest's hostname (tests pass their own clock)."""
+
+    poll_seconds: float = 10.0
+    clock: Callable[[], float] = time.monotonic
+    sleep: Callable[[float], None] = time.sleep
+
+
+def guest_has_read_user_data(reported_host_name: str | None, host_name: str) -> bool:
+    """Whether VMware Tools reports the node's own hostname (short or fully qualified): cloud-init
+    has then read the user-data (see the module docstring)."""
+    if not reported_host_name or not host_name:
+        return False
+    return reported_host_name.split(".")[0].lower() == host_name.split(".")[0].lower()
 
 
 # ---------------------------------------------------------------------------------------------
@@ -88,8 +116,9 @@ def remove_keys(vm: Any, keys: list[str]) -> None:
 class GuestinfoScrubProvider(VsphereProvider):
     """Dynamic provider for `GuestinfoScrub`."""
 
-    def __init__(self, *, retry: RetryPolicy | None = None) -> None:
+    def __init__(self, *, retry: RetryPolicy | None = None, wait: GuestWait | None = None) -> None:
         super().__init__(retry=retry)
+        self._wait = wait or GuestWait()
 
     def check(self, _olds: dict[str, Any], news: dict[str, Any]) -> handlers.CheckResult:
         inputs = public_props(news)
@@ -100,6 +129,10 @@ class GuestinfoScrubProvider(VsphereProvider):
                 failures.append(handlers.CheckFailure("vm_id", "must be a VM BIOS UUID"))
             else:
                 inputs["vm_id"] = vm_id.strip().lower()
+        wait_seconds = inputs.get("wait_seconds")
+        known = wait_seconds is not None and not is_unknown(wait_seconds)
+        if known and (isinstance(wait_seconds, bool) or not isinstance(wait_seconds, int | float) or wait_seconds < 0):
+            failures.append(handlers.CheckFailure("wait_seconds", "must be a number of seconds, 0 or more"))
         return handlers.CheckResult(inputs, failures)
 
     def diff(self, _id: str, olds: dict[str, Any], news: dict[str, Any]) -> handlers.DiffResult:
@@ -118,6 +151,30 @@ class GuestinfoScrubProvider(VsphereProvider):
             "node_name": props.get("node_name") or "",
             "keys_present": keys_present,
         }
+
+    def _wait_for_guest(self, props: dict[str, Any]) -> bool:
+        """Poll until the guest reports its node's hostname: True, or False when `wait_seconds`
+        ran out first. A VM that is gone fails, naming it."""
+        vm_id: str = props["vm_id"]
+        label = props.get("vm_name") or vm_id
+        host_name = str(props.get("host_name") or props.get("node_name") or "")
+        deadline = self._wait.clock() + float(props.get("wait_seconds") or 0)
+
+        def op(si: Any) -> object:
+            vm = find_vm_by_uuid(si, vm_id)
+            if vm is None:
+                return NOT_FOUND
+            return getattr(vm.guest, "hostName", None) if vm.guest is not None else None
+
+        while True:
+            reported = self.run(op, what=f"read the guest hostname of VM {label}")
+            if reported is NOT_FOUND:
+                raise VsphereError(f"VM {label} (BIOS UUID {vm_id}) not found in vCenter", object_name=label)
+            if guest_has_read_user_data(reported if isinstance(reported, str) else None, host_name):
+                return True
+            if self._wait.clock() >= deadline:
+                return False
+            self._wait.sleep(self._wait.poll_seconds)
 
     def _scrub(self, props: dict[str, Any]) -> dict[str, Any]:
         """Remove the keys the VM holds, then read it back: outputs with none left, or an error."""
@@ -143,8 +200,18 @@ class GuestinfoScrubProvider(VsphereProvider):
         return self._outs(props, self.run(op, what=f"remove first-boot secrets from VM {label}"))
 
     def create(self, props: dict[str, Any]) -> handlers.CreateResult:
+        read_by_guest = self._wait_for_guest(props)
         outs = self._scrub(props)
-        pulumi.log.info(f"VM {outs['vm_name'] or outs['vm_id']}: first-boot secrets removed from extraConfig")
+        label = outs["vm_name"] or outs["vm_id"]
+        if read_by_guest:
+            pulumi.log.info(f"VM {label}: first-boot secrets removed from extraConfig")
+        else:
+            pulumi.log.warn(
+                f"VM {label}: its guest did not report hostname {props.get('host_name') or props.get('node_name')!r} "
+                f"within {float(props.get('wait_seconds') or 0) / 60:g} minutes; its first-boot secrets were removed "
+                "from extraConfig anyway. If the node has not bootstrapped it never will: replace the VM "
+                "(pulumi up --replace <its URN>)"
+            )
         return handlers.CreateResult(id_=f"guestinfo-scrub:{props['vm_id']}", outs=outs)
 
     def update(self, _id: str, _olds: dict[str, Any], news: dict[str, Any]) -> handlers.UpdateResult:
@@ -168,8 +235,8 @@ class GuestinfoScrubProvider(VsphereProvider):
 
 
 class GuestinfoScrub(GpuclusterResource, module="vsphere", name="GuestinfoScrub"):
-    """Removes a node VM's first-boot secrets from its extraConfig; create it once the node has
-    joined (`depends_on` its `NodeJoined`).
+    """Removes a node VM's first-boot secrets from its extraConfig once its guest has read them, or
+    when `wait_seconds` ran out.
 
     Type token: `gpucluster:vsphere:GuestinfoScrub`. Credentials come from the stack
     config (`vsphere:vsphereServer`, `vsphere:user`, `vsphere:password`,
@@ -190,16 +257,26 @@ class GuestinfoScrub(GpuclusterResource, module="vsphere", name="GuestinfoScrub"
         vm_id: pulumi.Input[str],
         vm_name: str,
         node_name: str,
+        wait_seconds: float,
         opts: pulumi.ResourceOptions | None = None,
     ) -> None:
         """
         :param vm_id: the node VM's id (`vsphere.VirtualMachine.id`, its BIOS UUID).
         :param vm_name: the VM's name in vCenter (for messages).
-        :param node_name: the node the VM becomes (for people and `plan`'s picture).
-        :param opts: must depend on the node's `NodeJoined`: the keys go only once the node joined.
+        :param node_name: the node the VM becomes; its guest reports it as its hostname once
+            cloud-init has read the user-data.
+        :param wait_seconds: how long to wait for that before removing the keys anyway.
+        :param opts: depends on nothing but the VM: the keys go whether or not the node joins.
         """
         super().__init__(
             resource_name,
-            {"vm_id": vm_id, "vm_name": vm_name, "node_name": node_name, "keys_present": None},
+            {
+                "vm_id": vm_id,
+                "vm_name": vm_name,
+                "node_name": node_name,
+                "host_name": node_name,
+                "wait_seconds": wait_seconds,
+                "keys_present": None,
+            },
             opts,
         )

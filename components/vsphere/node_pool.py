@@ -341,7 +341,7 @@ class NodePool(pulumi.ComponentResource):
                 protect=args.protect,
                 depends_on=host_dependencies(node, args),
                 # First-boot data is read once; the datasource then blanks guestinfo.userdata in
-                # the guest and GuestinfoScrub removes it from the VM once the node joined, so the
+                # the guest and GuestinfoScrub removes it from the VM once the guest read it, so the
                 # live value differs. Changing it later must not churn the VM (nor put the secrets
                 # back): a node is re-bootstrapped by replacing it, not by editing extraConfig.
                 # Only those keys: any other extraConfig stays managed.

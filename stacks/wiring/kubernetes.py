@@ -104,8 +104,8 @@ def node_drain_args(
 def node_joined_args(
     env: Environment, node_name: str, node: NodeOutputs, bootstrap: ClusterBootstrap, *, control_plane: bool
 ) -> NodeJoinedArgs:
-    """The wait for a node VM's join, after which its first-boot secrets leave vCenter
-    (`GuestinfoScrub`). The kubeconfig is the bootstrap's (it does not wait for the VMs); the wait
+    """The wait for a node VM's join (its first-boot secrets leave vCenter before, once its guest
+    read them: `GuestinfoScrub`). The kubeconfig is the bootstrap's (it does not wait for the VMs); the wait
     is the rollout's."""
     return NodeJoinedArgs(
         node_name=node_name,

@@ -17,6 +17,10 @@ A node's generation hashes what the node is made of, so that a change to it repl
   and the copy of the template it clones (`vcenter.templateReplicas`), by site: a template change
   replaces the copies first (each VM's clone source depends on its copy), then the rollout
   re-creates each worker from its new copy.
+The control-plane generation also hashes the API server's settings (its kubeadm flags and
+volumes, the Pod Security defaults, the audit policy: `api_server_revision`), which reach a node
+only on a new VM; their arrival on a cluster deployed before them rolls its control plane once.
+Only with more than one control-plane node: a lone one's replacement is a new, empty cluster.
 A change to `kubernetes.secretsEncryptionKeys` (a key rotation step) rolls the control plane too:
 only a new control-plane VM gets the new EncryptionConfiguration. So does the stack's etcd image tag
 (`components.k8s.version_policy`): only a new control-plane VM joins with it. Beside it, each step carries `kubernetes.version`: a new version rolls every node the same way
@@ -35,6 +39,8 @@ import pulumi
 import pulumi_vsphere as vsphere
 
 from components.k8s.bootstrap import ClusterBootstrap
+from components.k8s.node_bootstrap import host_files
+from components.k8s.node_bootstrap.api_server import api_server_settings
 from components.k8s.rollout.rollout import RolloutArgs, RolloutStep
 from components.k8s.upgrade.upgrade import EtcdAccess
 from components.k8s.version_policy import etcd_image_tag
@@ -49,6 +55,14 @@ DEFAULT_SECRETS_ENCRYPTION_KEYS = ["key-1"]
 def generation(*parts: object) -> str:
     """A short, stable hash of what a node is made of (a valid label value: 12 hex digits)."""
     return hashlib.sha256(json.dumps(parts, sort_keys=True).encode()).hexdigest()[:12]
+
+
+def api_server_revision() -> str:
+    """A hash of what every control-plane node's API server is configured with beside the
+    encryption keys: kubeadm's `apiServer` flags and volumes, the Pod Security defaults and the
+    audit policy (components/k8s/node_bootstrap/api_server.py)."""
+    files = [host_files.host_file(name) for name in (host_files.ADMISSION_CONFIGURATION, host_files.AUDIT_POLICY)]
+    return generation(api_server_settings(), *files)
 
 
 def _template_id(name: str, inventory: Inventory) -> pulumi.Output[str]:
@@ -75,7 +89,16 @@ def control_plane_parts(env: Environment) -> tuple[object, ...]:
     # `kubeadm join` (components.k8s.upgrade.upgrade): a new tag reaches the members only on new
     # VMs, one at a time. This rolls every control plane once when it first applies: a kubeadm-built
     # cluster runs kubeadm's pin (3.5.24 at 1.32/1.33, below etcd's 3.5.32 floor for 3.6).
-    parts += (("etcd", etcd_image_tag(env.kubernetes.version)),)
+    # The API server's flags and the admission and audit files: they reach a control-plane node
+    # only on a new VM (cloud-init writes the files once; its join reads the flags from the stored
+    # ClusterConfiguration, which the version step updates first). A change to them, or their
+    # first arrival on a cluster deployed before this part existed, rolls the control plane once,
+    # one node at a time with etcd's quorum kept. Neither for a lone control-plane node: its
+    # replacement would take etcd's data with it and `kubeadm init` a new, empty cluster
+    # (docs/environments.md); `stacks verify` reports what it lacks, and adding two control-plane
+    # nodes lets it roll. Both arrive in one roll on a cluster deployed before them.
+    if len(pool.nodes) > 1:
+        parts += (("etcd", etcd_image_tag(env.kubernetes.version)), ("api-server", api_server_revision()))
     keys = env.kubernetes.secrets_encryption_keys
     if keys != DEFAULT_SECRETS_ENCRYPTION_KEYS:
         # A rotation step (docs/security.md) reaches the API servers only on new control-plane
@@ -148,6 +171,8 @@ def rollout_args(env: Environment, bootstrap: ClusterBootstrap) -> RolloutArgs:
         # The version step keeps the stack's etcd tag in kubeadm-config, and reads every etcd
         # member's version before a change of etcd line (3.5 -> 3.6, 3.6 -> 3.7).
         etcd_image_tag=etcd_image_tag(env.kubernetes.version),
+        # Kept in the stored ClusterConfiguration before any node is replaced (issue 40 item 3).
+        api_server=api_server_settings(),
         etcd=EtcdAccess(
             addresses=[str(node.management_ip) for node in env.control_plane.nodes],
             ca_pem=bootstrap.etcd_ca_certificate_pem,

@@ -1,6 +1,7 @@
 """Issue 37 item 2 in the real program (dev, under the SDK's mocks): every node VM's first-boot
-secrets are removed from its extraConfig by a `GuestinfoScrub` of its own, once its node joined
-(`NodeJoined`). The scrub runs against the vCenter simulator (tests/components/vsphere/test_vcsim_guestinfo_scrub.py),
+secrets are removed from its extraConfig by a `GuestinfoScrub` of its own, once its guest has read
+them (it reports its node's hostname), or when that wait times out: not after the join (issue 40
+item 6). The scrub runs against the vCenter simulator (tests/components/vsphere/test_vcsim_guestinfo_scrub.py),
 the wait against the Kubernetes API double (tests/components/k8s/join/test_node_joined.py)."""
 
 from __future__ import annotations
@@ -25,10 +26,14 @@ def test_every_node_vm_gets_its_own_scrub_once_its_node_joined(dev_run: ProgramR
     for name, (pool, control_plane) in nodes.items():
         scrub, wait, vm = scrubs[name], waits[name], dev_run.named(f"{pool}-{name}")
         assert vm.type == VM
-        # The scrub takes the keys out of this VM only, and only after its node joined.
+        # The scrub takes the keys out of this VM only, once its guest has read them, whether
+        # or not the node ever joins (issue 40 item 6): it does not wait for the join.
         assert scrub.inputs["vm_name"] == vm.inputs["name"]
         assert scrub.property_dependencies["vm_id"] == [vm.urn]
-        assert set(scrub.resource_dependencies) == {vm.urn, wait.urn}
+        assert set(scrub.resource_dependencies) == {vm.urn}
+        assert wait.urn not in scrub.dependencies
+        assert scrub.inputs["host_name"] == name
+        assert scrub.inputs["wait_seconds"] == dev_env.kubernetes.rollout_timeout_minutes * 60
         # The wait is for this VM's node (a replaced VM has a new id: a new wait), after the
         # readiness check and the join token, so a waiting node never holds up what a join needs.
         assert wait.property_dependencies["vm_id"] == [vm.urn]

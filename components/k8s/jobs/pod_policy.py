@@ -17,6 +17,16 @@ sysctl loosenings that baseline forbids. It applies to every pod of the namespac
 it (the MPI Operator creates the workers): an MPIJob's editor gets what baseline gives plus
 `IPC_LOCK` (RoCE) or the host network (TCP), and nothing else.
 
+Two more rules close what baseline leaves open (issue 40 item 7). A host-network pod must drop
+`NET_RAW` (or `ALL`) in every container: containerd grants NET_RAW by default (it is in
+baseline's allowed set of defaults), and on the host network it opens raw sockets on the node's
+management and RDMA interfaces: sniffing them, or spoofing a trusted node address past the node
+firewall. And `spec.nodeName` is refused when a pod is created: a pod that names its node skips
+the scheduler, and with it the NoSchedule taints that keep job pods off the control-plane nodes
+(the kubelet checks only NoExecute taints and resources on admission: kubernetes.io/docs/
+concepts/scheduling-eviction/taint-and-toleration, "nodeName"). Updates keep it, since the
+scheduler's binding has set it by then.
+
 The expressions use only CEL's standard macros and functions, so the tests evaluate them with
 cel-python against the pods the stack renders and against pods it must refuse.
 """
@@ -179,7 +189,26 @@ def _validations(exceptions: JobPodExceptions) -> list[dict[str, str]]:
             "only baseline's safe sysctls are allowed in this namespace",
         ),
     ]
-    if not exceptions.host_network:
+    rules.append(
+        (
+            "request.operation != 'CREATE' || !has(object.spec.nodeName) || object.spec.nodeName == ''",
+            "nodeName may not be set when a pod is created in this namespace; use a nodeSelector",
+        )
+    )
+    if exceptions.host_network:
+        # Unlike the checks above, an unset drop list is the refusal here.
+        drops_net_raw = (
+            "(has(c.securityContext) && has(c.securityContext.capabilities) && "
+            "has(c.securityContext.capabilities.drop) && "
+            "c.securityContext.capabilities.drop.exists(x, x == 'NET_RAW' || x == 'ALL'))"
+        )
+        rules.append(
+            (
+                f"!{host_network} || variables.containers.all(c, {drops_net_raw})",
+                "host-network pods must drop NET_RAW (or ALL) in every container in this namespace",
+            )
+        )
+    else:
         rules.append((f"!{host_network}", "hostNetwork is not allowed in this namespace"))
     return [{"expression": expression, "message": message} for expression, message in rules]
 

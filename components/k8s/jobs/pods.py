@@ -98,6 +98,15 @@ def launcher_template(
     return template
 
 
+def drop_net_raw(container: dict[str, Any]) -> None:
+    """Drop NET_RAW from a host-network pod's container (in place): on the node's network raw
+    sockets would reach its management and RDMA segments, and the jobs' admission policy refuses
+    a host-network pod that keeps it (pod_policy.py). Neither sshd nor NCCL's sockets use it."""
+    security = container["securityContext"] = dict(container.get("securityContext") or {})
+    capabilities = security["capabilities"] = dict(security.get("capabilities") or {})
+    capabilities["drop"] = sorted({*capabilities.get("drop", []), "NET_RAW"})
+
+
 def worker_template(
     *,
     image: str,
@@ -152,4 +161,7 @@ def worker_template(
         container["ports"] = [{"name": "ssh", "containerPort": SSH_PORT, "protocol": "TCP"}]
     if init_containers:
         spec["initContainers"] = [dict(c) for c in init_containers]
+    if shape.host_network:
+        for each in [container, *spec.get("initContainers", [])]:
+            drop_net_raw(each)
     return {"metadata": {"labels": {**labels, "gpucluster.io/mpi-role": "worker"}}, "spec": spec}

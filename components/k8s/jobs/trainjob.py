@@ -30,7 +30,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from components.k8s.jobs.pods import SHM_VOLUME, WorkerShape, env_list
+from components.k8s.jobs.pods import SHM_VOLUME, WorkerShape, drop_net_raw, env_list
 from components.k8s.jobs.pytorch_ddp import PYTORCH_IMAGE, SCRIPT
 from components.k8s.jobs.script_files import SCRIPTS_DIR, scripts_configmap, scripts_mount, scripts_volume
 from components.k8s.jobs.transport import nccl_transport_env
@@ -124,6 +124,7 @@ def render_runtime(job: TuningSampleJob) -> dict[str, Any]:
         # port then is a host port (Trainer declares it), so two trial pods never share a node.
         pod["hostNetwork"] = True
         pod["dnsPolicy"] = "ClusterFirstWithHostNet"  # PET_MASTER_ADDR is a cluster DNS name
+        drop_net_raw(container)
     return {
         "apiVersion": TRAINER_API,
         "kind": "TrainingRuntime",

@@ -2,9 +2,9 @@
 
 What counts as joined: the Node is registered and Ready and, on a control-plane node, kubeadm has
 marked it `node-role.kubernetes.io/control-plane` (its last join phase, after the node's etcd
-member joined). By then cloud-init has run the node's user-data and the bootstrap has everything
-it needs on disk, so the first-boot secrets may go from vCenter: `GuestinfoScrub`
-(components/vsphere/guestinfo_scrub.py) depends on this resource and removes them.
+member joined). The first-boot secrets do not wait for it: `GuestinfoScrub`
+(components/vsphere/guestinfo_scrub.py) removes them from vCenter once the guest has read them,
+whether or not the node ever joins (issue 40 item 6).
 
 Why a resource of its own, and on day one too: the rollout's settle waits only after a VM was
 replaced (components/k8s/rollout/rollout.py), and nothing else in the program waits for a new node.
@@ -73,10 +73,10 @@ def wait_until_joined(api: Api, node: str, *, control_plane: bool, wait: JoinWai
             return
         if wait.clock() >= deadline:
             raise NodeNotJoined(
-                f"node {node} did not join within {wait.timeout_seconds / 60:g} minutes ({last}); its first-boot "
-                "secrets (join token, and on a control-plane node the CA keys) stay in its VM's guestinfo.userdata "
-                "in vCenter until it has. Look at the node (journalctl -u gpucluster-bootstrap), then run "
-                "pulumi up again, which waits again"
+                f"node {node} did not join within {wait.timeout_seconds / 60:g} minutes ({last}). Look at the node "
+                "(journalctl -u gpucluster-bootstrap), then run pulumi up again, which waits again; a VM whose guest "
+                "never read its user-data (GuestinfoScrub warned about it) cannot join: replace it "
+                "(pulumi up --replace on the VM)"
             )
         wait.sleep(wait.poll_seconds)
 

@@ -89,3 +89,10 @@ def api_server_extra_volumes() -> list[dict[str, Any]]:
             "pathType": "DirectoryOrCreate",
         },
     ]
+
+
+def api_server_settings() -> dict[str, Any]:
+    """The `apiServer` fields of kubeadm's ClusterConfiguration that carry these settings: written
+    into a new cluster's ClusterConfiguration and, on a running one, into the stored copy that
+    every control-plane join reads back (components/k8s/upgrade/api_server_settings.py)."""
+    return {"extraArgs": api_server_extra_args(), "extraVolumes": api_server_extra_volumes()}

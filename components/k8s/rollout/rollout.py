@@ -237,6 +237,10 @@ class RolloutArgs:
     """The etcd tag the version step keeps in the stored ClusterConfiguration (`etcd.local.imageTag`);
     a change of it rolls the control plane through the nodes' generation (the caller folds it in).
     Default None: left as stored."""
+    api_server: Mapping[str, Any] | None = None
+    """The API server's `extraArgs`/`extraVolumes` the version step keeps in the stored
+    ClusterConfiguration before any node is replaced (`components.k8s.upgrade.api_server_settings`).
+    Default None: the stored copy is left as it is."""
 
     def __post_init__(self) -> None:
         if self.timeout_seconds <= 0:
@@ -344,6 +348,7 @@ class NodeRollout:
                     kubeconfig=args.kubeconfig,
                     etcd=args.etcd,
                     etcd_image_tag=args.etcd_image_tag,
+                    api_server=args.api_server,
                 ),
             )
             if args.kubernetes_version

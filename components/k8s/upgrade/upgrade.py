@@ -7,7 +7,9 @@ where Cluster API's KubeadmControlPlane controller puts it (`cluster_upgrade_ste
 - step `cluster-configuration` (`cluster-version`): every rollout gate depends on it, so its
   `update` runs before the first node is replaced: the stored ClusterConfiguration's
   `kubernetesVersion` is set, which the new control-plane nodes' `kubeadm join` reads. It refuses
-  a downgrade or a skipped minor measured against the cluster itself.
+  a downgrade or a skipped minor measured against the cluster itself. It also keeps the API
+  server's hardening flags and volumes in that stored copy (`api_server`, issue 40 item 3:
+  api_server_settings.py), and a change to them is a change of this step.
 - step `addons` (`cluster-addons-version`): depends on the last control-plane node's settle, so its
   `update` runs once every control-plane node is back at the new version: kube-proxy's and
   CoreDNS's image tags, and only those (not their ConfigMaps, RBAC or Corefile, which `kubeadm
@@ -45,7 +47,7 @@ worked).
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Literal
 
@@ -56,6 +58,7 @@ from components.gpucluster_resource import GpuclusterResource
 from components.k8s.api.client import KubeApi, KubeconfigError
 from components.k8s.etcd.gateway import CLIENT_PORT, EtcdGateway, Gateway, client_url
 from components.k8s.etcd.versions import UPGRADE_FLOORS, new_line, read_member_versions, refusal_for
+from components.k8s.upgrade.api_server_settings import set_api_server_settings
 from components.k8s.upgrade.steps import (
     UpgradeError,
     cluster_initialised,
@@ -86,13 +89,17 @@ class ClusterUpgradeProvider(handlers.ResourceHandlers):
 
     def diff(self, _id: str, olds: dict[str, Any], news: dict[str, Any]) -> handlers.DiffResult:
         # A new kubeconfig (a rotated client certificate) is no reason to run a step again; a step
-        # created before the cluster answered (day one) is.
-        moved = any(olds.get(key) != news.get(key) for key in ("version", "etcd_image_tag"))
-        return handlers.DiffResult(changes=moved or olds.get("applied") is False)
+        # created before the cluster answered (day one) is, and so are a new etcd tag and new API
+        # server settings.
+        changes = (
+            any(olds.get(key) != news.get(key) for key in ("version", "etcd_image_tag", "api_server"))
+            or olds.get("applied") is False
+        )
+        return handlers.DiffResult(changes=changes)
 
     def update(self, _id: str, olds: dict[str, Any], news: dict[str, Any]) -> handlers.UpdateResult:
         if olds.get("version") == news.get("version") and olds.get("etcd_image_tag") == news.get("etcd_image_tag"):
-            # only the check a day-one create left
+            # the check a day-one create left, or new API server settings
             return handlers.UpdateResult(outs={**news, "applied": _catch_up(news, self._gateway_for)})
         _run(_api(news), news, self._gateway_for)
         return handlers.UpdateResult(outs={**news, "applied": True})
@@ -146,6 +153,10 @@ def _run(api: KubeApi, props: dict[str, Any], gateway_for: GatewayFor = _etcd_ga
             f"kube-system/kubeadm-config: kubernetesVersion {before} -> v{version}"
             + (f", etcd.local.imageTag {tag}" if tag else "")
         )
+        # After the version (which refuses first when it must), before any node is replaced: the
+        # API server's hardening, which every control-plane join reads (api_server_settings.py).
+        if props.get("api_server") and set_api_server_settings(api, props["api_server"]):
+            pulumi.log.info("kube-system/kubeadm-config: the API server's admission, audit and encryption flags added")
     else:
         changed = set_addon_versions(api, version)
         pulumi.log.info(f"add-ons at Kubernetes {version}: {', '.join(changed) or 'already there'}")
@@ -197,6 +208,9 @@ class ClusterUpgradeArgs:
     """The etcd tag the `cluster-configuration` step keeps in the stored ClusterConfiguration
     (`etcd.local.imageTag`), e.g. "3.6.13-0" (`components.k8s.version_policy`). Default None: left as
     stored (kubeadm's pin for the minor)."""
+    api_server: Mapping[str, Any] | None = None
+    """The `apiServer.extraArgs`/`extraVolumes` the `cluster-configuration` step keeps in the stored
+    ClusterConfiguration (api_server_settings.py). Default None: left as stored."""
 
 
 class ClusterUpgrade(GpuclusterResource, module="kubernetes", name="ClusterUpgrade"):
@@ -210,6 +224,8 @@ class ClusterUpgrade(GpuclusterResource, module="kubernetes", name="ClusterUpgra
         }
         if args.etcd_image_tag:
             inputs["etcd_image_tag"] = args.etcd_image_tag
+        if args.api_server is not None:
+            inputs["api_server"] = dict(args.api_server)
         if args.etcd is not None:
             inputs |= {
                 "etcd_addresses": list(args.etcd.addresses),

@@ -5,7 +5,8 @@ Reads each enabled job's MPIJob status and its launcher's log with `kubectl` and
 the transport NCCL actually used, bus bandwidth against the link rate or images/sec per GPU
 against a published reference, and PASS/FAIL; then, per GPU worker, its GPU health (devices the
 device plugin reports unhealthy, XID errors and temperature from the dcgm-exporter:
-gpu_nodes.py). Exit 0 when everything passed, 1 when a job or a node failed, 2 on a usage
+gpu_nodes.py), and the API server's hardening on every control-plane node and on the Secrets in
+etcd (hardening.py; bootstrap mode only). Exit 0 when everything passed, 1 when a job or a node failed, 2 on a usage
 problem (no kubeconfig, no kubectl, an invalid stack file, an unreadable --log), always without a traceback. The
 kubeconfig is found as stacks/kubectl.py says. `--availability` runs the disruptive availability
 check instead (stacks/tools/verify/availability/, guarded by its command.py).
@@ -30,6 +31,7 @@ from stacks.kubectl import Kubectl, VerifyError, kubeconfig_for
 from stacks.tools.verify.availability import command as availability_cli
 from stacks.tools.verify.gpu import NodeHealth
 from stacks.tools.verify.gpu_nodes import gpu_health
+from stacks.tools.verify.hardening import hardening_verdicts
 from stacks.tools.verify.jobs import ExpectedJob, expected_jobs, judge
 from stacks.tools.verify.launcher import LogSource, launcher_selector, log_source, newest_pod
 from stacks.tools.verify.logs import Verdict
@@ -137,10 +139,13 @@ def cmd_verify(args: argparse.Namespace) -> int:
             kubectl = Kubectl(kubeconfig, env.jobs.namespace)
             verdicts = [verify_job(kubectl, env, job) for job in jobs]
             health = gpu_health(kubectl, env)
+            # The API server's hardening reached every control-plane node (issue 40 item 3).
+            hardening = hardening_verdicts(kubectl) if env.kubernetes.mode == "bootstrap" else []
     except VerifyError as error:
         print(f"error: {error}", file=sys.stderr)
         return EXIT_USAGE
     # A stack with no job still gets its GPU health, and still fails: there is nothing to verify.
+    verdicts += hardening
     return report(verdicts, health) if jobs else max(report(verdicts, health), EXIT_FAILED)
 
 

@@ -16,7 +16,7 @@ import pytest
 from pyVmomi import vim
 
 from components.vsphere.first_boot import guestinfo_extra_config
-from components.vsphere.guestinfo_scrub import GuestinfoScrubProvider
+from components.vsphere.guestinfo_scrub import GuestinfoScrubProvider, GuestWait
 from components.vsphere.provider_base import RetryPolicy
 from tests.components.vsphere.conftest import CLUSTER_HOSTS, TEMPLATE_VM, _find
 from tests.components.vsphere.sim_deploy import _public, deployed, on_the_simulator, provider_of
@@ -168,6 +168,8 @@ def test_every_vm_of_a_deployed_dev_stack_is_left_with_no_secret_in_vcenter(si: 
                 vm = deployment.vms[vm_names[vm_urn]]
                 provider = provider_of(scrub, vcsim.config())
                 checked = provider.check({}, {**_public(scrub.plain_inputs()), "vm_id": vm.config.uuid}).inputs
+                # cloud-init on the guest read the user-data and set the node's hostname.
+                _report_host_name(vm, checked["host_name"])
                 provider.create(checked)
             for name, vm in deployment.vms.items():
                 extra = _extra_config(vm)
@@ -177,3 +179,80 @@ def test_every_vm_of_a_deployed_dev_stack_is_left_with_no_secret_in_vcenter(si: 
         for template in (plain, gpu):
             with contextlib.suppress(Exception):
                 destroy(template)
+
+
+# --- when: once the guest has read the user-data, or when the wait runs out (issue 40 item 6) ------
+
+
+class FakeClock:
+    """The scrub's clock: each sleep moves it on, and may change what the guest reports."""
+
+    def __init__(self, on_sleep: Callable[[int], None] = lambda _n: None) -> None:
+        self.now = 0.0
+        self.sleeps = 0
+        self._on_sleep = on_sleep
+
+    def clock(self) -> float:
+        return self.now
+
+    def sleep(self, seconds: float) -> None:
+        self.now += seconds
+        self.sleeps += 1
+        self._on_sleep(self.sleeps)
+
+
+def _report_host_name(vm: Any, host_name: str) -> None:
+    """What VMware Tools does once cloud-init set the hostname (vcsim: a `SET.` extraConfig key
+    sets the property and is not kept in extraConfig, simulator/virtual_machine.go)."""
+    reconfigure(vm, extraConfig=[vim.option.OptionValue(key="SET.guest.hostName", value=host_name)])
+
+
+def _waiting(configured: Callable[..., Any], clock: FakeClock) -> GuestinfoScrubProvider:
+    wait = GuestWait(poll_seconds=10.0, clock=clock.clock, sleep=clock.sleep)
+    return configured(GuestinfoScrubProvider(retry=FAST_RETRY, wait=wait))
+
+
+def _waiting_props(vm: Any) -> dict[str, Any]:
+    return {**_props(vm), "host_name": "master", "wait_seconds": 600}
+
+
+def test_the_scrub_waits_for_the_guest_to_report_the_nodes_hostname(
+    configured: Callable[..., Any], node_vm: Any
+) -> None:
+    _report_host_name(node_vm, "localhost.localdomain")  # the template's own name, before cloud-init
+    clock = FakeClock(on_sleep=lambda n: n == 3 and _report_host_name(node_vm, "master.lab.example"))
+
+    _waiting(configured, clock).create(_waiting_props(node_vm))
+
+    assert clock.sleeps == 3  # removed on the first look after the guest reported it, not before
+    assert "guestinfo.userdata" not in _extra_config(node_vm)
+
+
+def test_a_guest_that_read_its_user_data_is_scrubbed_without_waiting_for_its_join(
+    configured: Callable[..., Any], node_vm: Any
+) -> None:
+    """The node may never join (the bootstrap refused the RDMA device): the keys still go."""
+    _report_host_name(node_vm, "master")
+    clock = FakeClock()
+
+    _waiting(configured, clock).create(_waiting_props(node_vm))
+
+    assert clock.sleeps == 0
+    assert "guestinfo.userdata" not in _extra_config(node_vm)
+
+
+def test_a_guest_that_never_reads_its_user_data_is_scrubbed_when_the_wait_runs_out(
+    configured: Callable[..., Any], node_vm: Any
+) -> None:
+    clock = FakeClock()
+
+    created = _waiting(configured, clock).create(_waiting_props(node_vm))
+
+    assert clock.now >= 600 and clock.sleeps == 60
+    assert created.outs["keys_present"] == []
+    assert "guestinfo.userdata" not in _extra_config(node_vm)
+
+
+def test_check_refuses_a_negative_wait(provider: GuestinfoScrubProvider) -> None:
+    result = provider.check({}, {"vm_id": "4211", "vm_name": "x", "node_name": "x", "wait_seconds": -1})
+    assert [f.property for f in result.failures] == ["wait_seconds"]

@@ -61,7 +61,7 @@ class Durations:
     """Default graphics type set, then the host's `xorg` service restarted (VMware's procedure)."""
     vm_reconfigure: float = 10
     """A VM reconfigure without a power cycle: `GuestinfoScrub` removing the first-boot guestinfo
-    keys from the VM's extraConfig once its node joined."""
+    keys from the VM's extraConfig once its guest read them."""
     vgpu_attach: float = 5
     """The vGPU attachment's create: it reads the VM's devices and checks the vGPU the GPU template
     carried (no power cycle; before `vcenter.gpuTemplate` it powered the VM off and on, ~45 s)."""

@@ -109,7 +109,55 @@ def gpu_world(
         pods.append(exporter)
         fixture = (metrics or {}).get(name, "dcgm_metrics_healthy.txt")
         texts[f"{exporter_namespace}/{exporter['metadata']['name']}"] = metrics_for(name, fixture)
-    return {"nodes": nodes, "pods": pods, "metrics": texts, "mpijobs": {}, "logs": {}}
+    pods += control_plane_pods()
+    return {"nodes": nodes, "pods": pods, "metrics": texts, "mpijobs": {}, "logs": {}, "etcd": etcd_secrets()}
+
+
+def control_plane_pods(
+    *, flags: dict[str, str] | None = None, nodes: tuple[str, ...] = ("master",)
+) -> list[dict[str, Any]]:
+    """kubeadm's kube-apiserver and etcd static pods (their mirror pods) on the control-plane nodes;
+    the API server with the stack's hardening flags unless `flags` says otherwise."""
+    from stacks.tools.verify.hardening import expected_flags
+
+    flags = expected_flags() if flags is None else flags
+    pods = []
+    for name in nodes:
+        for component, command in (
+            (
+                "kube-apiserver",
+                ["kube-apiserver", "--advertise-address=10.10.0.11", *(f"{k}={v}" for k, v in flags.items())],
+            ),
+            ("etcd", ["etcd", "--client-cert-auth=true"]),
+        ):
+            pods.append(
+                {
+                    "metadata": {
+                        "name": f"{component}-{name}",
+                        "namespace": "kube-system",
+                        "labels": {"component": component, "tier": "control-plane"},
+                    },
+                    "spec": {"nodeName": name, "containers": [{"name": component, "command": command}]},
+                    "status": {"phase": "Running"},
+                }
+            )
+    return pods
+
+
+def etcd_secrets(**values: bytes) -> dict[str, Any]:
+    """`etcdctl get /registry/secrets/ --prefix -w json` over `namespace/name` -> stored value;
+    by default two Secrets under secretbox."""
+    import base64
+
+    values = values or {
+        "kube-system/bootstrap-token-abcdef": b"k8s:enc:secretbox:v1:key-1:" + bytes(range(40)),
+        "training/launcher-ssh": b"k8s:enc:secretbox:v1:key-1:" + bytes(range(40, 90)),
+    }
+    kvs = [
+        {"key": base64.b64encode(f"/registry/secrets/{k}".encode()).decode(), "value": base64.b64encode(v).decode()}
+        for k, v in values.items()
+    ]
+    return {"header": {"revision": 7}, "kvs": kvs, "count": len(kvs)}
 
 
 def install(tmp_path: Path, world: dict[str, Any]) -> dict[str, str]:

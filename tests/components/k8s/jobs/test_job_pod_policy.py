@@ -30,9 +30,13 @@ def _evaluate(expression: str, activation: dict[str, Any]) -> Any:
     return _CEL.program(_CEL.compile(expression)).evaluate(activation)
 
 
-def policy_denials(policy: dict[str, Any], pod: dict[str, Any]) -> list[str]:
-    """The messages of `policy`'s validations that `pod` fails, as the API server evaluates them."""
-    activation: dict[str, Any] = {"object": celpy.json_to_cel(pod)}
+def policy_denials(policy: dict[str, Any], pod: dict[str, Any], *, operation: str = "CREATE") -> list[str]:
+    """The messages of `policy`'s validations that `pod` fails, as the API server evaluates them
+    (`request` carries the operation, as the API server's admission request does)."""
+    activation: dict[str, Any] = {
+        "object": celpy.json_to_cel(pod),
+        "request": celpy.json_to_cel({"operation": operation}),
+    }
     variables = {v["name"]: _evaluate(v["expression"], activation) for v in policy["spec"].get("variables", [])}
     activation["variables"] = celpy.celtypes.MapType({celpy.celtypes.StringType(k): v for k, v in variables.items()})
     refused = []
@@ -46,7 +50,7 @@ def policy_denials(policy: dict[str, Any], pod: dict[str, Any]) -> list[str]:
     return refused
 
 
-def admission(objects: list[dict[str, Any]], pod: dict[str, Any]) -> list[str]:
+def admission(objects: list[dict[str, Any]], pod: dict[str, Any], *, operation: str = "CREATE") -> list[str]:
     """Why the API server would refuse `pod` in NAMESPACE given `objects` (empty: admitted)."""
     [ns] = [o for o in objects if o["kind"] == "Namespace"]
     labels = {**ns["metadata"]["labels"], "kubernetes.io/metadata.name": ns["metadata"]["name"]}
@@ -61,7 +65,7 @@ def admission(objects: list[dict[str, Any]], pod: dict[str, Any]) -> list[str]:
     for binding in (o for o in objects if o["kind"] == "ValidatingAdmissionPolicyBinding"):
         selector = binding["spec"]["matchResources"]["namespaceSelector"]["matchLabels"]
         if all(labels.get(k) == v for k, v in selector.items()) and "Deny" in binding["spec"]["validationActions"]:
-            refused += policy_denials(policies[binding["spec"]["policyName"]], pod)
+            refused += policy_denials(policies[binding["spec"]["policyName"]], pod, operation=operation)
     return refused
 
 
@@ -148,7 +152,7 @@ def test_a_namespace_editor_cannot_escape_to_the_node(transport: str, escape: st
 
 
 def test_host_network_only_where_the_transport_needs_it() -> None:
-    host_network = editor_pod(hostNetwork=True)
+    host_network = host_network_pod(drop=["NET_RAW"])
     assert "hostNetwork is not allowed in this namespace" in admission(stack_objects("roce"), host_network)
     assert admission(stack_objects("tcp"), host_network) == []
 
@@ -228,3 +232,53 @@ def test_the_tuning_namespace_admits_its_trials_and_refuses_escapes(transport: s
     assert admission(objects, trial) == []
     for escape, pod in ESCAPES.items():
         assert admission(objects, pod), f"{escape} admitted in the {transport} tuning namespace"
+
+
+# --- issue 40 item 7: host-network pods without NET_RAW, no nodeName past the taints ------------
+def host_network_pod(*, drop: list[str] | None, ephemeral_drop: list[str] | None = None) -> dict[str, Any]:
+    container: dict[str, Any] = {"name": "c", "image": "busybox:1.36"}
+    if drop is not None:
+        container["securityContext"] = {"capabilities": {"drop": drop}}
+    pod = editor_pod(hostNetwork=True, containers=[container])
+    if ephemeral_drop is not None:
+        debug: dict[str, Any] = {"name": "debug", "image": "busybox:1.36"}
+        if ephemeral_drop:
+            debug["securityContext"] = {"capabilities": {"drop": ephemeral_drop}}
+        pod["spec"]["ephemeralContainers"] = [debug]
+    return pod
+
+
+NET_RAW_MESSAGE = "host-network pods must drop NET_RAW (or ALL) in every container in this namespace"
+
+
+def test_a_host_network_pod_must_drop_net_raw() -> None:
+    """A host-network pod with NET_RAW (containerd grants it by default) could sniff and spoof the
+    node's management and RDMA segments; in the TCP stack it must drop it, in every container."""
+    objects = stack_objects("tcp")
+    assert NET_RAW_MESSAGE in admission(objects, host_network_pod(drop=None))
+    assert NET_RAW_MESSAGE in admission(objects, host_network_pod(drop=["SYS_ADMIN"]))
+    assert NET_RAW_MESSAGE in admission(
+        objects, host_network_pod(drop=["NET_RAW"], ephemeral_drop=[]), operation="UPDATE"
+    )
+    assert admission(objects, host_network_pod(drop=["NET_RAW"])) == []
+    assert admission(objects, host_network_pod(drop=["ALL"])) == []
+    # A pod on the pod network keeps containerd's defaults: its NET_RAW reaches only its own netns.
+    assert admission(objects, editor_pod()) == []
+
+
+NODE_NAME_MESSAGE = "nodeName may not be set when a pod is created in this namespace; use a nodeSelector"
+
+
+@pytest.mark.parametrize("transport", ["roce", "tcp"])
+def test_node_name_is_refused_on_create(transport: str) -> None:
+    """`spec.nodeName` skips the scheduler and with it the control-plane nodes' taints."""
+    pinned = editor_pod(nodeName="cp-1")
+    assert NODE_NAME_MESSAGE in admission(stack_objects(transport), pinned)
+    # The scheduler's binding sets nodeName; later updates (ephemeral containers) carry it.
+    assert admission(stack_objects(transport), pinned, operation="UPDATE") == []
+
+
+def test_the_tuning_namespace_refuses_node_name_and_net_raw_too() -> None:
+    objects, _ = tuning_objects("tcp")
+    assert NODE_NAME_MESSAGE in admission(objects, editor_pod(nodeName="cp-1"))
+    assert NET_RAW_MESSAGE in admission(objects, host_network_pod(drop=None))

@@ -59,13 +59,13 @@ def test_a_worker_has_joined_once_ready() -> None:
     assert clock.t == 90
 
 
-def test_a_node_that_never_joins_fails_naming_it_and_the_secrets_left_in_vcenter() -> None:
+def test_a_node_that_never_joins_fails_naming_it_and_what_to_do() -> None:
     kube = KubeDouble()
     kube.add_node("worker-2", ready=False)
     clock = Clock()
 
     with pytest.raises(
-        NodeNotJoined, match=r"node worker-2 did not join within 10 minutes \(it is not Ready\); .*guestinfo"
+        NodeNotJoined, match=r"node worker-2 did not join within 10 minutes \(it is not Ready\)\. .*replace it"
     ):
         wait_until_joined(kube, "worker-2", control_plane=False, wait=_wait(clock))
     assert clock.t >= 600

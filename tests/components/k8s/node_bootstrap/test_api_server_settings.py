@@ -187,4 +187,26 @@ def test_no_rule_logs_a_body_of_anything_that_may_hold_a_secret() -> None:
             continue
         assert "resources" in rule, rule
         for selector in rule["resources"]:
-            assert selector.get("group", "") != "", rule
+            # The core group only for namespaces, whose bodies hold labels and annotations.
+            assert selector.get("group", "") != "" or selector.get("resources") == ["namespaces"], rule
+
+
+# Issue 40 item 10: changes that loosen admission are logged with their body, so the log shows
+# what the policy, webhook or label became, not only that someone touched it.
+@pytest.mark.parametrize(
+    ("group", "resource"),
+    [
+        ("admissionregistration.k8s.io", "validatingadmissionpolicies"),
+        ("admissionregistration.k8s.io", "validatingadmissionpolicybindings"),
+        ("admissionregistration.k8s.io", "validatingwebhookconfigurations"),
+        ("admissionregistration.k8s.io", "mutatingwebhookconfigurations"),
+        ("", "namespaces"),  # a `pod-security.kubernetes.io/*` relabel is an update of the namespace
+        ("certificates.k8s.io", "certificatesigningrequests/approval"),
+    ],
+)
+@pytest.mark.parametrize("verb", ["create", "update", "patch", "delete"])
+def test_admission_and_certificate_changes_are_audited_with_their_body(group: str, resource: str, verb: str) -> None:
+    policy = yaml.safe_load(files("cp-1")[AUDIT_POLICY_PATH]["content"])
+    assert audit_level(policy, verb=verb, group=group, resource=resource) == "Request", (verb, group, resource)
+    # Reading them stays at Metadata: the bodies of reads say nothing about who changed what.
+    assert audit_level(policy, verb="get", group=group, resource=resource) == "Metadata", (group, resource)
