@@ -52,9 +52,19 @@ def old_state() -> dict[str, dict[str, Any]]:
     return {r["urn"]: r for r in resources}
 
 
+FIXTURE_KUBERNETES = "1.34.2"
+"""The stack file's `kubernetes.version` when the fixture was written: a later default in the
+shipped stack is a version change (every node rolls), not part of the move to the plugin."""
+
+
+def _as_when_written(env: dict[str, Any]) -> None:
+    with_one_template_copy(env)
+    env["kubernetes"]["version"] = FIXTURE_KUBERNETES
+
+
 @pytest.fixture(scope="module")
 def new_run() -> ProgramRun:
-    return run_view(edited_view("dev", with_one_template_copy), "dev")
+    return run_view(edited_view("dev", _as_when_written), "dev")
 
 
 def _ours(run: ProgramRun) -> list[RecordedResource]:
@@ -136,8 +146,9 @@ def test_the_plugin_diffs_every_old_resource_clean(
         diff = lifecycle.diff(old["id"], old_outputs, unmarshal(checked.inputs)[0])
         verdicts[resource.name] = (diff.changes, list(diff.replaces), list(diff.diffs))
     # One update, no replacement, that is not the migration's: the version step now also keeps the
-    # API server's hardening in the stored ClusterConfiguration (issue 40 item 3), a new input.
-    hardening = {"cluster-version": (provider_pb2.DiffResponse.DIFF_SOME, [], ["api_server"])}
+    # API server's hardening (issue 40 item 3) and the stack's etcd tag (issue 41 item 5) in the
+    # stored ClusterConfiguration, two new inputs.
+    hardening = {"cluster-version": (provider_pb2.DiffResponse.DIFF_SOME, [], ["api_server", "etcd_image_tag"])}
     assert verdicts == {name: hardening.get(name, (provider_pb2.DiffResponse.DIFF_NONE, [], [])) for name in verdicts}
     assert len(verdicts) == len(_ours(new_run))
 

@@ -32,6 +32,7 @@ from components.k8s.upgrade.upgrade import ClusterUpgradeProvider
 from components.k8s.upgrade.versions import Version
 from components.k8s.version_policy import etcd_image_tag
 from stacks.environment.loader import load_environment
+from stacks.environment.model import Environment
 from stacks.environment.stack_file import read_stack_file
 from stacks.wiring.rollout import control_plane_parts
 from tests.components.k8s.kube_double import KubeDouble, served
@@ -166,16 +167,22 @@ def test_a_member_left_behind_refuses_the_next_line() -> None:
 
 
 def test_the_control_plane_rolls_when_the_etcd_tag_changes() -> None:
-    env = load_environment(read_stack_file(REPO / "Pulumi.dev.yaml"))
+    env = load_environment(read_stack_file(REPO / "Pulumi.prod.yaml"))
+    assert len(env.control_plane.nodes) == 3
 
-    def parts(version: str) -> tuple[object, ...]:
-        return control_plane_parts(env.model_copy(update={"kubernetes": env.kubernetes.model_copy(update={"version": version})}))
+    def parts(version: str, environment: Environment = env) -> tuple[object, ...]:
+        kubernetes = environment.kubernetes.model_copy(update={"version": version})
+        return control_plane_parts(environment.model_copy(update={"kubernetes": kubernetes}))
 
     assert ("etcd", "3.5.32-0") in parts("1.33.6")
     assert parts("1.33.6") == parts("1.32.3")  # same tag: nothing rolls for it
     assert parts("1.34.2") != parts("1.33.6") and ("etcd", "3.6.13-0") in parts("1.34.2")
     assert parts("1.36.1") == parts("1.34.2")
     assert ("etcd", "3.7.0-0") in parts("1.37.1")
+    # A lone control-plane node is never rolled for it: its replacement is a new, empty cluster.
+    lone = env.model_copy(update={"control_plane": env.control_plane.model_copy(update={"nodes": env.control_plane.nodes[:1]})})
+    assert parts("1.34.2", lone) == parts("1.33.6", lone)
+    assert not [part for part in parts("1.34.2", lone) if isinstance(part, tuple) and part[0] == "etcd"]
 
 
 def test_kubeadm_init_stores_the_stacks_etcd_tag_from_day_one() -> None:
