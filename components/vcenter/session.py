@@ -144,7 +144,8 @@ def session(
 
 
 # ---------------------------------------------------------------------------------------------
-# The cache: one session per connection settings, for callers that make many short calls.
+# The cache: one session per connection settings, shared by every thread of the process (the
+# gpucluster plugin's operations: components/vsphere/provider_base.py says why).
 
 _CACHE: dict[VcenterConnection, Any] = {}
 _LOCKS: dict[VcenterConnection, threading.Lock] = {}
@@ -184,6 +185,17 @@ def forget(conn: VcenterConnection, *, logout_session: bool = False) -> None:
         si = _CACHE.pop(conn, None)
     if si is not None and logout_session:
         logout(si)
+
+
+def forget_session(conn: VcenterConnection, si: Any) -> None:
+    """Drop `si` from the cache if it is still the cached session of `conn` (after it failed).
+
+    Many threads share a session; each that meets its failure calls this, and only the first
+    drops it: a session another thread has logged in since stays.
+    """
+    with _REGISTRY:
+        if _CACHE.get(conn) is si:
+            del _CACHE[conn]
 
 
 def disconnect_all() -> None:
