@@ -45,6 +45,7 @@ from stacks.environment.fields import (
 )
 from stacks.environment.mirror import Mirror
 from stacks.environment.monitoring import Monitoring
+from stacks.environment.pulumi_up import PulumiUpSettings
 from stacks.environment.replicas import TemplateReplica
 from stacks.environment.tuning import Tuning
 
@@ -461,6 +462,8 @@ class Environment(Model):
     """Kubeflow Trainer v2 and Katib with a sample Experiment; off by default."""
     mirror: Mirror = Mirror()
     """One registry and one file base for an air-gapped site (docs/air-gapped.md); default none."""
+    pulumi_up: PulumiUpSettings = PulumiUpSettings()
+    """How the deploy workflow runs `pulumi up`: `--parallel`, the runner's CPUs, the state backend."""
 
     def vm_name(self, node: NodeSpec) -> str:
         return f"{self.vm.name_prefix}-{node.name}"
