@@ -33,6 +33,7 @@ from benchmarks.engine.drive import ENGINE_ADDRESS
 from benchmarks.engine.workload import CALLS_PER_CREATE, DELAYED_METHOD, inputs, vsphere_config
 from stacks import PROJECT_DIR
 
+PROBE_INTERVAL_S = 0.5
 PLUGIN_COMMAND = (sys.executable, str(PROJECT_DIR / "provider"), ENGINE_ADDRESS)
 
 
@@ -69,7 +70,7 @@ def _struct(values: Mapping[str, Any]) -> struct_pb2.Struct:
 
 
 async def _probe(
-    address: str, config: Mapping[str, str], pool: int, creates: int, probes: int
+    address: str, config: Mapping[str, str], pool: int, creates: int, probes: int, settle_s: float
 ) -> tuple[list[float], list[float], int]:
     async with grpc.aio.insecure_channel(address) as channel:
         stub = provider_pb2_grpc.ResourceProviderStub(channel)
@@ -90,7 +91,7 @@ async def _probe(
             for i in range(creates)
         ]
         tasks = [asyncio.ensure_future(call) for call in calls]
-        await asyncio.sleep(1.0)  # every create sent; the pool's threads are all taken by now
+        await asyncio.sleep(settle_s)  # every create sent; the pool's threads are all taken by now
         check_s: list[float] = []
         diff_s: list[float] = []
         probe_inputs = _struct(inputs(0))
@@ -103,6 +104,7 @@ async def _probe(
                 provider_pb2.DiffRequest(id=f"probe{n}", urn=urn(creates + n), olds=probe_inputs, news=probe_inputs)
             )
             diff_s.append(time.perf_counter() - started)
+            await asyncio.sleep(PROBE_INTERVAL_S)  # probes spread over the saturated stretch
         in_flight = sum(1 for task in tasks if not task.done())
         for task in tasks:
             task.cancel()
@@ -110,7 +112,7 @@ async def _probe(
         return check_s, diff_s, in_flight
 
 
-def measure(*, pool: int, creates: int, probes: int, delay_ms: int) -> StepLoopLatency:
+def measure(*, pool: int, creates: int, probes: int, delay_ms: int, settle_s: float = 1.0) -> StepLoopLatency:
     simulator, url = processes.start_announcing(
         [str(HARNESS), "-port", "0", "-exit-on-stdin-eof", "-method-delay", f"{DELAYED_METHOD}={delay_ms}"],
         processes.vcsim_url_line,
@@ -120,7 +122,7 @@ def measure(*, pool: int, creates: int, probes: int, delay_ms: int) -> StepLoopL
         plugin, port = processes.start_announcing(PLUGIN_COMMAND, processes.port_line, cwd=PROJECT_DIR)
         try:
             check_s, diff_s, in_flight = asyncio.run(
-                _probe(f"127.0.0.1:{port}", vsphere_config(url), pool, creates, probes)
+                _probe(f"127.0.0.1:{port}", vsphere_config(url), pool, creates, probes, settle_s)
             )
         finally:
             processes.stop(plugin)
@@ -133,11 +135,20 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m benchmarks.engine.step_loop", description=__doc__.split("\n\n")[0])
     parser.add_argument("--pool", type=int, default=64, help="the plugin's maxConcurrentOperations")
     parser.add_argument("--creates", type=int, help="creates sent at once (default: 3 x pool)")
-    parser.add_argument("--probes", type=int, default=10, help="Check and Diff calls timed")
+    parser.add_argument("--probes", type=int, default=10, help="Check and Diff calls timed, 0.5 s apart")
+    parser.add_argument(
+        "--settle-s", type=float, default=5.0, help="wait after sending the creates (all at once) before probing"
+    )
     parser.add_argument("--delay-ms", type=int, default=5000, help=f"simulator delay per {DELAYED_METHOD} call")
     parser.add_argument("--json", action="store_true")
     args = parser.parse_args(argv)
-    result = measure(pool=args.pool, creates=args.creates or 3 * args.pool, probes=args.probes, delay_ms=args.delay_ms)
+    result = measure(
+        pool=args.pool,
+        creates=args.creates or 3 * args.pool,
+        probes=args.probes,
+        delay_ms=args.delay_ms,
+        settle_s=args.settle_s,
+    )
     if args.json:
         print(json.dumps(asdict(result) | {"worst_s": result.worst_s}, indent=2))
     else:

@@ -164,7 +164,14 @@ def connect(conn: VcenterConnection, *, timeout: float = LOGIN_TIMEOUT_S, http_t
     Locked per connection, not per process: a login to a vCenter that does not answer holds up
     only the callers of that same vCenter, and them for at most the login's bound.
     """
-    with _lock_for(conn):
+    lock = _lock_for(conn)
+    # Bounded like the login itself: callers queued behind a login to a silent vCenter give up
+    # with it instead of logging in one after another, each past its operation's deadline.
+    if not lock.acquire(timeout=timeout):
+        raise VsphereError(
+            f"vCenter {conn.address}: another login has not finished within {timeout:g}s", transient=True
+        )
+    try:
         with _REGISTRY:
             si = _CACHE.get(conn)
         if si is not None:
@@ -173,6 +180,8 @@ def connect(conn: VcenterConnection, *, timeout: float = LOGIN_TIMEOUT_S, http_t
         with _REGISTRY:
             _CACHE[conn] = si
         return si
+    finally:
+        lock.release()
 
 
 def forget(conn: VcenterConnection, *, logout_session: bool = False) -> None:

@@ -142,6 +142,24 @@ def test_a_provider_operation_against_a_silent_vcenter_ends_by_its_deadline(sile
     assert took < policy.max_total + policy.login_timeout + 2
 
 
+def test_operations_sharing_a_silent_vcenters_login_each_end_by_their_deadline(silent: SilentVcenter) -> None:
+    """Shared sessions (issue 44): callers queued behind one login must not log in one after
+    another, each past its deadline."""
+    policy = RetryPolicy(attempts=10, base_delay=0.1, max_delay=0.2, max_total=3.0, login_timeout=1.0)
+    provider = PvrdmaHostSettingsProvider(retry=policy)
+    provider.use_connection(silent.connection())
+
+    def read() -> tuple[bool, Any, float]:
+        return _in_thread(lambda: provider.read("pvrdma:h", {"host_name": "h", "vmknic_device": "vmk1"}), wait=30)
+
+    with ThreadPoolExecutor(8) as pool:
+        results = list(pool.map(lambda _: read(), range(8)))
+
+    assert all(finished for finished, _, _ in results)
+    assert all(isinstance(result, VsphereError) for _, result, _ in results)
+    assert max(took for _, _, took in results) < policy.max_total + policy.login_timeout + 2
+
+
 def test_provider_operations_share_one_session_logged_out_at_exit(vcsim: Any, si: Any, host_name: str) -> None:
     """Issue 44: 640 operations at once must not be 640 logins; the shared session is logged out
     by `disconnect_all` (at interpreter exit). Old code: a login per operation, three keys."""
