@@ -53,9 +53,12 @@ def workflow_lines(resources: Any, deploy: PulumiUpSettings) -> tuple[list[str],
     width = plan_width(vcenter.bound, vcenter.pulumi_up)
     chosen = estimate(resources, None, workflow_engine(deploy, width, create_only=True))
     bare = estimate(resources, None, cli_default_engine(deploy))
+    kept = estimate(resources, None, workflow_engine(deploy, width, create_only=False))
     lines = [
         f"deploy workflow (a first deploy, creates only): pulumi up {format_seconds(chosen.pulumi_up.seconds)} "
-        f"({chosen.ratio:.2f}x the bound) with {workflow_engine(deploy, width, create_only=True).describe()}",
+        f"({chosen.ratio:.2f}x) with {workflow_engine(deploy, width, create_only=True).describe()}",
+        f"  a run that also updates, replaces or deletes keeps its checkpoints: up to "
+        f"{format_seconds(kept.pulumi_up.seconds)} for this many steps",
         f"  the CLI's defaults on the same runner: {format_seconds(bare.pulumi_up.seconds)} ({bare.ratio:.2f}x) with "
         f"{cli_default_engine(deploy).describe()}",
     ]
@@ -65,6 +68,7 @@ def workflow_lines(resources: Any, deploy: PulumiUpSettings) -> tuple[list[str],
         "runnerCpus": deploy.runner_cpus,
         "workflowSeconds": round(chosen.pulumi_up.seconds, 1),
         "cliDefaultsSeconds": round(bare.pulumi_up.seconds, 1),
+        "checkpointsKeptSeconds": round(kept.pulumi_up.seconds, 1),
     }
     return lines, data
 

@@ -75,3 +75,20 @@ def test_a_preview_that_is_not_json_is_one_line(tmp_path: Path) -> None:
     )
     assert done.returncode == 2
     assert done.stderr.startswith("error: --preview ") and done.stderr.count("\n") == 1
+
+
+def test_plan_prints_the_workflows_settings_and_estimate_as_deploy_settings_gives_them(tmp_path: Path) -> None:
+    """Where the parts meet: what `plan` says the workflow runs is what `deploy-settings` hands it."""
+    _, values = _run(tmp_path, {"create": 115})
+    done = subprocess.run(
+        [sys.executable, "-m", "stacks", "plan", "dev", "--out", str(tmp_path / "plan"), "--json"],
+        capture_output=True,
+        text=True,
+        cwd=ROOT,
+        timeout=300,
+    )
+    assert done.returncode == 0, done.stderr
+    workflow = json.loads(done.stdout)["deployment"]["workflow"]
+    assert workflow["parallel"] == int(values["parallel"])
+    assert workflow["runnerCpus"] == 2
+    assert workflow["workflowSeconds"] <= workflow["checkpointsKeptSeconds"] <= workflow["cliDefaultsSeconds"]
