@@ -31,8 +31,10 @@ from stacks.wiring import kubernetes as k8s_wiring
 from stacks.wiring import replicas as replica_wiring
 from stacks.wiring import rollout as rollout_wiring
 from stacks.wiring import vsphere as vsphere_wiring
+from stacks.wiring.cli_version import require_minimum_cli
 from stacks.wiring.runtime_config import environment_from_stack_config
 
+require_minimum_cli()  # before anything is registered (stacks/wiring/cli_version.py)
 env = environment_from_stack_config()
 inventory = vsphere_wiring.lookup_inventory(env)
 

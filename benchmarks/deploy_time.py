@@ -24,11 +24,13 @@ import yaml
 from benchmarks.stackgen import BASE_STACK_FILE, scaled_document
 from stacks import PROJECT_DIR
 from stacks.environment.loader import ENVIRONMENT_KEY, ConfigView, config_for_runtime, load_environment
+from stacks.environment.pulumi_up import PulumiUpSettings
 from stacks.tools.plan.command import SECRET_PLACEHOLDER
 from stacks.tools.plan.deploy_time.durations import Durations, load_durations
 from stacks.tools.plan.deploy_time.engine import DYNAMIC_DESIGN, PLUGIN_DESIGN, EngineSettings
 from stacks.tools.plan.deploy_time.estimate import Estimate, estimate
 from stacks.tools.plan.deploy_time.words import format_seconds
+from stacks.tools.plan.deploy_time.workflow import cli_default_engine, plan_width, workflow_engine
 from stacks.tools.plan.mock_runtime import run_program, run_project_main
 
 BENCHMARKS_MD = PROJECT_DIR / "BENCHMARKS.md"
@@ -38,6 +40,22 @@ ENGINE_BEGIN = "<!-- deploy-engine:begin (python -m benchmarks.deploy_time --wri
 ENGINE_END = "<!-- deploy-engine:end -->"
 GOAL = 1.25
 """Issue 31: linked clones within 1.25x of vCenter's bound with the engine's terms counted."""
+
+
+WORKFLOW_RUNNERS = (2, 4)
+"""The deploy workflow's runners the benchmark states (issue 44): GitHub's hosted runners for
+private repositories have 2 CPUs, for public ones 4."""
+
+
+def workflow_designs(width: int) -> list[tuple[str, EngineSettings]]:
+    """What deploy.yml runs for a first deploy (creates only: checkpoints skipped) on an s3://
+    backend, per runner size, and a bare `pulumi up` with the CLI's defaults on the same runner."""
+    found = []
+    for cpus in WORKFLOW_RUNNERS:
+        deploy = PulumiUpSettings.model_validate({"runnerCpus": cpus, "backend": "s3"})
+        found.append((f"workflow, {cpus} CPUs", workflow_engine(deploy, width, create_only=True)))
+        found.append((f"CLI defaults, {cpus} CPUs", cli_default_engine(deploy)))
+    return found
 
 
 def designs(runner_cpus: int) -> list[tuple[str, EngineSettings]]:
@@ -97,12 +115,20 @@ def measure(sizes: Sequence[int], durations: Durations, runner_cpus: int = DYNAM
                     linked=linked,
                     result=estimate(resources, durations, today),
                     unlimited_template_host=estimate(resources, replace(durations, host_units=10**9), engine=None),
-                    engine=tuple((name, estimate(resources, durations, e)) for name, e in designs(runner_cpus))
+                    engine=tuple(
+                        (name, estimate(resources, durations, e))
+                        for name, e in [*designs(runner_cpus), *workflow_designs(_width(resources, durations))]
+                    )
                     if linked
                     else (),
                 )
             )
     return rows
+
+
+def _width(resources: Sequence[object], durations: Durations) -> int:
+    vcenter = estimate(resources, durations, engine=None)
+    return plan_width(vcenter.bound, vcenter.pulumi_up)
 
 
 def report_markdown(rows: Sequence[Row]) -> str:
@@ -131,8 +157,8 @@ def engine_markdown(rows: Sequence[Row]) -> str:
     lines = [
         ENGINE_BEGIN,
         "| workers | design | engine settings | pulumi up | ratio to bound | within 1.25x | provider host "
-        "| switch joins | --parallel | checkpoints |",
-        "|---:|---|---|---:|---:|---|---:|---:|---:|---:|",
+        "| switch joins | --parallel | checkpoints | plugin CPU | Check/Diff |",
+        "|---:|---|---|---:|---:|---|---:|---:|---:|---:|---:|---:|",
     ]
     for row in rows:
         for name, result in row.engine:
@@ -141,7 +167,10 @@ def engine_markdown(rows: Sequence[Row]) -> str:
             lines.append(
                 f"| {row.workers} | {name} | {result.engine.describe()} | {format_seconds(result.pulumi_up.seconds)} "
                 f"| {result.ratio:.2f}x | {'yes' if result.ratio <= GOAL else 'no'} | "
-                + " | ".join(floors.get(t, "-") for t in ("provider host", "switch joins", "--parallel", "checkpoints"))
+                + " | ".join(
+                    floors.get(t, "-")
+                    for t in ("provider host", "switch joins", "--parallel", "checkpoints", "plugin CPU", "Check/Diff")
+                )
                 + " |"
             )
     lines.append(ENGINE_END)

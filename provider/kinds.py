@@ -1,9 +1,11 @@
 """Each resource kind the plugin serves: its type token and its handlers, run off the event loop.
 
 The handlers (`components.resource_handlers.ResourceHandlers` subclasses, next to each resource's
-declaration for now) block: pyVmomi's SOAP calls, kubectl, HTTP polls. Each call runs on the
-plugin's worker pool, so as many run at once as the pool has threads; a blocking call on the
-event loop itself would serialise every resource of the stack.
+declaration for now) block: pyVmomi's SOAP calls, kubectl, HTTP polls. Each create, read, update
+and delete runs on the plugin's operations pool, so as many run at once as the pool has threads; a
+blocking call on the event loop itself would serialise every resource of the stack. Check and Diff
+run on a small pool of their own (provider/pools.py): the engine waits for them on its step loop,
+so they must never queue behind the long operations.
 
 `DvsHostMember` is the exception for create, update and delete: its changes go through the
 per-switch group commit (`provider/switch_batch.py`).
@@ -40,6 +42,7 @@ from components.vsphere.host_graphics.resource import HostGraphicsMode, HostGrap
 from components.vsphere.pvrdma_host import PvrdmaHostSettings, PvrdmaHostSettingsProvider
 from components.vsphere.template_copies.replica import TemplateReplica, TemplateReplicaProvider
 from components.vsphere.vgpu.attachment import VgpuAttachment, VgpuAttachmentProvider
+from provider.pools import Cancelled, Pools
 from provider.switch_batch import DEFAULT_WINDOW_S, SwitchBatcher
 
 T = TypeVar("T")
@@ -65,23 +68,36 @@ HANDLERS: Mapping[str, Callable[[], handlers.ResourceHandlers]] = {
 
 
 class Kind:
-    """One kind's handlers, each call on the worker pool (with the caller's context, so
-    `pulumi.log` reaches the engine from the worker thread)."""
+    """One kind's handlers: Check and Diff on the step-loop pool, the rest on the operations pool
+    (each with the caller's context, so `pulumi.log` reaches the engine from the worker thread)."""
 
-    def __init__(self, impl: handlers.ResourceHandlers, executor: Executor) -> None:
+    def __init__(self, impl: handlers.ResourceHandlers, pools: Pools) -> None:
         self.impl = impl
-        self.executor = executor
+        self.pools = pools
 
-    async def call(self, fn: Callable[..., T], *args: Any) -> T:
+    async def _on(self, executor: Executor, fn: Callable[..., T], *args: Any) -> T:
         ctx = contextvars.copy_context()
         loop = asyncio.get_running_loop()
-        return await loop.run_in_executor(self.executor, functools.partial(ctx.run, fn, *args))
+        try:
+            return await loop.run_in_executor(executor, functools.partial(ctx.run, fn, *args))
+        except RuntimeError as exc:  # "cannot schedule new futures after shutdown"
+            if self.pools.cancelled:
+                raise Cancelled("the update was cancelled: this operation was not started") from exc
+            raise
+        except asyncio.CancelledError:
+            if self.pools.cancelled:  # dropped from the queue by `cancel`: say so, not a bare cancel
+                raise Cancelled("the update was cancelled before this operation started") from None
+            raise
+
+    async def call(self, fn: Callable[..., T], *args: Any) -> T:
+        """A long operation: on the operations pool."""
+        return await self._on(self.pools.operations, fn, *args)
 
     async def check(self, olds: dict[str, Any], news: dict[str, Any]) -> handlers.CheckResult:
-        return await self.call(self.impl.check, olds, news)
+        return await self._on(self.pools.step_loop, self.impl.check, olds, news)
 
     async def diff(self, id_: str, olds: dict[str, Any], news: dict[str, Any]) -> handlers.DiffResult:
-        return await self.call(self.impl.diff, id_, olds, news)
+        return await self._on(self.pools.step_loop, self.impl.diff, id_, olds, news)
 
     async def create(self, props: dict[str, Any]) -> handlers.CreateResult:
         return await self.call(self.impl.create, props)
@@ -101,8 +117,8 @@ class BatchedSwitchMembers(Kind):
 
     impl: DvsHostMemberProvider
 
-    def __init__(self, impl: DvsHostMemberProvider, executor: Executor, *, window_s: float = DEFAULT_WINDOW_S) -> None:
-        super().__init__(impl, executor)
+    def __init__(self, impl: DvsHostMemberProvider, pools: Pools, *, window_s: float = DEFAULT_WINDOW_S) -> None:
+        super().__init__(impl, pools)
         self.batcher = SwitchBatcher(self._run_batch, window_s=window_s)
 
     async def _run_batch(self, switch_uuid: str, changes: list[MemberChange]) -> dict[str, Outcome]:
@@ -135,14 +151,14 @@ class BatchedSwitchMembers(Kind):
         await self.batcher.submit(props["switch_uuid"], MemberChange(props["host_name"], None))
 
 
-def make_kinds(executor: Executor, config: handlers.ConfigureRequest, *, switch_window_s: float) -> dict[str, Kind]:
+def make_kinds(pools: Pools, config: handlers.ConfigureRequest, *, switch_window_s: float) -> dict[str, Kind]:
     """Every kind's handlers, configured."""
     kinds: dict[str, Kind] = {}
     for token, factory in HANDLERS.items():
         impl = factory()
         impl.configure(config)
         if isinstance(impl, DvsHostMemberProvider):
-            kinds[token] = BatchedSwitchMembers(impl, executor, window_s=switch_window_s)
+            kinds[token] = BatchedSwitchMembers(impl, pools, window_s=switch_window_s)
         else:
-            kinds[token] = Kind(impl, executor)
+            kinds[token] = Kind(impl, pools)
     return kinds

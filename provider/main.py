@@ -1,10 +1,21 @@
-"""Start the plugin's gRPC server (provider/__main__.py calls this)."""
+"""Start the plugin's gRPC server (provider/__main__.py calls this).
+
+The engine starts a plugin with its own flags first, then the plugin's arguments (the engine's
+address): `[--logtostderr] [-v=N] [--tracing ENDPOINT] ADDRESS` (pulumi/pulumi
+sdk/go/common/resource/plugin/plugin.go, `buildPluginArguments`: `"--tracing", endpoint` as two
+arguments). The SDK's own `main` (pulumi/provider/experimental/server.py) reads `sys.argv` with an
+argparse that knows no `--tracing`, so under `pulumi up --tracing` it would take the endpoint for the
+engine's address; `parse_args` knows every flag the engine passes, and `serve` is the SDK's
+server loop with the address parsed here.
+"""
 
 from __future__ import annotations
 
+import argparse
 import asyncio
 import contextlib
 import sys
+from dataclasses import dataclass
 from typing import Any
 
 import grpc
@@ -33,24 +44,40 @@ class EngineLog:
             return None
 
 
-def main(args: list[str]) -> None:
-    """`args`: the engine's address first, as the engine passes it (then optional flags)."""
-    engine = next((a for a in args if not a.startswith("-")), None)
-    if engine:
-        runtime_settings.configure(runtime_settings.Settings(project=None, stack=None, engine=EngineLog(engine)))
-    with contextlib.suppress(KeyboardInterrupt):
-        asyncio.run(_serve(args))
+@dataclass(frozen=True)
+class PluginArgs:
+    engine: str
+    tracing: str | None = None
+    verbose: int = 0
 
 
-async def _serve(args: list[str]) -> None:
-    """What the SDK's `server.main` does (pulumi/provider/experimental/server.py), with our
-    servicer: a failed call shows its handler's one-line reason (provider/errors.py)."""
-    engine = next((a for a in args if not a.startswith("-")), "")
+def parse_args(args: list[str]) -> PluginArgs:
+    """The arguments as the engine passes them (module docstring)."""
+    parser = argparse.ArgumentParser(prog="pulumi-resource-gpucluster", add_help=False)
+    parser.add_argument("engine", help="the engine's gRPC address")
+    parser.add_argument("--tracing", help="the engine's tracing endpoint (not used by this plugin)")
+    parser.add_argument("-v", type=int, default=0, dest="verbose")
+    parser.add_argument("--logtostderr", "-logtostderr", action="store_true")
+    parser.add_argument("--logflow", action="store_true")
+    known, _ = parser.parse_known_args(args)
+    return PluginArgs(engine=known.engine, tracing=known.tracing, verbose=known.verbose)
+
+
+async def serve(args: list[str], engine: str, provider: GpuclusterProvider) -> None:
+    """The SDK's serve loop (pulumi/provider/experimental/server.py `main`), with our address and
+    our servicer: a failed call shows its handler's one-line reason (provider/errors.py)."""
     server = grpc.aio.server(options=_GRPC_CHANNEL_OPTIONS)
-    servicer = CleanErrorsServicer(args, VERSION, GpuclusterProvider(), engine_address=engine)
+    servicer = CleanErrorsServicer(args, VERSION, provider, engine_address=engine)
     provider_pb2_grpc.add_ResourceProviderServicer_to_server(servicer, server)
     port = server.add_insecure_port(address="127.0.0.1:0")
     await server.start()
     sys.stdout.buffer.write(f"{port}\n".encode())
     sys.stdout.buffer.flush()
     await server.wait_for_termination()
+
+
+def main(args: list[str]) -> None:
+    parsed = parse_args(args)
+    runtime_settings.configure(runtime_settings.Settings(project=None, stack=None, engine=EngineLog(parsed.engine)))
+    with contextlib.suppress(KeyboardInterrupt):  # the engine's interrupt when it closes the plugin
+        asyncio.run(serve(args, parsed.engine, GpuclusterProvider()))

@@ -3,9 +3,12 @@ handlers on grpc.aio, no worker pool of its own; pulumi/provider/experimental/se
 `Provider` that dispatches by type token to each kind's handlers (provider/kinds.py).
 
 Decisions, each with its reason (docs/architecture.md, "The gpucluster provider"):
-- Concurrency: the handlers block, so each call runs on a ThreadPoolExecutor of
-  `maxConcurrentOperations` threads (default 640), created at `Configure`. The dynamic provider
-  host had four (pulumi/dynamic/__main__.py, `ThreadPoolExecutor(max_workers=4)`).
+- Concurrency: the handlers block, so each create, read, update and delete runs on a
+  ThreadPoolExecutor of `maxConcurrentOperations` threads (default 640), created at `Configure`.
+  The dynamic provider host had four (pulumi/dynamic/__main__.py, `ThreadPoolExecutor(max_workers=4)`).
+  Check and Diff run on a small pool of their own (provider/pools.py): the engine waits for them
+  on its step loop, and they must not queue behind hundreds of creates.
+- Cancel: queued operations are dropped, running ones end cleanly (provider/pools.py).
 - Preview: `supports_preview=False`, as the dynamic host declared: the engine then never calls
   Create or Update during `pulumi preview` (pulumi/pulumi pkg/resource/plugin/provider_plugin.go),
   and the handlers need no side-effect-free path. Check and Diff run in previews as before.
@@ -21,7 +24,6 @@ Decisions, each with its reason (docs/architecture.md, "The gpucluster provider"
 from __future__ import annotations
 
 from collections.abc import Mapping
-from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
 from pulumi.provider.experimental import provider as p
@@ -37,6 +39,7 @@ from components.vcenter.settings import (
 )
 from components.vsphere.provider_base import CONFIG_OPERATION_TIMEOUT
 from provider.kinds import Kind, make_kinds
+from provider.pools import Pools
 from provider.switch_batch import DEFAULT_WINDOW_S
 from provider.values import plain_map, property_map
 
@@ -70,11 +73,14 @@ def _pool_size(value: Any) -> int:
 class GpuclusterProvider(p.Provider):
     def __init__(self, *, switch_window_s: float = DEFAULT_WINDOW_S) -> None:
         self.switch_window_s = switch_window_s
-        self.max_workers = DEFAULT_MAX_CONCURRENT_OPERATIONS
-        self._executor = ThreadPoolExecutor(self.max_workers, thread_name_prefix="gpucluster")
+        self.pools = Pools(DEFAULT_MAX_CONCURRENT_OPERATIONS)
         self._kinds: dict[str, Kind] = make_kinds(
-            self._executor, handlers.ConfigureRequest({}), switch_window_s=switch_window_s
+            self.pools, handlers.ConfigureRequest({}), switch_window_s=switch_window_s
         )
+
+    @property
+    def max_workers(self) -> int:
+        return self.pools.size
 
     def kind(self, urn: str) -> Kind:
         token = urn.split("::")[-2] if "::" in urn else ""
@@ -104,18 +110,16 @@ class GpuclusterProvider(p.Provider):
     async def configure(self, request: p.ConfigureRequest) -> p.ConfigureResponse:
         args = _plain(request.args)
         config = {key: args.get(name) for name, key in _CONNECTION_KEYS.items()}
-        size = _pool_size(args.get("maxConcurrentOperations"))
-        if size != self.max_workers:
-            old = self._executor
-            self._executor = ThreadPoolExecutor(size, thread_name_prefix="gpucluster")
-            self.max_workers = size
-            old.shutdown(wait=False)
-        self._kinds = make_kinds(
-            self._executor, handlers.ConfigureRequest(config), switch_window_s=self.switch_window_s
-        )
+        self.pools = self.pools.resized(_pool_size(args.get("maxConcurrentOperations")))
+        self._kinds = make_kinds(self.pools, handlers.ConfigureRequest(config), switch_window_s=self.switch_window_s)
         return p.ConfigureResponse(
             accept_secrets=True, supports_preview=False, accept_resources=False, accept_outputs=False
         )
+
+    async def cancel(self) -> None:
+        """The engine's Cancel (a first Ctrl-C, a CI cancellation's SIGINT): queued operations
+        never start, running ones finish and report; Check and Diff still answer."""
+        self.pools.cancel()
 
     async def check(self, request: p.CheckRequest) -> p.CheckResponse:
         olds, _ = plain_map(request.old_inputs)

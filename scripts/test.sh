@@ -12,7 +12,7 @@ if ! command -v shellcheck >/dev/null 2>&1; then
   exit 1
 fi
 shellcheck components/k8s/node_bootstrap/files/*.sh tests/components/k8s/node_bootstrap/standins/*.sh scripts/pick_stacks.sh \
-  scripts/regenerate-plan-comment-goldens.sh
+  scripts/regenerate-plan-comment-goldens.sh scripts/up.sh provider/pulumi-resource-gpucluster
 # The GitHub workflows: actionlint (requirements-dev.txt) checks syntax, expressions, the shell of
 # `run:` steps and refuses actions on a runtime GitHub's runners no longer have; any finding fails.
 .venv/bin/actionlint .github/workflows/*.yml

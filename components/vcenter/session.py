@@ -175,7 +175,8 @@ def session(
 
 
 # ---------------------------------------------------------------------------------------------
-# The cache: one session per connection settings, for callers that make many short calls.
+# The cache: one session per connection settings, shared by every thread of the process (the
+# gpucluster plugin's operations: components/vsphere/provider_base.py says why).
 
 _CACHE: dict[VcenterConnection, Any] = {}
 _LOCKS: dict[VcenterConnection, threading.Lock] = {}
@@ -194,7 +195,14 @@ def connect(conn: VcenterConnection, *, timeout: float = LOGIN_TIMEOUT_S, http_t
     Locked per connection, not per process: a login to a vCenter that does not answer holds up
     only the callers of that same vCenter, and them for at most the login's bound.
     """
-    with _lock_for(conn):
+    lock = _lock_for(conn)
+    # Bounded like the login itself: callers queued behind a login to a silent vCenter give up
+    # with it instead of logging in one after another, each past its operation's deadline.
+    if not lock.acquire(timeout=timeout):
+        raise VsphereError(
+            f"vCenter {conn.address}: another login has not finished within {timeout:g}s", transient=True
+        )
+    try:
         with _REGISTRY:
             si = _CACHE.get(conn)
         if si is not None:
@@ -203,6 +211,8 @@ def connect(conn: VcenterConnection, *, timeout: float = LOGIN_TIMEOUT_S, http_t
         with _REGISTRY:
             _CACHE[conn] = si
         return si
+    finally:
+        lock.release()
 
 
 def forget(conn: VcenterConnection, *, logout_session: bool = False) -> None:
@@ -215,6 +225,17 @@ def forget(conn: VcenterConnection, *, logout_session: bool = False) -> None:
         si = _CACHE.pop(conn, None)
     if si is not None and logout_session:
         logout(si)
+
+
+def forget_session(conn: VcenterConnection, si: Any) -> None:
+    """Drop `si` from the cache if it is still the cached session of `conn` (after it failed).
+
+    Many threads share a session; each that meets its failure calls this, and only the first
+    drops it: a session another thread has logged in since stays.
+    """
+    with _REGISTRY:
+        if _CACHE.get(conn) is si:
+            del _CACHE[conn]
 
 
 def disconnect_all() -> None:

@@ -1,18 +1,22 @@
 """The base our vSphere resource handlers share: credentials from `configure` (the gpucluster
 provider's configuration, never resource inputs), and one vCenter session per provider
-operation, retried, logged out at its end.
+vCenter, shared by every operation, retried; logged out when the process ends.
 
 vCenter I/O itself lives in `components.vcenter` (no Pulumi there); this module is the Pulumi
 side of it.
 
-Why one session per operation (login at its start, logout at its end) rather than one per
-process: the engine ends a provider process by interrupting it and killing it 5 s later
-(pulumi/pulumi sdk/go/common/resource/plugin/plugin.go, `ExecPlugin`'s kill: `InterruptChildren`,
-then `Kill` after 5 s), so an exit hook that logs out a cached session to a slow vCenter may
-never finish, and a killed engine leaves it behind. vCenter keeps an abandoned session until its
-idle timeout (30 minutes by default) and counts it against the session limit. A login is one
-round trip; our operations are few (one per host or VM and step), so a session each costs little
-and is always logged out.
+Why one shared session per vCenter (`components.vcenter.session.connect`), not one per
+operation: the plugin runs up to `maxConcurrentOperations` (640) operations at once, and a login
+each would be 640 logins at once against vCenter's session limit (about 2,000 per vCenter, the
+2021 VMware performance blog), each session kept until it was logged out. pyVmomi's SOAP stub is
+made for sharing: it keeps a pool of HTTP connections under a lock and opens another when all are
+busy (pyVmomi SoapAdapter.py, `SoapStubAdapter.GetConnection`/`ReturnConnection`), so threads do
+not wait for each other on one session. An expired session (`NotAuthenticated`, vCenter's idle
+timeout or a restart) or a broken connection drops it from the cache and the next attempt logs in
+again, once for every thread that meets it (`forget_session` drops only the session that failed).
+The shared session is logged out when the plugin exits (`disconnect_all`, at interpreter exit:
+the engine interrupts a plugin and kills it 5 s later, pulumi/pulumi sdk/go/common/resource/
+plugin/plugin.go, so at most that one session is left to expire, not one per operation).
 """
 
 from __future__ import annotations
@@ -28,7 +32,7 @@ from components import resource_handlers as handlers
 from components.vcenter.deadline import DeadlineExceeded, operation_deadline
 from components.vcenter.errors import VsphereError
 from components.vcenter.faults import fault_text, is_connection_error, is_transient
-from components.vcenter.session import HTTP_TIMEOUT_S, LOGIN_TIMEOUT_S, login, logout
+from components.vcenter.session import HTTP_TIMEOUT_S, LOGIN_TIMEOUT_S, connect, forget_session
 from components.vcenter.settings import VcenterConnection
 from components.vcenter.tasks import with_retries
 
@@ -115,21 +119,21 @@ class VsphereProvider(handlers.ResourceHandlers):
         return self._conn is not None
 
     def run(self, fn: Callable[[Any], T], *, what: str, retry: RetryPolicy | None = None) -> T:
-        """Run `fn(service_instance)` in a session of its own, with retries; log it out at the end.
+        """Run `fn(service_instance)` on the shared session of this vCenter, with retries.
 
-        A connection error or an expired session drops the session, and the next attempt logs in
+        A connection error or an expired session drops that session, and the next attempt logs in
         again; every login gets at most what is left of the operation's deadline.
         """
         conn = self.connection
         policy = retry or self.retry
         deadline = time.monotonic() + policy.max_total
-        sessions: list[Any] = []  # the live session, if any (a list: the closures rebind nothing)
+        sessions: list[Any] = []  # the session this operation uses (a list: the closures rebind nothing)
 
         def attempt() -> T:
             try:
                 if not sessions:
                     left = max(1.0, min(policy.login_timeout, deadline - time.monotonic()))
-                    sessions.append(login(conn, timeout=left, http_timeout=policy.http_timeout))
+                    sessions.append(connect(conn, timeout=left, http_timeout=policy.http_timeout))
                 return fn(sessions[0])
             except Exception as exc:
                 # Past the deadline, whatever broke (a read cut short by the watchdog surfaces as
@@ -143,22 +147,19 @@ class VsphereProvider(handlers.ResourceHandlers):
         def on_transient(exc: BaseException) -> None:
             # No logout on a broken connection: it would only wait out the socket timeout.
             if is_connection_error(exc) and sessions:
-                sessions.clear()
+                forget_session(conn, sessions.pop())
 
         # Every request of the operation, its login and retries included, ends by the deadline
         # (components/vcenter/deadline.py): a vCenter that trickles or stops answering mid-call
-        # cannot hold it past `max_total`.
+        # cannot hold it past `max_total`. The session is shared with the plugin's other
+        # operations (components/vcenter/session.py), so it is not logged out here.
         with operation_deadline(policy.max_total) as bound:
-            try:
-                return with_retries(
-                    attempt,
-                    what=what,
-                    attempts=policy.attempts,
-                    base_delay=policy.base_delay,
-                    max_delay=policy.max_delay,
-                    max_total=policy.max_total,
-                    on_transient=on_transient,
-                )
-            finally:
-                if sessions:
-                    logout(sessions[0])
+            return with_retries(
+                attempt,
+                what=what,
+                attempts=policy.attempts,
+                base_delay=policy.base_delay,
+                max_delay=policy.max_delay,
+                max_total=policy.max_total,
+                on_transient=on_transient,
+            )

@@ -13,7 +13,7 @@ import subprocess
 import sys
 import tempfile
 import threading
-from collections.abc import Collection, Iterator, Mapping
+from collections.abc import Collection, Iterator, Mapping, Sequence
 from concurrent import futures
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -65,13 +65,16 @@ def engine_log() -> Iterator[tuple[str, _EngineLog]]:
 
 
 @contextlib.contextmanager
-def running_plugin(env: Mapping[str, str] | None = None, *, with_engine: bool = True) -> Iterator[Plugin]:
+def running_plugin(
+    env: Mapping[str, str] | None = None, *, with_engine: bool = True, engine_flags: Sequence[str] = ()
+) -> Iterator[Plugin]:
     """Start the plugin as the Python language host does for PulumiPlugin.yaml, with the engine
     address as its argument; stop it at the end. `env`: variables to set (or blank) for it.
-    `with_engine=False`: an address nothing answers on (a benchmark driving the plugin alone)."""
+    `with_engine=False`: an address nothing answers on (a benchmark driving the plugin alone).
+    `engine_flags`: what the engine puts before the address (`--tracing ENDPOINT`, `-v=9`)."""
     with engine_log() as (address, log), tempfile.TemporaryFile() as stderr:
         process = subprocess.Popen(
-            [sys.executable, str(ROOT / "provider"), address if with_engine else "127.0.0.1:9"],
+            [sys.executable, str(ROOT / "provider"), *engine_flags, address if with_engine else "127.0.0.1:9"],
             cwd=ROOT / "tests",  # not the repository root: the plugin must find its code itself
             stdout=subprocess.PIPE,
             stderr=stderr,  # a file, not a pipe: nothing reads it while the plugin runs

@@ -21,7 +21,7 @@ NOT_RUN = {
     "pulumi login file://~": "needs the Pulumi CLI",
     "pulumi stack init dev": "needs the Pulumi CLI and a backend",
     "pulumi preview --stack dev": "needs the Pulumi CLI, a backend and vCenter",
-    "pulumi up --stack dev": "needs the Pulumi CLI, a backend and vCenter",
+    "bash scripts/up.sh dev": "`pulumi up`: needs the Pulumi CLI, a backend and vCenter",
     "python -m stacks preflight dev": "needs a real vCenter",
     "python -m stacks verify dev": "needs the cluster's MPIJobs (kubectl); the --log lines above run instead",
 }

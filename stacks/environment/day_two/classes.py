@@ -25,6 +25,7 @@ from stacks.environment.day_two.entries import (
     CLUSTER_IDENTIFIER,
     CLUSTER_STORED,
     CONTROL_PLANE_ONLY_NONE,
+    ENGINE_SETTINGS,
     ETCD_PEERS,
     FABRIC_IN_PLACE,
     FIRST_BOOT,
@@ -382,6 +383,7 @@ DAY_TWO: Mapping[str, DayTwo] = {
     **dict.fromkeys(_JOB_KEYS, KUBERNETES_OBJECTS),
     **dict.fromkeys(_MONITORING_KEYS, KUBERNETES_OBJECTS),
     **dict.fromkeys(_TUNING_KEYS, KUBERNETES_OBJECTS),
+    **dict.fromkeys(("pulumiUp.parallel", "pulumiUp.runnerCpus", "pulumiUp.backend"), ENGINE_SETTINGS),
     "mirror.registry": DayTwo(
         "in-place",
         "every add-on and job image is pulled from the new registry as its controller rolls it; kubeadm's "

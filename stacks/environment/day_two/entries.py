@@ -101,6 +101,12 @@ NOTHING_LIVE = DayTwo(
     "no resource carries it: it names or checks things (validate, preflight, messages)",
     "edit it and run `pulumi up`; nothing on the cluster changes",
 )
+ENGINE_SETTINGS = DayTwo(
+    "in-place",
+    "no resource carries it: the deploy workflow's `pulumi up` settings (`--parallel`, checkpoints) and the "
+    "estimate follow it from the next run on",
+    "edit it; the next `bash scripts/up.sh STACK` or deploy workflow run uses it",
+)
 KUBERNETES_OBJECTS = DayTwo(
     "in-place",
     "the Kubernetes objects the stack applies (add-ons, jobs) are updated; no node is touched",

@@ -15,7 +15,7 @@ from stacks.environment.day_two.check import ACCEPT_FLAG, DayTwoReport, day_two_
 from stacks.environment.loader import read_stack_file
 from stacks.environment.stack_file import check_stack_file, stack_file_path
 from stacks.environment.version_change import checked_old_environment
-from stacks.tools.plan.deploy_time.engine import add_engine_arguments, engine_from_args
+from stacks.tools.plan.deploy_time.engine_options import add_engine_arguments, engine_from_args
 from stacks.tools.plan.errors import PlanOptionRefused
 
 EXIT_INVALID = 2
@@ -35,6 +35,7 @@ def cmd_plan(args: argparse.Namespace) -> int:
     from stacks.tools.plan.deploy_time import durations as deploy_time
     from stacks.tools.plan.deploy_time.change import change_time
     from stacks.tools.plan.deploy_time.estimate import summary_lines
+    from stacks.tools.plan.deploy_time.workflow import workflow_lines
     from stacks.tools.plan.scrape_note import scrape_lines
     from stacks.tools.plan.upgrade_notes import upgrade_notes
 
@@ -75,6 +76,7 @@ def cmd_plan(args: argparse.Namespace) -> int:
         engine=engine,
     )
     timing = result.timing
+    workflow_text, workflow_data = workflow_lines(result.run.resources, new_env.pulumi_up)
     admission = admission_report(new_env, result.run)  # the scheduler's rules over the plan
     changes = rolling = None
     if before is not None:
@@ -90,7 +92,7 @@ def cmd_plan(args: argparse.Namespace) -> int:
             "stack": args.stack,
             "resources": len(result.run.resources),  # the total the text's `total:` line prints
             "resourceCounts": resource_counts(result.run),
-            "deployment": timing.as_dict(),
+            "deployment": {**timing.as_dict(), "workflow": workflow_data},
             "admission": admission.as_dict(),
             "scraping": scrape_lines(new_env),
             "versionPolicy": {"summary": policy_lines(new_env), "warnings": version_warnings(new_env)},
@@ -120,6 +122,7 @@ def cmd_plan(args: argparse.Namespace) -> int:
         return EXIT_INVALID if admission.failures else 0
     print(summary_tree(result.run))
     print("\n".join(summary_lines(timing)))
+    print("\n".join(workflow_text))
     if changes is not None and rolling is not None:
         print(f"against {args.against}:")
         print("\n".join(f"  {line}" for line in rolling.lines()))

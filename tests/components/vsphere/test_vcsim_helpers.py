@@ -7,6 +7,7 @@ import socket
 import threading
 import time
 from collections.abc import Callable, Iterator
+from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
 import pytest
@@ -141,18 +142,48 @@ def test_a_provider_operation_against_a_silent_vcenter_ends_by_its_deadline(sile
     assert took < policy.max_total + 1  # the operation's deadline ends a login in flight too (issue 43)
 
 
-def test_each_provider_operation_logs_its_session_out(vcsim: Any, si: Any, host_name: str) -> None:
+def test_operations_sharing_a_silent_vcenters_login_each_end_by_their_deadline(silent: SilentVcenter) -> None:
+    """Shared sessions (issue 44): callers queued behind one login must not log in one after
+    another, each past its deadline."""
+    policy = RetryPolicy(attempts=10, base_delay=0.1, max_delay=0.2, max_total=3.0, login_timeout=1.0)
+    provider = PvrdmaHostSettingsProvider(retry=policy)
+    provider.use_connection(silent.connection())
+
+    def read() -> tuple[bool, Any, float]:
+        return _in_thread(lambda: provider.read("pvrdma:h", {"host_name": "h", "vmknic_device": "vmk1"}), wait=30)
+
+    with ThreadPoolExecutor(8) as pool:
+        results = list(pool.map(lambda _: read(), range(8)))
+
+    assert all(finished for finished, _, _ in results)
+    assert all(isinstance(result, VsphereError) for _, result, _ in results)
+    assert max(took for _, _, took in results) < policy.max_total + policy.login_timeout + 2
+
+
+def test_provider_operations_share_one_session_logged_out_at_exit(vcsim: Any, si: Any, host_name: str) -> None:
+    """Issue 44: 640 operations at once must not be 640 logins; the shared session is logged out
+    by `disconnect_all` (at interpreter exit). Old code: a login per operation, three keys."""
+    session.disconnect_all()
     provider = PvrdmaHostSettingsProvider()
     provider.use_connection(VcenterConnection.from_url(vcsim.url))
     before = _sessions(si)
+    seen: list[str] = []
 
-    for _ in range(3):
-        provider.read(f"pvrdma:{host_name}", {"host_name": host_name, "vmknic_device": "vmk1"})
+    def op(service: Any) -> str:
+        seen.append(service.content.sessionManager.currentSession.key)
+        return str(lookups.find_host(service, host_name).name)
 
+    with ThreadPoolExecutor(8) as pool:
+        list(pool.map(lambda _: provider.run(op, what="find host"), range(16)))
+
+    assert len(set(seen)) == 1, f"{len(set(seen))} sessions for 16 operations"
+    assert len(_sessions(si) - before) == 1
+    session.disconnect_all()
     assert _sessions(si) == before
 
 
 def test_an_expired_session_is_renewed_within_the_operation(vcsim: Any, si: Any, host_name: str) -> None:
+    session.disconnect_all()
     provider = PvrdmaHostSettingsProvider(retry=RetryPolicy(base_delay=0.01, max_delay=0.02))
     provider.use_connection(VcenterConnection.from_url(vcsim.url))
     before = _sessions(si)
@@ -166,6 +197,9 @@ def test_an_expired_session_is_renewed_within_the_operation(vcsim: Any, si: Any,
 
     assert provider.run(op, what="find host") == host_name
     assert len(seen) == 2 and seen[0] != seen[1]
+    # The next operation uses the renewed session, not a third login.
+    assert provider.run(op, what="find host") == host_name and seen[2] == seen[1]
+    session.disconnect_all()
     assert _sessions(si) == before
 
 

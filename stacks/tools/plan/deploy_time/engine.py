@@ -13,7 +13,9 @@ The vCenter model (`durations`, `model`) schedules operations against vCenter's 
 - **switch joins**: our `DvsHostMember` provider joins the hosts of one switch one at a time (a lock
   per switch: vCenter refuses a second `ReconfigureDvs_Task` of a switch while one runs;
   components/vsphere/dvs_host_member.py). Batched, the hosts that join at about the same time go in
-  one task (vSphere's Add Hosts workflow; terraform-provider-vsphere's host blocks of the switch).
+  one task (vSphere's Add Hosts workflow; terraform-provider-vsphere's host blocks of the switch),
+  one batch at a time per switch, each at most as large as the joins in flight (plugin_limits.py).
+- **plugin CPU** and **Check/Diff on the step loop**: plugin_limits.py, each measured.
 - **--parallel**: the CLI's default is 4 x the CPUs the engine may use (pulumi/pulumi
   pkg/cmd/pulumi/operations/up.go, `defaultParallel`: `4 * GOMAXPROCS`, or `PULUMI_PARALLEL`;
   pulumi/pulumi#14989), so a 4-CPU runner runs 16 steps at once.
@@ -40,6 +42,13 @@ from typing import Any
 
 from stacks import PROJECT_DIR
 from stacks.tools.plan.deploy_time.model import Operation
+from stacks.tools.plan.deploy_time.plugin_limits import (
+    SWITCH_WINDOW_S,
+    plugin_cpu_seconds,
+    step_loop_seconds,
+    switch_batch_size,
+    switch_batches_seconds,
+)
 from stacks.tools.plan.deploy_time.words import format_seconds
 
 DYNAMIC_PREFIX = ("pulumi-python:dynamic/", "gpucluster:")
@@ -104,6 +113,10 @@ class EngineSettings:
         return self.parallel if self.parallel is not None else PARALLEL_PER_CPU * self.runner_cpus
 
     @property
+    def switch_batch(self) -> int:
+        return switch_batch_size(self.effective_parallel, self.provider_concurrency)
+
+    @property
     def provider_concurrency(self) -> int:
         return DYNAMIC_HOST_CONCURRENCY if self.provider_host == "dynamic" else self.executor
 
@@ -148,7 +161,12 @@ SHIPPED = EngineSettings(provider_host="plugin", switch_joins="batched")
 the CLI's defaults on a 4-CPU runner and a `file://` backend: what `plan` estimates unless told
 otherwise."""
 PLUGIN_DESIGN = EngineSettings(
-    provider_host="plugin", executor=DEFAULT_EXECUTOR, switch_joins="batched", parallel=1280, backend="file", checkpoints="skip"
+    provider_host="plugin",
+    executor=DEFAULT_EXECUTOR,
+    switch_joins="batched",
+    parallel=1280,
+    backend="file",
+    checkpoints="skip",
 )
 """Issue 31's design: a provider plugin whose executor matches vCenter's ~640 concurrent operations
 (VMware performance blog, "vCenter Limits for Tasks Running at the Same Time", 2021), batched
@@ -221,13 +239,17 @@ def with_engine(
             out.append(op)
             continue
         holds = dict(op.holds)
-        if type_ in SWITCH_MEMBERS and settings.switch_joins == "serial":
-            # The provider's lock, taken inside a provider thread: a join waiting for its switch
-            # keeps its thread (components/vsphere/dvs_host_member.py, `switch_lock`).
+        extra = 0.0
+        if type_ in SWITCH_MEMBERS:
+            # Serial: the provider's lock, taken inside a provider thread: a join waiting for its
+            # switch keeps its thread (components/vsphere/dvs_host_member.py, `switch_lock`).
+            # Batched: a batch of at most `switch_batch` joins at a time per switch, after the
+            # gathering window (plugin_limits.py).
             switch = _switch(inputs.get(op.key, {}))
             holds[switch] = 1
-            capacity[switch] = 1
-        seconds = op.seconds + (SAVES_PER_STEP * save_s if settings.saves_every_step else 0.0)
+            capacity[switch] = 1 if settings.switch_joins == "serial" else settings.switch_batch
+            extra = SWITCH_WINDOW_S if settings.switch_joins == "batched" else 0.0
+        seconds = op.seconds + extra + (SAVES_PER_STEP * save_s if settings.saves_every_step else 0.0)
         pool = host if type_.startswith(DYNAMIC_PREFIX) else op.pool
         out.append(replace(op, holds=holds, seconds=seconds, pool=pool))
     return out, capacity
@@ -263,7 +285,36 @@ def terms(
         found.append(Term("switch joins", max(joins.values()), f"{count} host joins, one at a time per switch"))
     elif joins:
         longest = max(op.seconds for op in engine_ops if types.get(op.key) in SWITCH_MEMBERS)
-        found.append(Term("switch joins", longest, "batched: the hosts that join together go in one task"))
+        members: dict[str, int] = {}
+        for op in engine_ops:
+            if types.get(op.key) in SWITCH_MEMBERS:
+                switch = _switch(inputs.get(op.key, {}))
+                members[switch] = members.get(switch, 0) + 1
+        batch = settings.switch_batch
+        found.append(
+            Term(
+                "switch joins",
+                switch_batches_seconds(members.values(), batch, longest),
+                f"batched: {max(members.values())} hosts on the largest switch in batches of at most {batch} "
+                f"(the joins in flight), one batch at a time, {longest + SWITCH_WINDOW_S:.0f} s each",
+            )
+        )
+    if settings.provider_host == "plugin":
+        found.append(
+            Term(
+                "plugin CPU",
+                plugin_cpu_seconds(len(dynamic), settings.runner_cpus),
+                f"{len(dynamic)} operations on the plugin at 9.7 per second per CPU, {settings.runner_cpus} CPUs (measured)",
+            )
+        )
+        found.append(
+            Term(
+                "Check/Diff",
+                step_loop_seconds(resource_count),
+                f"{resource_count} registrations' Check and Diff, one at a time on the engine's step loop, "
+                "~2 ms each (the plugin's own pool for them: measured)",
+            )
+        )
     parallel = settings.effective_parallel
     found.append(
         Term(
@@ -316,55 +367,3 @@ def term_lines(settings: EngineSettings, found: Sequence[Term]) -> list[str]:
     for term in sorted(found, key=lambda t: -t.floor_seconds):
         lines.append(f"    {term.name} {format_seconds(term.floor_seconds)}: {term.detail}")
     return lines
-
-
-def add_engine_arguments(parser: Any) -> None:
-    """The engine settings as command-line options (`plan`, `python -m benchmarks.deploy_time`)."""
-    group = parser.add_argument_group("deployment model: the engine (docs/deployment-time.md, the engine's terms)")
-    group.add_argument(
-        "--runner-cpus",
-        type=int,
-        default=DEFAULT_RUNNER_CPUS,
-        help="CPUs of the machine running `pulumi up` (default 4: --parallel 16)",
-    )
-    group.add_argument("--parallel", type=int, help="`pulumi up --parallel` (default: 4 x --runner-cpus, as the CLI)")
-    group.add_argument(
-        "--provider-host",
-        choices=PROVIDER_HOSTS,
-        default=SHIPPED.provider_host,
-        help="who serves our custom resources (default: plugin, the gpucluster provider the program ships; "
-        "dynamic: the Python dynamic providers it had before)",
-    )
-    group.add_argument(
-        "--executor",
-        type=int,
-        default=DEFAULT_EXECUTOR,
-        help="the provider plugin's executor threads (--provider-host plugin)",
-    )
-    group.add_argument(
-        "--switch-joins",
-        choices=SWITCH_JOINS,
-        default=SHIPPED.switch_joins,
-        help="host joins of a switch batched (default, as the plugin does) or one at a time (the dynamic providers)",
-    )
-    group.add_argument("--backend", choices=BACKENDS, default="file", help="state backend (default: file)")
-    group.add_argument(
-        "--checkpoints", choices=CHECKPOINTS, default="every-step", help="skip: PULUMI_SKIP_CHECKPOINTS=true"
-    )
-
-
-def engine_from_args(args: Any) -> EngineSettings:
-    """Raises ValueError naming the option for a count that is not positive."""
-    for option in ("runner_cpus", "parallel", "executor"):
-        value = getattr(args, option)
-        if value is not None and value < 1:
-            raise ValueError(f"--{option.replace('_', '-')} must be a positive count, not {value}")
-    return EngineSettings(
-        provider_host=args.provider_host,
-        executor=args.executor,
-        switch_joins=args.switch_joins,
-        runner_cpus=args.runner_cpus,
-        parallel=args.parallel,
-        backend=args.backend,
-        checkpoints=args.checkpoints,
-    )

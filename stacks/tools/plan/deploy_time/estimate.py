@@ -130,8 +130,11 @@ def estimate(
     # Saves are one queue (the snapshot manager): the run lasts at least all of them; a skipped-
     # checkpoint run ends with its one save.
     saves = next((t.floor_seconds for t in found if t.name == "checkpoints"), 0.0)
+    # Likewise the plugin's CPU and the step loop: work that cannot go faster than its rate, done
+    # while vCenter works (so a floor, not an addition).
+    rates = max((t.floor_seconds for t in found if t.name in ("plugin CPU", "Check/Diff")), default=0.0)
     tail = final_save_seconds(types.values(), engine)
-    pulumi_up = replace(pulumi_up, seconds=max(pulumi_up.seconds + tail, saves))
+    pulumi_up = replace(pulumi_up, seconds=max(pulumi_up.seconds + tail, saves, rates))
     ready = replace(ready, seconds=max(ready.seconds, pulumi_up.seconds))
     return Estimate(
         pulumi_up=pulumi_up,

@@ -182,7 +182,14 @@ def test_plan_json_carries_the_estimate(tmp_path: Path) -> None:
     engine = deployment["engine"]
     assert engine["settings"]["providerHost"] == "plugin" and engine["settings"]["parallel"] == 1000
     assert engine["vcenterOnlySeconds"] == deployment["boundSeconds"]
-    assert {term["term"] for term in engine["terms"]} == {"provider host", "switch joins", "--parallel", "checkpoints"}
+    assert {term["term"] for term in engine["terms"]} == {
+        "provider host",
+        "switch joins",
+        "--parallel",
+        "checkpoints",
+        "plugin CPU",
+        "Check/Diff",
+    }
 
 
 def test_plan_refuses_a_bad_durations_file_before_planning(tmp_path: Path) -> None:
