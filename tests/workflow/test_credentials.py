@@ -92,14 +92,25 @@ def test_the_tests_before_a_deployment_see_no_token() -> None:
 
 
 @pytest.mark.parametrize("path", ALL, ids=lambda p: p.name)
-def test_secrets_reach_the_pulumi_step_only(path: Path) -> None:
-    # Not the job: `pip install` of the PR's requirements and the policy pack's set-up run before it.
+def test_secrets_reach_the_pulumi_steps_only(path: Path) -> None:
+    # Not the job: `pip install` of the requirements and the policy pack's set-up run before it. The
+    # steps that see a secret are the ones that run the Pulumi CLI on the state and vCenter: the
+    # pulumi action, and deploy.yml's preview for the engine settings and its `recover` after a
+    # failed create-only run (issue 44); none of them installs anything, and all come after every
+    # step that does.
     workflow = _load(path)
     for job_id, job in workflow["jobs"].items():
         assert _secret_values(job.get("env")) == [], f"{path.name} {job_id}: job-level env holds a secret"
-        for step in job.get("steps", []):
-            if _uses(step) != "pulumi/actions":
-                assert _secret_values(step.get("env")) == [], f"{path.name} {job_id}: {step.get('name')}"
+        steps = job.get("steps", [])
+        installs = [i for i, step in enumerate(steps) if "pip install" in str(step.get("run", ""))]
+        for at, step in enumerate(steps):
+            if not _secret_values(step.get("env")):
+                continue
+            where = f"{path.name} {job_id}: {step.get('name')}"
+            runs_pulumi = _uses(step) == "pulumi/actions" or re.search(r"^\s*pulumi ", str(step.get("run", "")), re.M)
+            assert runs_pulumi, f"{where} sees a secret but runs no Pulumi command"
+            assert "pip install" not in str(step.get("run", "")), f"{where} installs packages with secrets in reach"
+            assert all(at > i for i in installs), f"{where} sees a secret before a step that installs packages"
 
 
 def test_a_preview_runs_in_its_stacks_preview_environment_for_this_repositorys_pull_requests_only() -> None:
@@ -193,8 +204,10 @@ def test_pulumi_cloud_tokens_are_short_lived_where_the_environment_sets_it_up(pa
         assert oidc["with"]["requested-token-type"] == "urn:pulumi:token-type:access_token:team"
         assert oidc["with"]["scope"] == "team:${{ vars.PULUMI_OIDC_TEAM }}"
         assert oidc["with"]["export-environment-variables"] is False  # to the pulumi step only
-        token = steps[pulumi[0]]["env"]["PULUMI_ACCESS_TOKEN"]
-        assert token.startswith("${{ steps.oidc.outputs.pulumi-access-token || ")
+        for step in steps:
+            token = (step.get("env") or {}).get("PULUMI_ACCESS_TOKEN")
+            if token is not None:  # every step that reaches Pulumi Cloud: the up, and deploy.yml's preview and recover
+                assert token.startswith("${{ steps.oidc.outputs.pulumi-access-token || "), (job_id, step.get("name"))
         assert job["permissions"].get("id-token") == "write"
 
 
