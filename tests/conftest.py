@@ -1,14 +1,15 @@
-"""The test tiers: `fast` (the loop a developer lives in) and `real` (real programs and slow runs).
+"""The test tiers: `fast` (the loop a developer lives in) and `slow` (real programs and slow runs).
 
 `bash scripts/test.sh` runs both; `.venv/bin/python -m pytest -m fast` runs the fast tier alone
 (docs/tests.md gives its time and what it catches). The tier is decided here, at collection, so
 no test file carries it by hand and a new test cannot land in the wrong tier by forgetting a mark:
 
-- `real`: every test that reaches a real program: it carries the `vcsim` mark, or it uses, through
+- `slow`: every test that reaches a real program: it carries the `vcsim` mark, or it uses, through
   its own module or any fixture it asks for, a helper of `tests/real_parts.py` (the one way the
   suite finds etcd, sshd, cloud-init, containerd, nft, ip netns or the simulator), directly or
   through a helper module that does (`etcd_real.py`, `sshd_real.py`, the simulator's conftest);
-- `real` too: the test modules in `SLOW_MODULES`, which run no outside program but take seconds
+- `slow` too: the tests asking for a fixture of `SLOW_FIXTURES`, and the test modules in
+  `SLOW_MODULES`, which run no outside program but take seconds
   each (whole-program runs of the largest stacks, benchmarks, a CLI in child processes), each
   with its reason;
 - `fast`: everything else.
@@ -28,7 +29,14 @@ import pytest
 
 REAL_PARTS_MODULE = "tests.real_parts"
 
+SLOW_FIXTURES: dict[str, str] = {
+    "cli": "`python -m stacks` in a child process, as a user runs it (tests/stacks/conftest.py): "
+    "an interpreter's start and the command's imports, a second or more a test",
+}
+"""Fixtures whose tests go to the `slow` tier whatever module they are in."""
+
 SLOW_MODULES: dict[str, str] = {
+    "tests/stacks/environment/test_mutation.py": "whatever validate accepts, planned: hundreds of whole-program runs",
     "tests/benchmarks/test_scale.py": "plans of 512 workers under the mock runtime",
     "tests/benchmarks/test_deploy_time.py": "the deployment-time model at 64 and 512 workers",
     "tests/benchmarks/test_baseline.py": "the benchmark's baseline program run",
@@ -36,7 +44,7 @@ SLOW_MODULES: dict[str, str] = {
     "tests/provider/test_migration.py": "the plugin's own process over gRPC, a whole migrated state",
     "tests/stacks/test_outside_venv.py": "creates a virtualenv",
 }
-"""Test modules (paths from the repository root) in the `real` tier though they start no real
+"""Test modules (paths from the repository root) in the `slow` tier though they start no real
 program: each takes several seconds. Measured: docs/tests.md, "Tiers"."""
 
 
@@ -84,7 +92,9 @@ def tier_of(item: pytest.Item, modules: set[str], root: str) -> str:
     path = str(item.path)
     relative = path[len(root) + 1 :] if path.startswith(root + "/") else path
     if relative in SLOW_MODULES or reaches_real_parts(item, modules):
-        return "real"
+        return "slow"
+    if any(name in SLOW_FIXTURES for name in getattr(item, "fixturenames", ())):
+        return "slow"
     return "fast"
 
 
