@@ -229,6 +229,18 @@ def test_a_renamed_device_without_the_rdma_tool_fails_before_joining(tmp_path: P
     assert not node.calls_of("kubeadm")
 
 
+def test_a_rename_the_kernel_refuses_stops_the_boot_before_joining(tmp_path: Path) -> None:
+    """A failed `rdma dev set` leaves the device under a name NCCL_IB_HCA=vmw_pvrdma never matches:
+    a node that joined anyway would run every job over sockets. The boot stops, naming the device."""
+    node = make_node(tmp_path, "gpu-1", pvrdma="rocep11s0")
+    node.set("rdma-rename-refused", "Device or resource busy")
+    run = node.start()
+    assert run.returncode == 1, run.output
+    assert "could not rename RDMA device rocep11s0 to vmw_pvrdma0" in run.output
+    assert node.calls_of("rdma dev set") == ["rdma dev set rocep11s0 name vmw_pvrdma0"]
+    assert not node.calls_of("kubeadm")
+
+
 # --- loud failures before the node joins --------------------------------------------------------
 
 

@@ -369,9 +369,17 @@ run_modprobe() {
 
 # rdma dev set DEV name NEWNAME (iproute2 rdma-dev(8)): the kernel renames the device, so its
 # sysfs entry; an unknown DEV or a NEWNAME in use is refused, as the kernel refuses it.
+# $SIM/rdma-rename-refused holds the kernel's answer to a rename it refuses (ib_device_rename
+# returns -EBUSY or -EPERM, which iproute2's rdma prints as "error: ..." and exits 1): a refusal
+# of the real tool, so not recorded as the script's failure.
 run_rdma() {
-  local class=$R/sys/class/infiniband
+  local class=$R/sys/class/infiniband refused=""
   [ "$1 $2 ${4:-}" = "dev set name" ] && [ -n "${5:-}" ] || fail "unexpected: rdma $*" || return 1
+  [ -f "$SIM/rdma-rename-refused" ] && read -r refused <"$SIM/rdma-rename-refused"
+  if [ -n "$refused" ]; then
+    echo "error: $refused" >&2
+    return 1
+  fi
   [ -e "$class/$3" ] || fail "Wrong device name $3" || return 1
   [ ! -e "$class/$5" ] || fail "error: File exists" || return 1
   PATH=/usr/bin:/bin mv "$class/$3" "$class/$5"
