@@ -43,9 +43,15 @@ SLOW_MODULES: dict[str, str] = {
     "tests/provider/test_plugin_kubernetes.py": "the plugin's own process over gRPC",
     "tests/provider/test_migration.py": "the plugin's own process over gRPC, a whole migrated state",
     "tests/stacks/test_outside_venv.py": "creates a virtualenv",
+    "tests/stacks/tools/plan/test_plan_outputs.py": "`python -m stacks plan` in child processes, Graphviz drawing PNG and SVG",
+    "tests/workflow/test_plan_comment.py": "the workflow's own plan step in child processes and scratch git clones",
+    "tests/stacks/tools/verify/test_verify.py": "`python -m stacks verify` in child processes against a fake kubectl program",
+    "tests/stacks/tools/availability/test_availability.py": "`verify --availability` in child processes with fake kubectl and ssh programs",
+    "tests/stacks/tools/clone/test_clone.py::test_the_documented_clone_leaves_these_tests_green": "runs pytest itself in a copy of the project",
 }
-"""Test modules (paths from the repository root) in the `slow` tier though they start no real
-program: each takes several seconds. Measured: docs/tests.md, "Tiers"."""
+"""Test modules, or single tests (`path::function`), paths from the repository root, in the `slow`
+tier though they reach no real program: each takes seconds, mostly child processes of our own
+commands. Measured: docs/tests.md, "Tiers"."""
 
 
 def _references(namespace: dict[str, Any], modules: set[str]) -> bool:
@@ -91,7 +97,8 @@ def reaches_real_parts(item: pytest.Item, modules: set[str]) -> bool:
 def tier_of(item: pytest.Item, modules: set[str], root: str) -> str:
     path = str(item.path)
     relative = path[len(root) + 1 :] if path.startswith(root + "/") else path
-    if relative in SLOW_MODULES or reaches_real_parts(item, modules):
+    function = getattr(item, "originalname", item.name)
+    if relative in SLOW_MODULES or f"{relative}::{function}" in SLOW_MODULES or reaches_real_parts(item, modules):
         return "slow"
     if any(name in SLOW_FIXTURES for name in getattr(item, "fixturenames", ())):
         return "slow"
