@@ -47,3 +47,11 @@ FIREWALL_UNIT_NAME = "gpucluster-firewall.service"
 FIREWALL_UNIT_PATH = f"/etc/systemd/system/{FIREWALL_UNIT_NAME}"
 KUBELET_WANTS_FIREWALL_PATH = "/etc/systemd/system/kubelet.service.d/05-gpucluster-firewall.conf"
 """The kubelet starts only after the firewall unit (kubeadm's own drop-in is 10-kubeadm.conf)."""
+
+CONTAINERD_CONFIG_PATH = "/etc/containerd/config.toml"
+CONTAINERD_CERTS_DIR = "/etc/containerd/certs.d"
+"""containerd's registry host directory (`config_path`; containerd docs/hosts.md): one
+`<host[:port]>/hosts.toml` per registry. The bootstrap sets `config_path` to it."""
+MIRROR_CA_PATH = "/etc/pki/ca-trust/source/anchors/gpucluster-mirror.crt"
+"""The site CA of the mirror in the node's trust store (Rocky/RHEL: `update-ca-trust` reads the
+anchors folder, then curl and every OpenSSL/NSS client trust it)."""
