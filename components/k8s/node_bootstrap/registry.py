@@ -22,16 +22,21 @@ def registry_host(image_repository: str) -> str:
 
 
 def render_hosts_toml(host: str, *, plain_http: bool, with_ca: bool) -> str:
+    """The registry as a `[host]` with the CA, and as `server` with it too: containerd tries each
+    `[host]`, then `server` with the top-level settings, so a CA in the `[host]` table alone turns
+    the registry's own "not found" into "x509: certificate signed by unknown authority" on that
+    second try (seen with the real containerd in tests/stacks/tools/images)."""
     scheme = "http" if plain_http else "https"
+    ca = [f'ca = "{CA_FILE_NAME}"'] if with_ca and not plain_http else []
     lines = [
         "# containerd's settings for the mirror registry (vsphere-gpu-cluster, mirror.registry).",
         f'server = "{scheme}://{host}"',
+        *ca,
         "",
         f'[host."{scheme}://{host}"]',
         '  capabilities = ["pull", "resolve"]',
+        *(f"  {line}" for line in ca),
     ]
-    if with_ca and not plain_http:
-        lines.append(f'  ca = "{CA_FILE_NAME}"')
     return "\n".join(lines) + "\n"
 
 

@@ -18,9 +18,9 @@ from typing import Any
 
 from components.k8s.addons.gpu_operator import chart_archive_url, chart_images
 from components.k8s.addons.kubeflow_tuning import KATIB_IMAGES, TRAINER_IMAGES
+from components.k8s.kubeadm_pins import kubeadm_pins
 from components.k8s.mirror import mirrored_image, mirrored_url, parse_image
 from components.k8s.node_bootstrap import CalicoSettings
-from components.k8s.kubeadm_pins import kubeadm_pins
 from components.k8s.upgrade.versions import Version
 from components.k8s.vendored import CALICO_OPERATOR, pinned
 from stacks.environment.loader import ENVIRONMENT_KEY, ConfigView, InvalidEnvironment, load_environment
@@ -114,9 +114,9 @@ def outside_plan_images(env: Environment) -> list[tuple[str, str]]:
         version = env.kubernetes.cni.version
         found.append((_calico_operator_image(version), "first boot: Calico's tigera-operator.yaml"))
         found += [(f"quay.io/calico/{name}:{version}", "Calico's operator") for name in CALICO_OPERATOR_MANAGED]
-        version = Version.parse(env.kubernetes.version)
-        pins = kubeadm_pins(version.minor)
-        found += [(f"{KUBEADM_REGISTRY}/{name}:{version.tag}", "kubeadm") for name in KUBEADM_COMPONENTS]
+        kubernetes = Version.parse(env.kubernetes.version)
+        pins = kubeadm_pins(kubernetes.minor)
+        found += [(f"{KUBEADM_REGISTRY}/{name}:{kubernetes.tag}", "kubeadm") for name in KUBEADM_COMPONENTS]
         # kubeadm's GetControlPlaneImages: etcd (local etcd) and pause at its pins for the minor,
         # CoreDNS at its own; the same pause is containerd's sandbox (the bootstrap writes it).
         found.append((f"{KUBEADM_REGISTRY}/etcd:{pins.etcd}", "kubeadm"))
