@@ -10,7 +10,7 @@ import sys
 from collections.abc import Sequence
 
 from stacks.environment.loader import InvalidEnvironment
-from stacks.tools import clone, images, plan, preflight, recover, retired_copies, schema, validate, verify
+from stacks.tools import bundle, clone, images, plan, preflight, recover, retired_copies, schema, validate, verify
 from stacks.tools.plan.errors import GraphRefused, ManifestFolderRefused, PlanOptionRefused
 
 EXIT_INVALID = 2
@@ -26,7 +26,7 @@ def build_parser() -> argparse.ArgumentParser:
     commands = parser.add_subparsers(dest="command", required=True)
     # Each command is a package of stacks/tools; it registers its own arguments and imports its
     # heavy dependencies (the Pulumi SDK, pyVmomi, kubectl) only when it runs.
-    for command in (validate, plan, schema, clone, preflight, retired_copies, recover, images, verify):
+    for command in (validate, plan, schema, clone, preflight, retired_copies, recover, images, bundle, verify):
         command.register(commands)
     return parser
 
