@@ -47,6 +47,17 @@ def _ca_bundle(value: str) -> str:
 
 CaBundle = Annotated[str, AfterValidator(_ca_bundle)]
 
+_HOST_PORT = re.compile(r"^(\[[0-9a-fA-F:.]+\]|[A-Za-z0-9]([A-Za-z0-9.-]*[A-Za-z0-9])?)(:\d{1,5})?$")
+
+
+def _host_port(value: str) -> str:
+    if not _HOST_PORT.match(value):
+        raise ValueError(f"{value!r} is not host[:port]: give the DLS instance's name or address, e.g. dls.site.example")
+    return value
+
+
+HostPort = Annotated[str, AfterValidator(_host_port)]
+
 
 class Mirror(Model):
     registry: RegistryPrefix | None = None
@@ -64,6 +75,13 @@ class Mirror(Model):
     it is not a public one. Every node gets it in its trust store (/etc/pki/ca-trust/source/anchors,
     `update-ca-trust`), containerd gets it for the registry (`certs.d/<host>/hosts.toml`), and the
     first boot's downloads from `files` trust it. Default none: the nodes' system CAs only."""
+    license_server: HostPort | None = None
+    """The NVIDIA License System instance inside the site the vGPU guests license from, as
+    host[:port] (port 443 when left out): a DLS (Delegated License Service) virtual appliance,
+    downloaded from the NVIDIA Licensing Portal and run on-premises, since the guests cannot reach
+    NVIDIA's cloud service. The client configuration token it issues is the secret
+    `vsphere-gpu-cluster:nvidiaLicenseToken`. Used by `preflight`, which checks it answers.
+    Default none: not checked."""
     plain_http: bool = False
     """Pull from `registry` over plain HTTP (containerd `hosts.toml` `server = "http://..."`): only
     for a registry on a network you trust, as nothing authenticates it. Default false: HTTPS."""
