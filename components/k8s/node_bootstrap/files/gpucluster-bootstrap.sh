@@ -119,7 +119,7 @@ trust_mirror_ca() {
 # cloud-init wrote the mirror's. Edited in place (containerd 1.x would replace the whole CRI
 # section with an imported drop-in's), checked in containerd's own dump, restarted when changed.
 configure_containerd() {
-  local version key before dump settings
+  local version key before dump settings restart_owed=$state_dir/containerd-restart-owed
   [ -n "$sandbox_image" ] || die "GPUCLUSTER_SANDBOX_IMAGE is not set (/etc/gpucluster/bootstrap.env)"
   [ -f "$containerd_config" ] ||
     die "$containerd_config is missing: the template must write 'containerd config default' there (templates/rocky9/ks.cfg)"
@@ -136,6 +136,9 @@ configure_containerd() {
   before=$(sha256sum <"$containerd_config")
   sed -Ei -e "s#^([[:space:]]*${key}[[:space:]]*=[[:space:]]*).*#\\1\"$sandbox_image\"#" \
     -e "s#^([[:space:]]*config_path[[:space:]]*=[[:space:]]*).*#\\1\"$containerd_certs_dir\"#" "$containerd_config"
+  # Owed until done: a run that stops before the restart leaves the edited file behind, and the
+  # next run, finding nothing to change, must still restart containerd onto it.
+  [ "$(sha256sum <"$containerd_config")" = "$before" ] || touch "$restart_owed"
   dump=$(containerd --config "$containerd_config" config dump) ||
     die "'containerd config dump' failed: containerd's configuration ($containerd_config) is broken"
   settings=$(containerd_settings) || die "'containerd config dump' failed on $containerd_config"
@@ -143,9 +146,10 @@ configure_containerd() {
     die "containerd's sandbox image is ${settings% *}, not $sandbox_image, after editing $containerd_config"
   grep -Eq "^[[:space:]]*config_path[[:space:]]*=[[:space:]]*[\"']${containerd_certs_dir}[\"']" <<<"$dump" ||
     die "containerd's config_path is not $containerd_certs_dir after editing $containerd_config"
-  if [ "$(sha256sum <"$containerd_config")" != "$before" ]; then
+  if [ -f "$restart_owed" ]; then
     log "containerd: sandbox image $sandbox_image, registry hosts from $containerd_certs_dir"
     systemctl restart containerd
+    rm -f "$restart_owed"
   fi
 }
 

@@ -60,3 +60,20 @@ def test_a_plain_http_registry_gets_no_ca_and_an_http_server() -> None:
     assert 'server = "http://registry.site.example:5000"' in hosts and "ca =" not in hosts
     files = dict(containerd_registry_files(make_spec(image_repository=MIRROR, mirror_ca_pem=CA, registry_plain_http=True)))
     assert list(files) == ["/etc/containerd/certs.d/registry.site.example:5000/hosts.toml"]
+
+
+
+def test_a_run_stopped_before_the_restart_restarts_containerd_on_the_next(tmp_path: Path) -> None:
+    """The edit is on disk but containerd still runs the old config: the next start, finding
+    nothing left to change, restarts it all the same."""
+    spec = make_spec(image_repository=MIRROR)
+    reference = make_node(tmp_path / "reference", "cp-2", spec=spec)
+    assert reference.boot().returncode == 0
+    restart = 1 + [call.startswith("systemctl restart containerd") for call in reference.calls].index(True)
+    node = make_node(tmp_path / "node", "cp-2", spec=spec)
+    node.cut_power_at(restart, "before")
+    assert node.start().power_cut
+    assert not node.has("containerd-restarted")
+    node.restore_power()
+    assert node.boot().returncode == 0
+    assert node.has("containerd-restarted")
