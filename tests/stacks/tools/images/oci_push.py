@@ -2,7 +2,7 @@
 (distribution's "Pushing An Image": blob upload by POST then PUT `?digest=`, then the manifest).
 
 Run inside the test's network namespace (`ip netns exec NS python -m ...`), where the registry
-listens: `python -m tests.stacks.tools.images.oci_push CA_FILE < refs`. Every image is the same
+listens: `python -m tests.stacks.tools.images.oci_push CA_FILE [--plain-http] < refs`. Every image is the same
 few hundred bytes: one layer holding one file, its config and an OCI manifest.
 """
 
@@ -62,7 +62,7 @@ def image() -> tuple[bytes, bytes, bytes]:
     return layer, config, manifest
 
 
-def _request(conn: http.client.HTTPSConnection, method: str, url: str, body: bytes = b"", **headers: str) -> str:
+def _request(conn: http.client.HTTPConnection, method: str, url: str, body: bytes = b"", **headers: str) -> str:
     conn.request(method, url, body=body, headers={"Content-Length": str(len(body)), **headers})
     response = conn.getresponse()
     response.read()
@@ -71,7 +71,7 @@ def _request(conn: http.client.HTTPSConnection, method: str, url: str, body: byt
     return response.getheader("Location") or ""
 
 
-def push(conn: http.client.HTTPSConnection, reference: str) -> None:
+def push(conn: http.client.HTTPConnection, reference: str) -> None:
     host, _, rest = reference.partition("/")
     name, _, tag = rest.rpartition(":")
     layer, config, manifest = image()
@@ -91,13 +91,18 @@ def push(conn: http.client.HTTPSConnection, reference: str) -> None:
 
 def main() -> None:
     ca_file = sys.argv[1]
+    plain_http = "--plain-http" in sys.argv[2:]
     references = [line.strip() for line in sys.stdin if line.strip()]
-    connections: dict[str, http.client.HTTPSConnection] = {}
+    connections: dict[str, http.client.HTTPConnection] = {}
     context = ssl.create_default_context(cafile=ca_file)
     for reference in references:
         host = reference.split("/", 1)[0]
         if host not in connections:
-            connections[host] = http.client.HTTPSConnection(host, context=context, timeout=30)
+            connections[host] = (
+                http.client.HTTPConnection(host, timeout=30)
+                if plain_http
+                else http.client.HTTPSConnection(host, context=context, timeout=30)
+            )
         push(connections[host], reference)
     print(f"pushed {len(references)}")
 

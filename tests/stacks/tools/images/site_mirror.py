@@ -26,6 +26,8 @@ import grpc
 from tests.real_parts import require_program
 
 REGISTRY_PORT = 5000
+PLAIN_REGISTRY_PORT = 5001
+"""A second registry without TLS, for `mirror.plainHttp`."""
 FILES_PORT = 8443
 HOST = "127.0.0.1"
 ROOT = Path(__file__).resolve().parents[4]
@@ -78,6 +80,10 @@ class Site:
         return f"{HOST}:{REGISTRY_PORT}"
 
     @property
+    def plain_registry(self) -> str:
+        return f"{HOST}:{PLAIN_REGISTRY_PORT}"
+
+    @property
     def files_url(self) -> str:
         return f"https://{HOST}:{FILES_PORT}"
 
@@ -88,10 +94,11 @@ class Site:
     def inside(self, *command: str) -> list[str]:
         return [IP, "netns", "exec", self.netns, *command]
 
-    def push(self, references: list[str]) -> None:
+    def push(self, references: list[str], *, plain_http: bool = False) -> None:
         """One tiny image under each reference (oci_push.py, in the namespace)."""
         if references:
-            command = self.inside(sys.executable, "-m", "tests.stacks.tools.images.oci_push", str(self.ca))
+            plain = ["--plain-http"] if plain_http else []
+            command = self.inside(sys.executable, "-m", "tests.stacks.tools.images.oci_push", str(self.ca), *plain)
             result = subprocess.run(
                 command, input="\n".join(references), capture_output=True, text=True, timeout=120, cwd=ROOT
             )
@@ -105,9 +112,8 @@ class Site:
 
     def wait_for(self, url: str, what: str) -> None:
         for _ in range(100):
-            probe = subprocess.run(
-                self.inside("curl", "-fsS", "-o", "/dev/null", "--cacert", str(self.ca), url), capture_output=True
-            )
+            trust = ["--cacert", str(self.ca)] if url.startswith("https:") else []
+            probe = subprocess.run(self.inside("curl", "-fsS", "-o", "/dev/null", *trust, url), capture_output=True)
             if probe.returncode == 0:
                 return
             time.sleep(0.1)
@@ -137,10 +143,23 @@ def open_site(folder: Path) -> Iterator[Site]:
             )
         )
         site.start(registry, "serve", str(config), log="registry.log")
+        plain = folder / "registry-plain.yml"
+        plain.write_text(
+            json.dumps(
+                {
+                    "version": 0.1,
+                    "log": {"level": "error"},
+                    "storage": {"filesystem": {"rootdirectory": str(folder / "registry-plain")}},
+                    "http": {"addr": f"{HOST}:{PLAIN_REGISTRY_PORT}"},
+                }
+            )
+        )
+        site.start(registry, "serve", str(plain), log="registry-plain.log")
         site.files_root.mkdir()
         site.start(sys.executable, "-c", _FILE_SERVER, str(site.files_root), str(cert), str(key), str(FILES_PORT),
                    log="files.log")  # fmt: skip
         site.wait_for(f"https://{site.registry}/v2/", "the registry")
+        site.wait_for(f"http://{site.plain_registry}/v2/", "the plain-HTTP registry")
         site.wait_for(f"{site.files_url}/", "the file server")
         yield site
     finally:

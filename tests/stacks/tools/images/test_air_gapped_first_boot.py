@@ -10,7 +10,9 @@ sandbox, Calico's operator and what its Installation deploys. A reference the li
 pull; one naming another host fails as an escape (and could not leave the namespace anyway).
 
 The three stacks are this module's copies of the shipped ones (fixtures/), with the site's mirror
-set; the fourth is the dev copy in GPU Operator mode.
+set; the fourth is the dev copy in GPU Operator mode, the fifth the dev copy pulling from a
+registry without TLS (`mirror.plainHttp`), in a test of its own. Each boot has its own containerd (each stack's boot
+writes its own config: prod's Kubernetes 1.33 runs another pause), the registries are the module's.
 """
 
 from __future__ import annotations
@@ -53,14 +55,18 @@ def _gpu_operator(env: dict[str, Any], registry: str) -> None:
 
 
 STACKS = {"dev": "dev", "staging": "staging", "prod": "prod", "gpu-operator": "dev"}
+VARIANTS = {**STACKS, "plain-http": "dev"}
 
 
 def _view(case: str, site: Site) -> ConfigView:
-    view = read_stack_file(FIXTURES / f"Pulumi.{STACKS[case]}.yaml")
+    view = read_stack_file(FIXTURES / f"Pulumi.{VARIANTS[case]}.yaml")
     values = copy.deepcopy(dict(view.values))
     env = values[ENVIRONMENT_KEY]
-    registry = f"{site.registry}/gpucluster"
+    plain_http = case == "plain-http"
+    registry = f"{site.plain_registry if plain_http else site.registry}/gpucluster"
     env["mirror"] = {"registry": registry, "files": f"{site.files_url}/files", "caBundle": site.ca.read_text()}
+    if plain_http:
+        env["mirror"]["plainHttp"] = True  # the registry without TLS; the files still over TLS
     env["jobs"]["siteImage"] = f"{registry}/site:25.06-1"
     secrets = set(view.secret_keys)
     if case == "gpu-operator":
@@ -180,36 +186,57 @@ def site(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Site]:
     yield from open_site(tmp_path_factory.mktemp("site"))
 
 
+@contextlib.contextmanager
+def _node_containerd(node: Node, site: Site, folder: Path) -> Iterator[Cri]:
+    """A private real containerd with the config.toml, hosts.toml and CA the node's boot left."""
+    folder.mkdir()
+    config = folder / "config.toml"
+    config.write_text(private_config(node.file("/etc/containerd/config.toml").read_text(), node.root, folder))
+    containerd = require_program("containerd", "/usr/bin/containerd", "containerd")
+    process = site.start(containerd, "--config", str(config), log=f"{folder.parent.name}-containerd.log")
+    try:
+        cri = Cri(folder / "containerd.sock")
+        cri.wait()
+        yield cri
+    finally:
+        process.terminate()
+        process.wait(timeout=30)
+
+
+def _serve_calico(site: Site, url: str) -> None:
+    """The harness's stand-in of Calico's file, at its mirror URL."""
+    target = site.files_root / url.removeprefix(site.files_url + "/")
+    target.parent.mkdir(parents=True, exist_ok=True)
+    target.write_bytes(CALICO_MANIFEST)
+
+
+def _pull_all(cri: Cri, references: set[str], registry_host: str) -> None:
+    outside = sorted(r for r in references if parse_image(r).registry != registry_host)
+    assert outside == [], "these pulls would escape the mirror"
+    failed = {reference: error for reference in sorted(references) if (error := cri.pull(reference))}
+    assert failed == {}, f"{len(failed)} of {len(references)} pulls failed"
+
+
 @pytest.mark.parametrize("case", sorted(STACKS))
 def test_the_first_boot_pulls_every_image_of_the_plan_from_the_mirror_alone(
     case: str, site: Site, tmp_path: Path
 ) -> None:
     view = _view(case, site)
     env = load_environment(view)
-    registry_host = site.registry
+    assert env.mirror.registry is not None
+    registry_host = env.mirror.registry.split("/")[0]
 
     listed = _stacks_images(view, case, tmp_path)
     escaping = [dest for _, dest in listed if parse_image(dest).registry != registry_host]
     assert escaping == [], "stacks images lists images outside the mirror"
     site.push([dest for _, dest in listed])
     for _, dest in _stacks_images(view, case, tmp_path, "--files"):
-        if dest.endswith("/tigera-operator.yaml"):  # the harness's stand-in of Calico's file
-            target = site.files_root / dest.removeprefix(site.files_url + "/")
-            target.parent.mkdir(parents=True, exist_ok=True)
-            target.write_bytes(CALICO_MANIFEST)
+        if dest.endswith("/tigera-operator.yaml"):
+            _serve_calico(site, dest)
 
     node = _boot_init_node(view, site, tmp_path / "node")
     assert node.calls_of("update-ca-trust extract"), "the site CA went into the trust store"
-
-    instance = tmp_path / "containerd"
-    instance.mkdir()
-    config = instance / "config.toml"
-    config.write_text(private_config(node.file("/etc/containerd/config.toml").read_text(), node.root, instance))
-    containerd = require_program("containerd", "/usr/bin/containerd", "containerd")
-    process = site.start(containerd, "--config", str(config), log=f"containerd-{case}.log")
-    try:
-        cri = Cri(instance / "containerd.sock")
-        cri.wait()
+    with _node_containerd(node, site, tmp_path / "containerd") as cri:
         sandbox = str(cri.config()["sandboxImage"])
         references = (
             _plan_references(view, case, tmp_path / "plan")
@@ -217,12 +244,25 @@ def test_the_first_boot_pulls_every_image_of_the_plan_from_the_mirror_alone(
             | _calico_references(node, env.kubernetes.cni.version)
             | {sandbox}
         )
-        outside = sorted(r for r in references if parse_image(r).registry != registry_host)
-        assert outside == [], "these pulls would escape the mirror"
-        failed = {reference: error for reference in sorted(references) if (error := cri.pull(reference))}
-        assert failed == {}, f"{len(failed)} of {len(references)} pulls failed"
-    finally:
-        process.terminate()
-        process.wait(timeout=30)
+        _pull_all(cri, references, registry_host)
     assert sandbox == f"{registry_host}/gpucluster/pause:{kubeadm_pins(Version.parse(env.kubernetes.version).minor).pause}"
     assert os.path.getsize(node.file("/var/lib/gpucluster/tigera-operator.yaml")) > 0
+
+
+def test_a_registry_without_tls_is_pulled_over_http_where_the_key_says_so(site: Site, tmp_path: Path) -> None:
+    """`mirror.plainHttp`: the first boot's hosts.toml sends containerd to http:// for the
+    registry (the list itself is proven above; here the node's own references are pushed)."""
+    view = _view("plain-http", site)
+    env = load_environment(view)
+    _serve_calico(site, cluster_spec(env, ClusterSpec).calico.manifest_url)
+    node = _boot_init_node(view, site, tmp_path / "node")
+    hosts = node.file(f"/etc/containerd/certs.d/{site.plain_registry}/hosts.toml").read_text()
+    assert f'server = "http://{site.plain_registry}"' in hosts
+    with _node_containerd(node, site, tmp_path / "containerd") as cri:
+        references = (
+            _kubeadm_references(_written(node, KUBEADM_CONFIG_PATH))
+            | _calico_references(node, env.kubernetes.cni.version)
+            | {str(cri.config()["sandboxImage"])}
+        )
+        site.push(sorted(references), plain_http=True)
+        _pull_all(cri, references, site.plain_registry)
