@@ -231,3 +231,13 @@ def test_validate_names_the_images_the_mirror_cannot_move(tmp_path: Path, capsys
     # The pod sandbox is no longer one of them: the bootstrap writes it (issue 42).
     assert len(lines) == 1
     assert lines[0].startswith("mirror: not rewritten: vgpu.corp.example/nvidia/driver:550.127.05-<os>: ")
+
+
+def test_the_files_list_carries_jobsets_release_asset_with_tuning() -> None:
+    """Trainer's overlay includes JobSet's manifest by URL, which no git mirror of Trainer holds:
+    `stacks images --files` lists it (so `stacks bundle` carries it) at its place under the base."""
+    listed = inventory(VARIANTS["gpu-operator+kubeflow"](), stack="dev").files
+    jobset = "https://github.com/kubernetes-sigs/jobset/releases/download/v0.12.0/manifests.yaml"
+    [entry] = [f for f in listed if f.source == jobset]
+    assert entry.dest == f"{FILES}/github.com/kubernetes-sigs/jobset/releases/download/v0.12.0/manifests.yaml"
+    assert all(f.source != jobset for f in inventory(_mirrored(), stack="dev").files)

@@ -17,7 +17,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from components.k8s.addons.gpu_operator import chart_archive_url, chart_images
-from components.k8s.addons.kubeflow_tuning import KATIB_IMAGES, TRAINER_IMAGES
+from components.k8s.addons.kubeflow_tuning import KATIB_IMAGES, TRAINER_IMAGES, TRAINER_REMOTE_FILES
 from components.k8s.kubeadm_pins import kubeadm_pins
 from components.k8s.mirror import mirrored_image, mirrored_url, parse_image
 from components.k8s.node_bootstrap import CalicoSettings
@@ -152,6 +152,15 @@ def needed_files(env: Environment) -> list[NeededFile]:
         found.append(
             NeededFile(source=archive, dest=mirrored_url(archive, files), where="deploy: the GPU Operator chart")
         )
+    if env.tuning.enabled:
+        found += [
+            NeededFile(
+                source=url,
+                dest=mirrored_url(url, files),
+                where="deploy: Trainer's overlay includes it by URL; point your mirrored folder's kustomization at DEST",
+            )
+            for url in TRAINER_REMOTE_FILES[env.tuning.trainer.version]
+        ]
     return found
 
 
