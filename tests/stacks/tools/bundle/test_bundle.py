@@ -53,8 +53,9 @@ def _cli(*args: str) -> tuple[int, str, str]:
 
 def test_fetch_plans_every_listed_image_the_files_the_plugins_and_the_wheels(tmp_path: Path) -> None:
     stack = _stack_file(tmp_path)
-    code, listed, _ = _cli("images", "dev", "--file", str(stack))
+    code, listed, notes = _cli("images", "dev", "--file", str(stack))
     assert code == 0
+    assert f"images: {REGISTRY}/site:25.06-1 is already named in the mirror: build and push it there" in notes
     pairs = [line.split() for line in listed.splitlines()]
     code, planned, err = _cli("bundle", "fetch", "dev", "--file", str(stack), "--out", str(tmp_path / "b"), "--dry-run")
     assert code == 0
