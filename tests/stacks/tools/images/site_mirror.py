@@ -17,6 +17,7 @@ import shutil
 import subprocess
 import sys
 import time
+import uuid
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -126,7 +127,8 @@ def open_site(folder: Path) -> Iterator[Site]:
     require_program("ip", "/usr/sbin/ip", "iproute2")
     require_program("curl", "/usr/bin/curl", "curl")
     ca, cert, key = make_ca(folder)
-    netns = f"gpuc-airgap-{os.getpid()}"
+    # Unique per site: two test modules' sites may be open at once (random order across modules).
+    netns = f"gpuc-airgap-{os.getpid()}-{uuid.uuid4().hex[:6]}"
     _run("ip", "netns", "add", netns)
     site = Site(folder=folder, netns=netns, ca=ca, processes=[])
     try:
