@@ -11,6 +11,7 @@ from collections.abc import Sequence
 
 from stacks.environment.loader import InvalidEnvironment
 from stacks.tools import (
+    bundle,
     clone,
     deploy_settings,
     images,
@@ -37,7 +38,8 @@ def build_parser() -> argparse.ArgumentParser:
     commands = parser.add_subparsers(dest="command", required=True)
     # Each command is a package of stacks/tools; it registers its own arguments and imports its
     # heavy dependencies (the Pulumi SDK, pyVmomi, kubectl) only when it runs.
-    for command in (validate, plan, schema, clone, preflight, retired_copies, recover, images, verify, deploy_settings):
+    tools = (validate, plan, schema, clone, preflight, retired_copies, recover, images, bundle, verify, deploy_settings)
+    for command in tools:
         command.register(commands)
     return parser
 

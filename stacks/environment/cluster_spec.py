@@ -72,6 +72,8 @@ def cluster_spec(env: Environment, spec_class: type[Spec], **more: Any) -> Spec:
             files=env.mirror.files,
         ),
         image_repository=env.mirror.registry,
+        mirror_ca_pem=env.mirror.ca_bundle,
+        registry_plain_http=env.mirror.plain_http,
         taint_gpu_nodes=k8s.gpu_node_taint,
         # The GPU Operator installs the driver and configures containerd itself.
         configure_nvidia_runtime=env.gpu.mode == "device-plugin",

@@ -140,8 +140,10 @@ def test_the_first_boot_fetches_and_pulls_only_from_the_mirror() -> None:
     renderer = UserDataRenderer(spec, token="abcdef.0123456789abcdef", ca_cert_hash="sha256:" + "0" * 64, pki=pki)
     for node in [*spec.control_plane_nodes, *spec.worker_nodes]:
         user_data = renderer.render(node.name)
-        # The cluster's own API endpoints are shell variables; anything else is the mirror.
-        outside = [u for u in URL.findall(user_data) if not u.startswith((FILES + "/", "https://$"))]
+        # The cluster's own API endpoints are shell variables; anything else is the mirror (its
+        # file base, or its registry in containerd's hosts.toml).
+        registry_server = "https://" + REGISTRY.split("/")[0]
+        outside = [u for u in URL.findall(user_data) if not u.startswith((FILES + "/", "https://$")) and u != registry_server]
         assert outside == [], node.name
     init = renderer.render(spec.control_plane_nodes[0].name)
     assert f"GPUCLUSTER_CALICO_MANIFEST={FILES}/raw.githubusercontent.com/projectcalico/calico/v3.32.1/" in init
@@ -227,6 +229,16 @@ def test_validate_names_the_images_the_mirror_cannot_move(tmp_path: Path, capsys
     path.write_text(yaml.safe_dump(document, sort_keys=False))
     assert main(["validate", "dev", "--file", str(path)]) == 0
     lines = [line for line in capsys.readouterr().out.splitlines() if line.startswith("mirror: not rewritten: ")]
-    assert len(lines) == 2
-    assert "the pod sandbox (pause) image" in lines[0]
-    assert lines[1].startswith("mirror: not rewritten: vgpu.corp.example/nvidia/driver:550.127.05-<os>: ")
+    # The pod sandbox is no longer one of them: the bootstrap writes it (issue 42).
+    assert len(lines) == 1
+    assert lines[0].startswith("mirror: not rewritten: vgpu.corp.example/nvidia/driver:550.127.05-<os>: ")
+
+
+def test_the_files_list_carries_jobsets_release_asset_with_tuning() -> None:
+    """Trainer's overlay includes JobSet's manifest by URL, which no git mirror of Trainer holds:
+    `stacks images --files` lists it (so `stacks bundle` carries it) at its place under the base."""
+    listed = inventory(VARIANTS["gpu-operator+kubeflow"](), stack="dev").files
+    jobset = "https://github.com/kubernetes-sigs/jobset/releases/download/v0.12.0/manifests.yaml"
+    [entry] = [f for f in listed if f.source == jobset]
+    assert entry.dest == f"{FILES}/github.com/kubernetes-sigs/jobset/releases/download/v0.12.0/manifests.yaml"
+    assert all(f.source != jobset for f in inventory(_mirrored(), stack="dev").files)

@@ -132,10 +132,17 @@ def test_every_stack_key_the_docs_name_exists(doc: str, path: str) -> None:
 def _options_by_command() -> dict[str, set[str]]:
     parser = build_parser()
     commands = next(a for a in parser._actions if isinstance(a, argparse._SubParsersAction))
-    return {
-        name: {option for action in sub._actions for option in action.option_strings}
-        for name, sub in commands.choices.items()
-    }
+    return {name: _options(sub) for name, sub in commands.choices.items()}
+
+
+def _options(parser: argparse.ArgumentParser) -> set[str]:
+    """A command's flags, with those of its own subcommands (`bundle fetch --out`)."""
+    found = {option for action in parser._actions for option in action.option_strings}
+    for action in parser._actions:
+        if isinstance(action, argparse._SubParsersAction):
+            for sub in action.choices.values():
+                found |= _options(sub)
+    return found
 
 
 def _commands_in_docs() -> Iterator[tuple[str, str, str]]:

@@ -78,6 +78,11 @@ TRAINER_IMAGES: Mapping[str, tuple[str, ...]] = {
 }
 """kubeflow/trainer v2.3.0 manifests/overlays/manager: the controller (tag set by the overlay's
 `images:`) and JobSet v0.12.0 (manifests/third-party/jobset's `images:` rename)."""
+TRAINER_REMOTE_FILES: Mapping[str, tuple[str, ...]] = {
+    "2.3.0": ("https://github.com/kubernetes-sigs/jobset/releases/download/v0.12.0/manifests.yaml",)
+}
+"""Release assets the Trainer overlay's kustomization includes by URL (manifests/third-party/jobset),
+which no git mirror of the Trainer repository carries (manifests/index.json, not_vendored)."""
 _KATIB = "ghcr.io/kubeflow/katib"
 KATIB_IMAGES: Mapping[str, tuple[str, ...]] = {
     "0.19.0": (

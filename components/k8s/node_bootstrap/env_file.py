@@ -10,6 +10,7 @@ from __future__ import annotations
 import re
 
 from components.k8s.gpu_runtime import MINIMUM_NVIDIA_CONTAINER_TOOLKIT, NVIDIA_RUNTIME_HANDLER
+from components.k8s.node_bootstrap.paths import MIRROR_CA_PATH
 from components.k8s.node_bootstrap.spec import ClusterNode, ClusterSpec, NodeRole, control_plane_peers
 
 _PLAIN_VALUE = re.compile(r"^[^\s'\"$`\\]*$")
@@ -27,6 +28,12 @@ def bootstrap_env(spec: ClusterSpec, role: NodeRole, node: ClusterNode) -> dict[
             NVIDIA_RUNTIME_HANDLER if node.gpu and spec.configure_nvidia_runtime else ""
         ),
     }
+    # containerd's pod sandbox: kubeadm's pause for this minor, from the mirror when there is one;
+    # the script writes it, and config_path for the registry's hosts.toml, into containerd's config.
+    values["GPUCLUSTER_SANDBOX_IMAGE"] = spec.sandbox_image
+    if spec.mirror_ca_pem:
+        # The site CA: into the trust store, and what the script's downloads from the mirror trust.
+        values["GPUCLUSTER_MIRROR_CA"] = MIRROR_CA_PATH
     if values["GPUCLUSTER_NVIDIA_RUNTIME_HANDLER"]:
         # The template's toolkit must be at least this (gpu_runtime: CVE-2025-23266).
         values["GPUCLUSTER_NVIDIA_TOOLKIT_MINIMUM"] = MINIMUM_NVIDIA_CONTAINER_TOOLKIT

@@ -53,3 +53,11 @@ FIREWALL_SYNC_UNIT_PATH = "/etc/systemd/system/gpucluster-firewall-sync.service"
 FIREWALL_SYNC_TIMER_PATH = "/etc/systemd/system/gpucluster-firewall-sync.timer"
 KUBELET_WANTS_FIREWALL_SYNC_PATH = "/etc/systemd/system/kubelet.service.d/06-gpucluster-firewall-sync.conf"
 """Control-plane nodes: the kubelet (etcd's static pod) brings the membership sync's timer."""
+
+CONTAINERD_CONFIG_PATH = "/etc/containerd/config.toml"
+CONTAINERD_CERTS_DIR = "/etc/containerd/certs.d"
+"""containerd's registry host directory (`config_path`; containerd docs/hosts.md): one
+`<host[:port]>/hosts.toml` per registry. The bootstrap sets `config_path` to it."""
+MIRROR_CA_PATH = "/etc/pki/ca-trust/source/anchors/gpucluster-mirror.crt"
+"""The site CA of the mirror in the node's trust store (Rocky/RHEL: `update-ca-trust` reads the
+anchors folder, then curl and every OpenSSL/NSS client trust it)."""

@@ -13,9 +13,13 @@ from functools import cached_property
 from typing import Literal
 
 from components.k8s.facts import DEFAULT_CALICO_VERSION
+from components.k8s.kubeadm_pins import kubeadm_pins
 from components.k8s.mirror import mirrored_url
 from components.k8s.node_bootstrap.checks import validate_spec
 from components.k8s.vendored import CALICO_OPERATOR, pinned
+
+DEFAULT_IMAGE_REPOSITORY = "registry.k8s.io"
+"""kubeadm's own image repository (`DefaultImageRepository`, cmd/kubeadm/app/constants)."""
 
 TaintEffect = Literal["NoSchedule", "PreferNoSchedule", "NoExecute"]
 NodeRole = Literal["init", "control-plane", "worker"]
@@ -172,6 +176,12 @@ class ClusterSpec:
     image_repository: str | None = None
     """Registry prefix kubeadm pulls the control-plane images from (ClusterConfiguration
     `imageRepository`, CoreDNS's under `<prefix>/coredns`). Default none: registry.k8s.io."""
+    mirror_ca_pem: str | None = None
+    """PEM certificate(s) of the CA that signed the mirror's servers: installed in every node's
+    trust store, given to containerd for `image_repository`'s host, and trusted by the first boot's
+    downloads. Default none: the template's system CAs only."""
+    registry_plain_http: bool = False
+    """containerd reaches `image_repository`'s host over plain HTTP. Default False: HTTPS."""
     secrets_encryption_key_names: Sequence[str] = ("key-1",)
     """Names of the keys that encrypt Secrets at rest (api_server.py), in the API server's order:
     the first encrypts every write, all of them decrypt. Each name stands for 32 random bytes the
@@ -200,6 +210,13 @@ class ClusterSpec:
     def version_tag(self) -> str:
         """The version as kubeadm writes it: `v1.34.2`."""
         return "v" + self.kubernetes_version.removeprefix("v")
+
+    @property
+    def sandbox_image(self) -> str:
+        """The pod sandbox (pause) image containerd runs: kubeadm's own pause for this minor, from
+        the mirror when there is one (the bootstrap writes it into containerd's config)."""
+        pause = kubeadm_pins(int(self.kubernetes_version.removeprefix("v").split(".")[1])).pause
+        return f"{(self.image_repository or DEFAULT_IMAGE_REPOSITORY).rstrip('/')}/pause:{pause}"
 
     @property
     def endpoint(self) -> str:

@@ -4,6 +4,7 @@ What each node gets (all through cloud-init's VMware datasource, `guestinfo.user
 
 - every node: the bootstrap script, its systemd unit, the node's settings for the script
   (`bootstrap.env`), the host settings (modules, sysctl, NetworkManager) and its kubeadm config;
+  with a mirror, containerd's `hosts.toml` for the registry and the site CA (registry.py);
 - the first control-plane node: the shared cluster PKI, `InitConfiguration` +
   `ClusterConfiguration` + `KubeletConfiguration`, the Calico `Installation`, and a control-plane
   `JoinConfiguration` it uses instead of init when the cluster already runs (a replaced VM);
@@ -36,6 +37,7 @@ from components.k8s.node_bootstrap.env_file import render_bootstrap_env
 from components.k8s.node_bootstrap.firewall import render_firewall
 from components.k8s.node_bootstrap.kubeadm import kubeadm_init_documents, kubeadm_join_document
 from components.k8s.node_bootstrap.pki import BOOTSTRAP_TOKEN_PATTERN
+from components.k8s.node_bootstrap.registry import containerd_registry_files
 from components.k8s.node_bootstrap.spec import ClusterPki, ClusterSpec, find_node, node_role
 
 # libyaml's emitter when PyYAML has it (same output, ~8x faster: this renders every node's
@@ -177,6 +179,9 @@ class UserDataRenderer:
             _host_file(paths.SYSCTL_PATH, host_files.SYSCTL_KUBERNETES),
             _host_file(paths.NETWORKMANAGER_CALICO_PATH, host_files.NETWORKMANAGER_CALICO),
         ]
+        if spec.mirror_ca_pem:
+            files.append(_file(paths.MIRROR_CA_PATH, spec.mirror_ca_pem, "0644"))
+        files.extend(_file(path, content, "0644") for path, content in containerd_registry_files(spec))
         if node.rdma_ip is not None:
             files.append(_host_file(paths.MODULES_LOAD_RDMA_PATH, host_files.MODULES_LOAD_RDMA))
             files.append(_host_file(paths.RDMA_NAMING_RULES_PATH, host_files.RDMA_NAMING_RULES))

@@ -45,6 +45,7 @@ from stacks.environment.day_two.entries import (
     lone_control_plane,
     rebuild,
 )
+from stacks.environment.day_two.mirror import MIRROR_KEYS
 from stacks.environment.key_paths import model_keys
 
 __all__ = ["DAY_TWO", "HEADLINES", "DayTwo", "DayTwoClass", "undeclared_keys"]
@@ -384,23 +385,7 @@ DAY_TWO: Mapping[str, DayTwo] = {
     **dict.fromkeys(_MONITORING_KEYS, KUBERNETES_OBJECTS),
     **dict.fromkeys(_TUNING_KEYS, KUBERNETES_OBJECTS),
     **dict.fromkeys(("pulumiUp.parallel", "pulumiUp.runnerCpus", "pulumiUp.backend"), ENGINE_SETTINGS),
-    "mirror.registry": DayTwo(
-        "in-place",
-        "every add-on and job image is pulled from the new registry as its controller rolls it; kubeadm's "
-        "imageRepository and Calico's Installation registry are in the first node's user-data, read once at its "
-        "first boot: existing nodes and the running Calico keep pulling from where they did",
-        "copy the images there first (`python -m stacks images STACK`), then `pulumi up`; on a live cluster move "
-        "kubeadm's (`kubectl -n kube-system edit cm kubeadm-config`) and Calico's (`kubectl edit installation "
-        "default`, spec.registry) by hand",
-        FIRST_BOOT,
-    ),
-    "mirror.files": DayTwo(
-        "in-place",
-        "the GPU Operator's chart is read from the new base at the next `pulumi up`; Calico's manifest URL is in "
-        "the first node's user-data, read once at its first boot: existing nodes keep theirs",
-        "serve the same files there first (`python -m stacks images STACK --files`), then `pulumi up`",
-        FIRST_BOOT,
-    ),
+    **MIRROR_KEYS,
 }
 
 

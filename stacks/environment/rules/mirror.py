@@ -109,10 +109,7 @@ def unrewritten_images(env: Environment) -> list[str]:
     registry = env.mirror.registry
     if not registry:
         return []
-    notes = [
-        "the pod sandbox (pause) image: containerd's `sandbox_image` in the VM template's config, "
-        "which the bootstrap does not write; point it at the mirror's pause image when building the template"
-    ]
+    notes: list[str] = []
     operator = env.gpu.gpu_operator
     in_mirror = operator is not None and operator.driver_repository.startswith(registry.rstrip("/") + "/")
     if env.gpu.mode == "gpu-operator" and operator is not None and not in_mirror:

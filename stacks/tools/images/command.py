@@ -47,7 +47,12 @@ def cmd_images(args: argparse.Namespace) -> int:
     if not args.json and not args.files:
         if env.mirror.registry is None:
             print(f"images: {path.name} sets no mirror.registry: each DEST is its SOURCE", file=sys.stderr)
-        print(f"images: not listed: {result.not_listed[0]}", file=sys.stderr)
+        for note in result.not_listed:
+            print(f"images: not listed: {note}", file=sys.stderr)
+        if env.mirror.registry is not None:
+            for image in result.images:
+                if image.source == image.dest:  # jobs.siteImage: built for the site, not copied
+                    print(f"images: {image.dest} is already named in the mirror: build and push it there", file=sys.stderr)
     return 0
 
 

@@ -2,7 +2,8 @@
 
 Images the plan shows are read from the plan of the stack *without* its mirror (the program's own
 choices, upstream names); the ones it does not show come from the components that run them: the
-first boot (Calico's operator and the images it deploys, kubeadm's), the GPU Operator's chart and
+first boot (Calico's operator and the images it deploys, kubeadm's control plane, etcd, CoreDNS and
+pause, which is also containerd's sandbox), the GPU Operator's chart and
 Kubeflow's folders. Each is then mapped through `mirror.registry` exactly as the program maps it
 (components/k8s/mirror.py). The round trip is a test: the plan of the stack *with* its mirror runs
 exactly the in-plan images' destinations (tests/stacks/test_images.py).
@@ -16,10 +17,11 @@ from dataclasses import dataclass
 from typing import Any
 
 from components.k8s.addons.gpu_operator import chart_archive_url, chart_images
-from components.k8s.addons.kubeflow_tuning import KATIB_IMAGES, TRAINER_IMAGES
+from components.k8s.addons.kubeflow_tuning import KATIB_IMAGES, TRAINER_IMAGES, TRAINER_REMOTE_FILES
+from components.k8s.kubeadm_pins import kubeadm_pins
 from components.k8s.mirror import mirrored_image, mirrored_url, parse_image
 from components.k8s.node_bootstrap import CalicoSettings
-from components.k8s.upgrade.versions import coredns_version
+from components.k8s.upgrade.versions import Version
 from components.k8s.vendored import CALICO_OPERATOR, pinned
 from components.k8s.version_policy import etcd_image_tag
 from stacks.environment.loader import ENVIRONMENT_KEY, ConfigView, InvalidEnvironment, load_environment
@@ -70,12 +72,7 @@ def calico_operator_managed(version: str) -> tuple[str, ...]:
 
 KUBEADM_COMPONENTS = ("kube-apiserver", "kube-controller-manager", "kube-scheduler", "kube-proxy")
 
-NOT_LISTED = (
-    "registry.k8s.io/pause at the tag kubeadm pins for the patch release "
-    "(kubeadm pulls them from mirror.registry: list them with `kubeadm config images list "
-    "--kubernetes-version vX.Y.Z` on the template)"
-)
-
+KUBEADM_REGISTRY = "registry.k8s.io"
 
 @dataclass(frozen=True)
 class NeededImage:
@@ -100,7 +97,8 @@ class NeededFile:
 class Inventory:
     images: list[NeededImage]
     files: list[NeededFile]
-    not_listed: tuple[str, ...] = (NOT_LISTED,)
+    not_listed: tuple[str, ...] = ()
+    """What the stack pulls that the list cannot name (empty: the list is the whole of it)."""
 
 
 def container_images(objs: Iterable[Any]) -> Iterator[str]:
@@ -148,13 +146,17 @@ def outside_plan_images(env: Environment) -> list[tuple[str, str]]:
         version = env.kubernetes.cni.version
         found.append((_calico_operator_image(version), "first boot: Calico's tigera-operator.yaml"))
         found += [(f"quay.io/calico/{name}:{version}", "Calico's operator") for name in calico_operator_managed(version)]
-        tag = f"v{env.kubernetes.version}"
-        found += [(f"registry.k8s.io/{name}:{tag}", "kubeadm") for name in KUBEADM_COMPONENTS]
-        found.append((f"registry.k8s.io/coredns/coredns:{coredns_version(env.kubernetes.version)}", "kubeadm"))
-        # The stack's own etcd tag, not kubeadm's default: the stored etcd.local.imageTag
-        # (components.k8s.version_policy). From etcd 3.7 on there are no per-architecture tags:
-        # copy the multi-architecture manifest (`skopeo copy --all`).
-        found.append((f"registry.k8s.io/etcd:{etcd_image_tag(env.kubernetes.version)}", "kubeadm: etcd.local.imageTag"))
+        kubernetes = Version.parse(env.kubernetes.version)
+        pins = kubeadm_pins(kubernetes.minor)
+        found += [(f"{KUBEADM_REGISTRY}/{name}:{kubernetes.tag}", "kubeadm") for name in KUBEADM_COMPONENTS]
+        # kubeadm's GetControlPlaneImages: etcd at the stack's own tag, the stored
+        # etcd.local.imageTag (components.k8s.version_policy; from etcd 3.7 on there are no
+        # per-architecture tags: copy the multi-architecture manifest, `skopeo copy --all`), pause
+        # at kubeadm's pin for the minor, CoreDNS at its own; the same pause is containerd's pod
+        # sandbox (the bootstrap writes it).
+        found.append((f"{KUBEADM_REGISTRY}/etcd:{etcd_image_tag(env.kubernetes.version)}", "kubeadm: etcd.local.imageTag"))
+        found.append((f"{KUBEADM_REGISTRY}/pause:{pins.pause}", "kubeadm and containerd's pod sandbox"))
+        found.append((f"{KUBEADM_REGISTRY}/coredns/coredns:{pins.coredns}", "kubeadm"))
     if env.gpu.mode == "gpu-operator":
         found += [(image, "GPU Operator chart") for image in chart_images(exporter=env.monitoring.enabled)]
     if env.tuning.enabled:
@@ -185,6 +187,15 @@ def needed_files(env: Environment) -> list[NeededFile]:
         found.append(
             NeededFile(source=archive, dest=mirrored_url(archive, files), where="deploy: the GPU Operator chart")
         )
+    if env.tuning.enabled:
+        found += [
+            NeededFile(
+                source=url,
+                dest=mirrored_url(url, files),
+                where="deploy: Trainer's overlay includes it by URL; point your mirrored folder's kustomization at DEST",
+            )
+            for url in TRAINER_REMOTE_FILES[env.tuning.trainer.version]
+        ]
     return found
 
 

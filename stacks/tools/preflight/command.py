@@ -155,6 +155,8 @@ def run_preflight(
     from components.vcenter.session import LOGIN_TIMEOUT_S, session
     from components.vcenter.settings import CONFIG_PASSWORD, CONFIG_SERVER, VcenterConnection
     from stacks.tools.preflight.checks import check
+    from stacks.tools.preflight.checks.licensing import check_licensing
+    from stacks.tools.preflight.checks.report import Report
 
     stream = out or sys.stdout
     try:
@@ -193,6 +195,10 @@ def run_preflight(
         )
     if inventory is not None and not findings:
         findings = check(env, inventory, stack=label, user=conn.user)
+    # The vGPU license service is not in vCenter: checked whatever vCenter answered.
+    licensing = Report()
+    check_licensing(env, licensing)
+    findings += licensing.findings
     for finding in findings:
         print(finding.render(), file=stream)
     print(_summary(label, conn.address, findings), file=stream)

@@ -28,6 +28,8 @@ calico_manifest=${GPUCLUSTER_CALICO_MANIFEST:-}
 calico_manifest_sha256=${GPUCLUSTER_CALICO_MANIFEST_SHA256:-}
 image_registry=${GPUCLUSTER_IMAGE_REGISTRY:-}
 control_plane_peers=${GPUCLUSTER_CONTROL_PLANE_PEERS:-}
+sandbox_image=${GPUCLUSTER_SANDBOX_IMAGE:-}
+mirror_ca=${GPUCLUSTER_MIRROR_CA:-}
 
 state_dir=$root/var/lib/gpucluster
 done_marker=$state_dir/bootstrap.done
@@ -41,6 +43,7 @@ admin_conf=$kube_dir/admin.conf
 kubelet_conf=$kube_dir/kubelet.conf
 manifests=$kube_dir/manifests
 containerd_config=$root/etc/containerd/config.toml
+containerd_certs_dir=/etc/containerd/certs.d  # config_path, as containerd reads it on the node
 
 log() { echo "gpucluster: $*"; }
 die() {
@@ -93,8 +96,61 @@ stage_host() {
   if systemctl is-active --quiet NetworkManager; then
     systemctl reload NetworkManager
   fi
+  trust_mirror_ca
+  configure_containerd
   systemctl enable --now containerd
   systemctl enable kubelet
+}
+
+# The mirror's site CA (cloud-init wrote it to the anchors folder): into the trust store, so every
+# client on the node trusts the mirror (Rocky/RHEL: update-ca-trust(8) reads the anchors).
+trust_mirror_ca() {
+  [ -n "$mirror_ca" ] || return 0
+  [ -f "$root$mirror_ca" ] || die "$mirror_ca is missing: cloud-init did not write this node's files (mirror.caBundle)"
+  update-ca-trust extract || die "update-ca-trust extract failed: the site CA $mirror_ca is not trusted"
+}
+
+# containerd's pod sandbox (pause) image and its registry folder, before the kubelet starts: the
+# template writes `containerd config default` (templates/rocky9/ks.cfg), whose sandbox is
+# registry.k8s.io's pause and whose config_path is empty (1.x) or also reads /etc/docker/certs.d
+# (2.x). Config version 2 (containerd 1.6/1.7) spells the sandbox `sandbox_image` in the CRI
+# section, version 3 (2.x) `sandbox` under `io.containerd.cri.v1.images'.pinned_images`; both read
+# each registry's certs.d/<host>/hosts.toml from config_path (containerd docs/hosts.md), where
+# cloud-init wrote the mirror's. Edited in place (containerd 1.x would replace the whole CRI
+# section with an imported drop-in's), checked in containerd's own dump, restarted when changed.
+configure_containerd() {
+  local version key before dump settings restart_owed=$state_dir/containerd-restart-owed
+  [ -n "$sandbox_image" ] || die "GPUCLUSTER_SANDBOX_IMAGE is not set (/etc/gpucluster/bootstrap.env)"
+  [ -f "$containerd_config" ] ||
+    die "$containerd_config is missing: the template must write 'containerd config default' there (templates/rocky9/ks.cfg)"
+  version=$(sed -En 's/^version[[:space:]]*=[[:space:]]*([0-9]+).*/\1/p' "$containerd_config")
+  case $version in
+    2) key=sandbox_image ;;
+    3) key=sandbox ;;
+    *) die "$containerd_config has config version '${version:-none}', not 2 (containerd 1.x) or 3 (2.x)" ;;
+  esac
+  if ! grep -Eq "^[[:space:]]*${key}[[:space:]]*=" "$containerd_config" ||
+    ! grep -Eq '^[[:space:]]*config_path[[:space:]]*=' "$containerd_config"; then
+    die "$containerd_config has no '$key' or 'config_path' line: write it with 'containerd config default' in the template (templates/rocky9/ks.cfg)"
+  fi
+  before=$(sha256sum <"$containerd_config")
+  sed -Ei -e "s#^([[:space:]]*${key}[[:space:]]*=[[:space:]]*).*#\\1\"$sandbox_image\"#" \
+    -e "s#^([[:space:]]*config_path[[:space:]]*=[[:space:]]*).*#\\1\"$containerd_certs_dir\"#" "$containerd_config"
+  # Owed until done: a run that stops before the restart leaves the edited file behind, and the
+  # next run, finding nothing to change, must still restart containerd onto it.
+  [ "$(sha256sum <"$containerd_config")" = "$before" ] || touch "$restart_owed"
+  dump=$(containerd --config "$containerd_config" config dump) ||
+    die "'containerd config dump' failed: containerd's configuration ($containerd_config) is broken"
+  settings=$(containerd_settings) || die "'containerd config dump' failed on $containerd_config"
+  [ "${settings% *}" = "$sandbox_image" ] ||
+    die "containerd's sandbox image is ${settings% *}, not $sandbox_image, after editing $containerd_config"
+  grep -Eq "^[[:space:]]*config_path[[:space:]]*=[[:space:]]*[\"']${containerd_certs_dir}[\"']" <<<"$dump" ||
+    die "containerd's config_path is not $containerd_certs_dir after editing $containerd_config"
+  if [ -f "$restart_owed" ]; then
+    log "containerd: sandbox image $sandbox_image, registry hosts from $containerd_certs_dir"
+    systemctl restart containerd
+    rm -f "$restart_owed"
+  fi
 }
 
 # --- RDMA: the device files the RDMA shared device plugin needs ---------------------------------
@@ -363,7 +419,10 @@ stage_init() {
 # whoever serves it: the next run fetches again.
 fetch_calico_manifest() {
   local file=$1
-  retry 20 curl -fsSL --connect-timeout 10 --max-time 300 -o "$file.part" "$calico_manifest" ||
+  local trust=()
+  # The site CA of the mirror's file server (mirror.caBundle): what this download trusts.
+  [ -z "$mirror_ca" ] || trust=(--cacert "$root$mirror_ca")
+  retry 20 curl -fsSL "${trust[@]}" --connect-timeout 10 --max-time 300 -o "$file.part" "$calico_manifest" ||
     die "could not fetch $calico_manifest"
   local sum
   sum=$(sha256sum "$file.part")

@@ -40,12 +40,23 @@ STANDIN_NAMES = (
     "yum",
     "apt-get",
     "rpm",
+    "update-ca-trust",
 )
 TOOLS = ("bash", "cat", "cp", "grep", "mkdir", "mv", "rm", "sed", "sha256sum", "touch")
 
 CONTAINERD_CONFIG = {
-    2: 'version = 2\n[plugins."io.containerd.grpc.v1.cri".containerd.runtimes.runc.options]\n  SystemdCgroup = true\n',
-    3: "version = 3\n[plugins.'io.containerd.cri.v1.runtime'.containerd.runtimes.runc.options]\n  SystemdCgroup = true\n",
+    # The lines of `containerd config default` the script reads and edits: 1.x (version 2) and
+    # 2.x (version 3) defaults, the sandbox image and config_path as each writes them.
+    2: (
+        'version = 2\n[plugins."io.containerd.grpc.v1.cri"]\n  sandbox_image = "registry.k8s.io/pause:3.8"\n'
+        '[plugins."io.containerd.grpc.v1.cri".containerd.runtimes.runc.options]\n  SystemdCgroup = true\n'
+        '[plugins."io.containerd.grpc.v1.cri".registry]\n  config_path = ""\n'
+    ),
+    3: (
+        "version = 3\n[plugins.'io.containerd.cri.v1.images'.pinned_images]\n  sandbox = 'registry.k8s.io/pause:3.10'\n"
+        "[plugins.'io.containerd.cri.v1.images'.registry]\n  config_path = '/etc/containerd/certs.d:/etc/docker/certs.d'\n"
+        "[plugins.'io.containerd.cri.v1.runtime'.containerd.runtimes.runc.options]\n  SystemdCgroup = true\n"
+    ),
 }
 
 

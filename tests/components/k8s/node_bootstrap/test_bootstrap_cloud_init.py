@@ -304,6 +304,8 @@ def test_each_node_gets_its_role_endpoint_gpu_and_rdma_settings() -> None:
         "GPUCLUSTER_GPU": "true",
         "GPUCLUSTER_RDMA": "true",
         "GPUCLUSTER_NVIDIA_RUNTIME_HANDLER": "nvidia",
+        # kubeadm's pause for the spec's minor (components/k8s/kubeadm_pins.py), no mirror
+        "GPUCLUSTER_SANDBOX_IMAGE": "registry.k8s.io/pause:3.10.1",
         "GPUCLUSTER_NVIDIA_TOOLKIT_MINIMUM": "1.17.8",
         "GPUCLUSTER_ROOT": "",
     }

@@ -1,7 +1,7 @@
 #!/bin/bash
 # Recording stand-in for the commands the node bootstrap runs: kubeadm, kubectl, systemctl,
-# modprobe, rdma, sysctl, swapoff, curl, sleep, containerd, nvidia-smi, nvidia-ctk and the package
-# managers. One file, linked under each name; it acts on the node's files under $GPUCLUSTER_ROOT
+# modprobe, rdma, sysctl, swapoff, curl, sleep, containerd, nvidia-smi, nvidia-ctk, update-ca-trust
+# and the package managers. One file, linked under each name; it acts on the node's files under $GPUCLUSTER_ROOT
 # and keeps the simulated world (API server up, etcd members, injected faults) under $SIM.
 #
 # No kinder than the real tools: kubeadm init and join run their preflight file and port checks
@@ -492,6 +492,7 @@ case $name in
     esac
     ;;
   swapoff | sleep) ;;
+  update-ca-trust) [ "$*" = extract ] || fail "update-ca-trust: unexpected arguments: $*" || status=1 ;;
   dnf | yum | apt-get | rpm) fail "the bootstrap must not install packages: $name $*" || status=1 ;;
   *) fail "no stand-in for $name" || status=1 ;;
 esac

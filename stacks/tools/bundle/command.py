@@ -1,0 +1,103 @@
+"""`python -m stacks bundle fetch STACK --out DIR`: on a machine with the internet, everything an
+air-gapped site needs in one folder: every image `stacks images` lists (OCI archives), the files
+the cluster fetches (checked against their recorded SHA-256), the Pulumi resource plugins and the
+Python wheels of requirements.txt, with `bundle.json` saying what is where.
+`python -m stacks bundle load DIR`: inside the site, the images into `mirror.registry` (skopeo),
+the plugins (`pulumi plugin install --file`) and the wheels (`pip install --no-index`); `files/`
+is laid out as under `mirror.files`, to serve as it is. `--dry-run` on either prints the steps.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import shutil
+import sys
+from pathlib import Path
+from typing import Any
+
+from stacks.environment.loader import ENVIRONMENT_KEY, InvalidEnvironment
+from stacks.environment.stack_file import check_stack_file, stack_file_path
+
+ROOT = Path(__file__).resolve().parents[3]
+MANIFEST = "bundle.json"
+
+
+def _print(line: str) -> None:
+    print(line, flush=True)
+
+
+def cmd_fetch(args: argparse.Namespace) -> int:
+    from stacks.tools.bundle.contents import REQUIREMENTS, bundle_contents
+    from stacks.tools.bundle.steps import describe, execute, fetch_steps
+    from stacks.tools.images.inventory import inventory  # the Pulumi SDK: only when listing
+
+    path = stack_file_path(args.stack, args.file)
+    view, env = check_stack_file(path, args.stack)
+    if env.mirror.registry is None:
+        raise InvalidEnvironment(
+            [f"{ENVIRONMENT_KEY}.mirror.registry: not set, so every image is pulled from its public registry and "
+             "there is nothing to carry; set it to the site's registry (docs/air-gapped.md)"]
+        )  # fmt: skip
+    requirements = (ROOT / REQUIREMENTS).read_text()
+    contents = bundle_contents(inventory(view, stack=args.stack), files_base=env.mirror.files, requirements_text=requirements)
+    out = Path(args.out)
+    steps = fetch_steps(contents, out)
+    for image in contents.built_by_you:
+        print(f"bundle: not carried: {image} is already named in the mirror; build and push it there", file=sys.stderr)
+    if args.dry_run:
+        for step in steps:
+            _print(describe(step))
+        return 0
+    out.mkdir(parents=True, exist_ok=True)
+    shutil.copyfile(ROOT / REQUIREMENTS, out / contents.requirements)
+    (out / MANIFEST).write_text(json.dumps(contents.to_json(), indent=2) + "\n")
+    execute(steps, log=_print)
+    _print(f"bundle: {out} holds {len(contents.images)} images, {len(contents.files)} files, "
+           f"{len(contents.plugins)} plugins and the wheels; carry it in and run `python -m stacks bundle load`")  # fmt: skip
+    return 0
+
+
+def cmd_load(args: argparse.Namespace) -> int:
+    from stacks.tools.bundle.contents import BundleContents
+    from stacks.tools.bundle.steps import describe, execute, load_steps
+
+    bundle = Path(args.bundle)
+    manifest = bundle / MANIFEST
+    if not manifest.is_file():
+        print(f"error: {manifest} is missing: give the folder `bundle fetch` wrote", file=sys.stderr)
+        return 2
+    contents = BundleContents.from_json(json.loads(manifest.read_text()))
+    cert_dir = Path(args.cert_dir) if args.cert_dir else None
+    steps = load_steps(contents, bundle, cert_dir=cert_dir, images_only=args.images_only)
+    if args.dry_run:
+        for step in steps:
+            _print(describe(step))
+        return 0
+    execute(steps, log=_print)
+    if contents.files:
+        _print(f"bundle: serve {bundle / 'files'} at mirror.files (its paths are the DEST paths under it)")
+    return 0
+
+
+def register(subparsers: Any) -> None:
+    """Add `bundle fetch` and `bundle load` to the `python -m stacks` command line."""
+    bundle = subparsers.add_parser(
+        "bundle",
+        help="carry everything an air-gapped site needs in one folder (fetch outside, load inside)",
+        description=__doc__,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    sides = bundle.add_subparsers(dest="side", required=True)
+    fetch = sides.add_parser("fetch", help="on a machine with the internet: fetch into a folder")
+    fetch.add_argument("stack", help="stack name: reads Pulumi.STACK.yaml")
+    fetch.add_argument("--file", help="read this file instead (same format)")
+    fetch.add_argument("--out", required=True, help="the folder to fill")
+    fetch.add_argument("--dry-run", action="store_true", help="print what would be fetched, fetch nothing")
+    fetch.set_defaults(func=cmd_fetch)
+    load = sides.add_parser("load", help="inside the site: load a fetched folder into the mirror and this machine")
+    load.add_argument("bundle", help="the folder `bundle fetch` wrote")
+    load.add_argument("--cert-dir", help="a folder holding the site CA (*.crt) for the registry (skopeo --dest-cert-dir)")
+    load.add_argument("--images-only", action="store_true", help="load the images only (not the plugins and wheels)")
+    load.add_argument("--dry-run", action="store_true", help="print what would run, run nothing")
+    load.set_defaults(func=cmd_load)
