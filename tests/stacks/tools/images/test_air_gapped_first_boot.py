@@ -38,7 +38,7 @@ from components.k8s.node_bootstrap.paths import CALICO_INSTALLATION_PATH, KUBEAD
 from components.k8s.upgrade.versions import Version
 from stacks.environment.cluster_spec import cluster_spec
 from stacks.environment.loader import ENVIRONMENT_KEY, LICENSE_TOKEN_KEY, ConfigView, load_environment, read_stack_file
-from stacks.tools.images.inventory import CALICO_OPERATOR_MANAGED, container_images
+from stacks.tools.images.inventory import calico_operator_managed, container_images
 from stacks.tools.plan.command import plan_stack
 from tests.components.k8s.node_bootstrap.cluster_settings import PEM_FIELDS, TEST_ENCRYPTION_KEYS
 from tests.components.k8s.node_bootstrap.node_harness import CALICO_MANIFEST, STANDIN, Node
@@ -118,14 +118,15 @@ def _plan_references(view: ConfigView, stack: str, out: Path) -> set[str]:
 
 def _kubeadm_references(kubeadm_config: str) -> set[str]:
     """What kubeadm pulls for this ClusterConfiguration (images.GetControlPlaneImages): the control
-    plane and kube-proxy at the version, etcd and pause at its pins, CoreDNS from dns.imageRepository."""
+    plane and kube-proxy at the version, etcd at `etcd.local.imageTag` where set (else its pin:
+    images.GetEtcdImage), pause at its pin, CoreDNS from dns.imageRepository."""
     [cluster] = [d for d in yaml.safe_load_all(kubeadm_config) if d and d["kind"] == "ClusterConfiguration"]
     repository, version = cluster["imageRepository"], Version.parse(cluster["kubernetesVersion"])
     pins = kubeadm_pins(version.minor)
     names = ("kube-apiserver", "kube-controller-manager", "kube-scheduler", "kube-proxy")
     return {
         *(f"{repository}/{name}:{version.tag}" for name in names),
-        f"{repository}/etcd:{pins.etcd}",
+        f"{repository}/etcd:{cluster.get('etcd', {}).get('local', {}).get('imageTag') or pins.etcd}",
         f"{repository}/pause:{pins.pause}",
         f"{cluster['dns']['imageRepository']}/coredns:{pins.coredns}",
     }
@@ -144,7 +145,7 @@ def _calico_references(node: Node, version: str) -> set[str]:
     operator = set(container_images(d for d in yaml.safe_load_all(applied) if d))
     [installation] = yaml.safe_load_all(node.file(CALICO_INSTALLATION_PATH).read_text())
     registry = installation["spec"]["registry"]
-    return operator | {f"{registry}calico/{name}:{version}" for name in CALICO_OPERATOR_MANAGED}
+    return operator | {f"{registry}calico/{name}:{version}" for name in calico_operator_managed(version)}
 
 
 def _boot_init_node(view: ConfigView, site: Site, base: Path) -> Node:
