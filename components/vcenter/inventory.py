@@ -3,6 +3,7 @@ into the plain dataclasses of `components.vcenter.inventory_model`."""
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Collection, Iterable, Iterator
 from typing import Any
 
@@ -14,6 +15,7 @@ from components.vcenter.inventory_model import (
     HostInfo,
     Inventory,
     RdmaDeviceInfo,
+    RulesetInfo,
     VmInfo,
 )
 from components.vcenter.lookups import collect_properties
@@ -32,6 +34,7 @@ _HOST_PATHS = [
     "config.sharedPassthruGpuTypes",
     "config.graphicsConfig",
     "config.graphicsInfo",
+    "configManager.firewallSystem",
 ]
 _VM_PATHS = [
     "name",
@@ -199,6 +202,39 @@ def _extra_config(si: Any, vms: list[Any]) -> dict[str, dict[str, str]]:
     return found
 
 
+def _ruleset(ruleset: Any) -> RulesetInfo:
+    allowed = ruleset.allowedHosts
+    all_ip = allowed is None or bool(allowed.allIp)
+    listed = (
+        ()
+        if allowed is None
+        else (
+            *(str(a) for a in allowed.ipAddress or []),
+            *(f"{n.network}/{n.prefixLength}" for n in allowed.ipNetwork or []),
+        )
+    )
+    return RulesetInfo(key=str(ruleset.key), enabled=bool(ruleset.enabled), all_ip=all_ip, allowed=tuple(listed))
+
+
+def _firewalls(si: Any, systems: list[Any]) -> dict[str, tuple[RulesetInfo, ...]]:
+    """Firewall system moid -> its rulesets (`HostFirewallSystem.firewallInfo`): one round for
+    every host. Read from the firewall system, not `HostSystem.config.firewall`: the system is what
+    `UpdateRuleset` changes (vSphere API reference, HostFirewallSystem)."""
+    if not systems:
+        return {}
+    pc = vmodl.query.PropertyCollector
+    spec = pc.FilterSpec(
+        objectSet=[pc.ObjectSpec(obj=system, skip=False) for system in systems],
+        propSet=[pc.PropertySpec(type=vim.host.FirewallSystem, pathSet=["firewallInfo"])],
+    )
+    found: dict[str, tuple[RulesetInfo, ...]] = {}
+    for content in si.content.propertyCollector.RetrieveContents([spec]):
+        for prop in content.propSet or []:
+            if prop.val is not None:
+                found[content.obj._moId] = tuple(_ruleset(r) for r in prop.val.ruleset or [])
+    return found
+
+
 def read_inventory(si: Any, datacenter_name: str, templates: Collection[str] = ()) -> Inventory:
     """Read what the checks need, inside the named datacenter (everywhere if it does not exist);
     for the VMs named in `templates`, their extraConfig too (the GPU template checks need it)."""
@@ -225,8 +261,15 @@ def read_inventory(si: Any, datacenter_name: str, templates: Collection[str] = (
         inv.folders = _paths(folders, vm_folder._moId)
 
     host_paths = [*_HOST_PATHS, "config.network.rdmaDevice"] if rdma_reported else _HOST_PATHS
-    for obj, props in collect_properties(si, root, vim.HostSystem, host_paths):
-        inv.hosts[props["name"]] = _host(obj, props, cluster_by_moid)
+    hosts = collect_properties(si, root, vim.HostSystem, host_paths)
+    systems = [props["configManager.firewallSystem"] for _, props in hosts if props.get("configManager.firewallSystem")]
+    firewalls = _firewalls(si, systems)
+    for obj, props in hosts:
+        system = props.get("configManager.firewallSystem")
+        host = _host(obj, props, cluster_by_moid)
+        if system is not None and system._moId in firewalls:
+            host = dataclasses.replace(host, firewall=firewalls[system._moId])
+        inv.hosts[props["name"]] = host
     vms = collect_properties(si, root, vim.VirtualMachine, _VM_PATHS)
     extra = _extra_config(si, [obj for obj, props in vms if props["name"] in templates])
     for obj, props in vms:

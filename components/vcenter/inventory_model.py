@@ -23,6 +23,19 @@ class RdmaDeviceInfo:
 
 
 @dataclass(frozen=True)
+class RulesetInfo:
+    """One `HostFirewallSystem.firewallInfo.ruleset[]` entry (`HostFirewallRuleset`)."""
+
+    key: str
+    """`vSphereClient`, `CIMSLP`, `pvrdma`, ..."""
+    enabled: bool
+    all_ip: bool
+    """`allowedHosts.allIp`: the ruleset accepts every source address."""
+    allowed: tuple[str, ...] = ()
+    """`allowedHosts.ipAddress[]` and `ipNetwork[]` (as `network/prefix`) when not `all_ip`."""
+
+
+@dataclass(frozen=True)
 class GpuInfo:
     """One `HostConfigInfo.graphicsInfo[]` entry (`HostGraphicsInfo`)."""
 
@@ -59,6 +72,8 @@ class HostInfo:
     """IPv4 address -> vmknic device."""
     rdma_devices: tuple[RdmaDeviceInfo, ...] = ()
     gpus: tuple[GpuInfo, ...] = ()
+    firewall: tuple[RulesetInfo, ...] | None = None
+    """The host firewall's rulesets; None when they could not be read (no firewall system)."""
 
 
 @dataclass(frozen=True)

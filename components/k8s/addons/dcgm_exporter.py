@@ -10,8 +10,11 @@ and `deployment/values.yaml`, release 4.5.3-4.8.2), with three deliberate differ
   Feature not supported", NVIDIA/dcgm-exporter issue 82). So the container drops every capability
   and `health_counters` refuses `DCGM_FI_PROF_*`.
 - It runs under the RuntimeClass `nvidia`: only the NVIDIA runtime mounts the driver's NVML into
-  the container (the image sets `NVIDIA_VISIBLE_DEVICES=all`, docker/Dockerfile), and the exporter
-  asks for no `nvidia.com/gpu`, so it sees every vGPU of the node without taking one from the jobs.
+  the container, and the exporter asks for no `nvidia.com/gpu`, so it sees every vGPU of the node
+  without taking one from the jobs. The GPU workers' toolkit ignores the image's
+  `NVIDIA_VISIBLE_DEVICES=all` in unprivileged containers (issue 40 item 8), so the exporter asks
+  for every GPU with a `/dev/null` hostPath at `/var/run/nvidia-container-devices/all`
+  (components/k8s/gpu_runtime.py), which needs no capability; upstream's chart has SYS_ADMIN.
 - The counters are ours (a ConfigMap mounted over the file named by `-f`): utilisation, framebuffer
   used and free, the last XID error, the XIDs within the exporter's window
   (`DCGM_EXP_XID_ERRORS_COUNT`), temperature and power (which a vGPU guest does not export:
@@ -35,7 +38,7 @@ from dataclasses import dataclass, field
 from typing import Any, Literal
 
 from components.k8s.facts import DCGM_EXPORTER_IMAGE
-from components.k8s.gpu_runtime import NVIDIA_RUNTIME_CLASS
+from components.k8s.gpu_runtime import NVIDIA_RUNTIME_CLASS, all_gpus_request
 from components.k8s.objects import (
     GPU_NODE_LABEL,
     app_labels,
@@ -157,6 +160,9 @@ def render_service_monitor(
 def render_dcgm_exporter(settings: DcgmExporterSettings) -> list[dict[str, Any]]:
     """Namespace, counters ConfigMap, DaemonSet, Service (and ServiceMonitor when asked)."""
     labels = EXPORTER_LABELS
+    # Every GPU of the node, asked for as the GPU workers' toolkit accepts it from an unprivileged
+    # container (it ignores the image's NVIDIA_VISIBLE_DEVICES=all there): gpu_runtime.py.
+    all_gpus_volume, all_gpus_mount = all_gpus_request()
     probe = {"httpGet": {"path": "/health", "port": METRICS_PORT}, "initialDelaySeconds": 45, "periodSeconds": 5}
     template_metadata: dict[str, Any] = {"labels": labels}
     if settings.scrape == "annotations":
@@ -185,6 +191,7 @@ def render_dcgm_exporter(settings: DcgmExporterSettings) -> list[dict[str, Any]]
         "volumeMounts": [
             {"name": "pod-gpu-resources", "mountPath": POD_RESOURCES, "readOnly": True},
             {"name": "counters", "mountPath": COUNTERS_FILE, "subPath": COUNTERS_KEY, "readOnly": True},
+            all_gpus_mount,
         ],
     }
     daemonset = {
@@ -209,6 +216,7 @@ def render_dcgm_exporter(settings: DcgmExporterSettings) -> list[dict[str, Any]]
                     "volumes": [
                         {"name": "pod-gpu-resources", "hostPath": {"path": POD_RESOURCES, "type": "Directory"}},
                         {"name": "counters", "configMap": {"name": COUNTERS_CONFIG_MAP}},
+                        all_gpus_volume,
                     ],
                 },
             },
@@ -230,8 +238,8 @@ def render_dcgm_exporter(settings: DcgmExporterSettings) -> list[dict[str, Any]]
             enforce="privileged",
             exception_reason=(
                 f"dcgm-exporter reads the kubelet's pod-resources socket through a read-only hostPath "
-                f"({POD_RESOURCES}) to label GPUs with their pods; the container is not privileged and "
-                "drops all capabilities"
+                f"({POD_RESOURCES}) to label GPUs with their pods, and asks the NVIDIA toolkit for every "
+                "GPU with a /dev/null hostPath; the container is not privileged and drops all capabilities"
             ),
         ),
         {

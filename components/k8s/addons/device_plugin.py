@@ -4,9 +4,13 @@ Two ways to give pods `nvidia.com/gpu`:
 
 - `mode="device-plugin"` (default): the guest image already has the NVIDIA vGPU guest driver and
   container toolkit; only the device plugin is deployed. The DaemonSet mirrors upstream's static
-  manifest `deployments/static/nvidia-device-plugin.yml` of v0.20.0 (no env, the single hostPath
-  for the kubelet's device-plugin socket directory, `allowPrivilegeEscalation: false` and
-  `capabilities.drop: [ALL]`), placed in its own namespace and on GPU workers only. Unlike
+  manifest `deployments/static/nvidia-device-plugin.yml` of v0.20.0 (the hostPath for the
+  kubelet's device-plugin socket directory, `allowPrivilegeEscalation: false` and
+  `capabilities.drop: [ALL]`), placed in its own namespace and on GPU workers only. Two additions
+  keep tenants from GPUs they did not ask for (issue 40 item 8): `DEVICE_LIST_STRATEGY=volume-mounts`,
+  and a `/dev/null` hostPath at `/var/run/nvidia-container-devices/all`, the plugin's own request
+  for every GPU, which the GPU workers' toolkit honours where it now ignores the image's
+  `NVIDIA_VISIBLE_DEVICES=all` (components/k8s/gpu_runtime.py). Unlike
   upstream's example it runs under the RuntimeClass `nvidia` (components/k8s/gpu_runtime.py),
   which this mode creates: the NVIDIA runtime is containerd's handler `nvidia` on GPU workers, not
   its default, and only that runtime mounts the driver's NVML library the plugin needs to find
@@ -28,7 +32,12 @@ import pulumi
 import pulumi_kubernetes as k8s
 
 from components.k8s.addons.gpu_operator import GpuOperator, GpuOperatorArgs
-from components.k8s.gpu_runtime import NVIDIA_RUNTIME_CLASS, NVIDIA_RUNTIME_HANDLER
+from components.k8s.gpu_runtime import (
+    DEVICE_LIST_STRATEGY,
+    NVIDIA_RUNTIME_CLASS,
+    NVIDIA_RUNTIME_HANDLER,
+    all_gpus_request,
+)
 from components.k8s.network_policy import deny_all_ingress
 from components.k8s.objects import (
     GPU_NODE_LABEL,
@@ -104,6 +113,13 @@ def render_runtime_class(name: str, node_selector: Mapping[str, str]) -> dict[st
 def render_device_plugin(settings: DevicePluginSettings) -> list[dict[str, Any]]:
     """The `nvidia` RuntimeClass (unless owned elsewhere), the plugin's Namespace and DaemonSet."""
     labels = app_labels("nvidia-device-plugin", "gpu-device-plugin")
+    all_gpus_volume, all_gpus_mount = all_gpus_request()
+    # Pods get their GPUs as volume mounts, the only list the GPU workers' toolkit accepts from
+    # an unprivileged container (gpu_runtime.DEVICE_LIST_STRATEGY); the plugin itself asks for
+    # every GPU the same way, so it needs no SYS_ADMIN (upstream's chart adds it for this case).
+    env = [{"name": "DEVICE_LIST_STRATEGY", "value": DEVICE_LIST_STRATEGY}]
+    if not settings.fail_on_init_error:
+        env.append({"name": "FAIL_ON_INIT_ERROR", "value": "false"})
     pod_spec: dict[str, Any] = {
         "nodeSelector": dict(settings.node_selector),
         "tolerations": [gpu_toleration()],
@@ -114,23 +130,26 @@ def render_device_plugin(settings: DevicePluginSettings) -> list[dict[str, Any]]
             {
                 "name": "nvidia-device-plugin-ctr",
                 "image": settings.image,
+                "env": env,
                 "securityContext": {
                     "privileged": False,
                     "allowPrivilegeEscalation": False,
                     "capabilities": {"drop": ["ALL"]},
                 },
-                "volumeMounts": [{"name": "kubelet-device-plugins-dir", "mountPath": KUBELET_DEVICE_PLUGINS}],
+                "volumeMounts": [
+                    {"name": "kubelet-device-plugins-dir", "mountPath": KUBELET_DEVICE_PLUGINS},
+                    all_gpus_mount,
+                ],
             }
         ],
         "volumes": [
             {
                 "name": "kubelet-device-plugins-dir",
                 "hostPath": {"path": KUBELET_DEVICE_PLUGINS, "type": "Directory"},
-            }
+            },
+            all_gpus_volume,
         ],
     }
-    if not settings.fail_on_init_error:
-        pod_spec["containers"][0]["env"] = [{"name": "FAIL_ON_INIT_ERROR", "value": "false"}]
     daemonset_metadata: dict[str, Any] = {
         "name": "nvidia-device-plugin",
         "namespace": settings.namespace,
@@ -153,8 +172,8 @@ def render_device_plugin(settings: DevicePluginSettings) -> list[dict[str, Any]]
             enforce="privileged",
             exception_reason=(
                 "device plugin registers its socket in the kubelet's hostPath "
-                f"{KUBELET_DEVICE_PLUGINS}; the container itself is not privileged and drops "
-                "all capabilities"
+                f"{KUBELET_DEVICE_PLUGINS} and asks the NVIDIA toolkit for every GPU with a "
+                "/dev/null hostPath; the container itself is not privileged and drops all capabilities"
             ),
         ),
         # It talks to the kubelet over a unix socket; nothing connects to it over the network.

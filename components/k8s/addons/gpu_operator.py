@@ -44,7 +44,7 @@ from typing import Any
 import pulumi
 import pulumi_kubernetes as k8s
 
-from components.k8s.gpu_runtime import NVIDIA_RUNTIME_CLASS
+from components.k8s.gpu_runtime import DEVICE_LIST_STRATEGY, NVIDIA_RUNTIME_CLASS
 from components.k8s.mirror import mirrored_repository, mirrored_url
 from components.k8s.objects import (
     CONTROL_PLANE_LABEL,
@@ -182,7 +182,22 @@ def chart_values(args: GpuOperatorArgs) -> dict[str, Any]:
             "imagePullSecrets": list(args.driver_image_pull_secrets),
             "licensingConfig": {"secretName": LICENSING_SECRET, "nlsEnabled": True},
         },
-        "devicePlugin": {"enabled": True},
+        # A pod gets the GPUs of its `nvidia.com/gpu` limit and no more: the operator's toolkit
+        # ignores NVIDIA_VISIBLE_DEVICES in unprivileged containers and takes the device plugin's
+        # volume mounts (NVIDIA GPU Operator docs, "Security Considerations: Preventing
+        # Unprivileged Access to GPUs"; the toolkit container reads these variables,
+        # nvidia-ctk-installer's toolkit flags). The operator's own operands that watch every GPU
+        # (dcgm-exporter, validator) run privileged, which the toolkit serves regardless.
+        "toolkit": {
+            "env": [
+                {"name": "ACCEPT_NVIDIA_VISIBLE_DEVICES_ENVVAR_WHEN_UNPRIVILEGED", "value": "false"},
+                {"name": "ACCEPT_NVIDIA_VISIBLE_DEVICES_AS_VOLUME_MOUNTS", "value": "true"},
+            ]
+        },
+        "devicePlugin": {
+            "enabled": True,
+            "env": [{"name": "DEVICE_LIST_STRATEGY", "value": DEVICE_LIST_STRATEGY}],
+        },
         "daemonsets": {"tolerations": [gpu_toleration()]},
         # The chart's default, written out: GPU pods of this project name the same RuntimeClass in
         # both GPU modes (components/k8s/gpu_runtime.py), and the operator creates it (it would

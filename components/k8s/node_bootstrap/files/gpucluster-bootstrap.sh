@@ -44,6 +44,7 @@ kubelet_conf=$kube_dir/kubelet.conf
 manifests=$kube_dir/manifests
 containerd_config=$root/etc/containerd/config.toml
 containerd_certs_dir=/etc/containerd/certs.d  # config_path, as containerd reads it on the node
+nvidia_toolkit_config=$root/etc/nvidia-container-runtime/config.toml
 
 log() { echo "gpucluster: $*"; }
 die() {
@@ -270,6 +271,38 @@ check_nvidia_toolkit_version() {
   log "NVIDIA Container Toolkit $version (at least $nvidia_toolkit_minimum)"
 }
 
+# Which GPUs a container gets is the toolkit's decision (NVIDIA/nvidia-container-toolkit
+# internal/config/image/cuda_image.go, CUDA.VisibleDevices). By default it honours
+# NVIDIA_VISIBLE_DEVICES from any container, so a pod with `NVIDIA_VISIBLE_DEVICES=all` and no
+# `nvidia.com/gpu` limit gets every GPU of the worker. NVIDIA's documented fix (GPU Operator
+# "Security Considerations: Preventing Unprivileged Access to GPUs"): ignore the variable in
+# unprivileged containers (no CAP_SYS_ADMIN) and take the device list from the device plugin's
+# volume mounts (/dev/null bind-mounted under /var/run/nvidia-container-devices, which needs a
+# hostPath that Pod Security baseline refuses to tenants). The runtime reads config.toml at every
+# container creation: no restart. Set before the join, so no pod starts under the old setting.
+toolkit_isolated() {
+  grep -qx 'accept-nvidia-visible-devices-envvar-when-unprivileged = false' "$nvidia_toolkit_config" 2>/dev/null &&
+    grep -qx 'accept-nvidia-visible-devices-as-volume-mounts = true' "$nvidia_toolkit_config"
+}
+
+isolate_nvidia_toolkit() {
+  if toolkit_isolated; then
+    log "the NVIDIA Container Toolkit already ignores NVIDIA_VISIBLE_DEVICES from unprivileged containers"
+    return 0
+  fi
+  log "making the NVIDIA Container Toolkit take GPUs only from the device plugin (nvidia-ctk config)"
+  # `nvidia-ctk config --set KEY=VALUE --in-place` (cmd/nvidia-ctk/config/config.go) loads the
+  # file (or the defaults), sets the keys and writes it back, keeping the rest.
+  nvidia-ctk config --config-file="$nvidia_toolkit_config" --in-place \
+    --set accept-nvidia-visible-devices-envvar-when-unprivileged=false \
+    --set accept-nvidia-visible-devices-as-volume-mounts=true ||
+    die "nvidia-ctk config could not write $nvidia_toolkit_config"
+  toolkit_isolated ||
+    die "$nvidia_toolkit_config still lacks 'accept-nvidia-visible-devices-envvar-when-unprivileged = false'" \
+      "and 'accept-nvidia-visible-devices-as-volume-mounts = true' after nvidia-ctk config: any pod could" \
+      "take this worker's GPUs with NVIDIA_VISIBLE_DEVICES=all; this node does not join."
+}
+
 # What the template's containerd must keep through nvidia-ctk, from its config dump: the sandbox
 # (pause) image (`sandbox_image` in the CRI section of config version 2, `sandbox` under pinned_images
 # in version 3) and whether the default runtime runs with `SystemdCgroup = true` (the kubelet is set
@@ -338,6 +371,7 @@ stage_gpu() {
   command -v nvidia-ctk >/dev/null ||
     die "nvidia-ctk not found: the template lacks the NVIDIA Container Toolkit (docs/bootstrap.md)"
   check_nvidia_toolkit_version
+  isolate_nvidia_toolkit
   if containerd_has_handler; then
     containerd_keeps_its_default_runtime ||
       die "containerd has the runtime handler '$nvidia_handler' but lost its default runtime: a drop-in replaced the CRI section; remove it or rerun nvidia-ctk with --config-source=command (NVIDIA Container Toolkit 1.17+)"

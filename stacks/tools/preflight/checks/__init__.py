@@ -16,6 +16,7 @@ from __future__ import annotations
 
 from components.vcenter.inventory_model import Inventory
 from stacks.environment.model import Environment
+from stacks.tools.preflight.checks.esxi_firewall import check_management_rulesets
 from stacks.tools.preflight.checks.gpus import check_gpus_in_use
 from stacks.tools.preflight.checks.graphics import check_graphics
 from stacks.tools.preflight.checks.hardware import check_hardware_version
@@ -45,6 +46,7 @@ def check(env: Environment, inv: Inventory, stack: str | None = None, user: str 
     check_hosts(env, inv, report)
     check_graphics(env, inv, report)
     check_rdma_devices(env, inv, report)
+    check_management_rulesets(env, inv, report)
     check_gpus_in_use(env, inv, report, our_vms)
     check_memory(env, inv, report, our_vms)
     check_networks(env, inv, report)

@@ -58,7 +58,8 @@ def test_device_plugin_matches_upstream_static_manifest_and_runs_on_gpu_workers(
     assert container["image"] == "nvcr.io/nvidia/k8s-device-plugin:v0.20.0"
     # As upstream's static manifest since v0.18: no FAIL_ON_INIT_ERROR=false, so a plugin that
     # cannot reach the driver crash-loops (and Pulumi's DaemonSet await fails) instead of idling.
-    assert "env" not in container
+    # Only the device-list strategy (issue 40 item 8, tests/components/k8s/addons/test_gpu_isolation.py).
+    assert container["env"] == [{"name": "DEVICE_LIST_STRATEGY", "value": "volume-mounts"}]
     assert container["securityContext"] == {
         "privileged": False,
         "allowPrivilegeEscalation": False,
@@ -68,7 +69,8 @@ def test_device_plugin_matches_upstream_static_manifest_and_runs_on_gpu_workers(
         {
             "name": "kubelet-device-plugins-dir",
             "hostPath": {"path": "/var/lib/kubelet/device-plugins", "type": "Directory"},
-        }
+        },
+        {"name": "nvidia-all-gpus", "hostPath": {"path": "/dev/null", "type": "CharDevice"}},
     ]
     assert pod["nodeSelector"] == {"nvidia.com/gpu.present": "true"}
     assert {"key": "nvidia.com/gpu", "operator": "Exists", "effect": "NoSchedule"} in pod["tolerations"]
@@ -275,7 +277,10 @@ def test_device_plugin_can_leave_the_runtime_class_to_the_default_runtime() -> N
     [pod] = pod_specs(by_kind(objs, "DaemonSet"))
     assert "runtimeClassName" not in pod
     [pod] = pod_specs(by_kind(render_device_plugin(DevicePluginSettings(fail_on_init_error=False)), "DaemonSet"))
-    assert pod["containers"][0]["env"] == [{"name": "FAIL_ON_INIT_ERROR", "value": "false"}]
+    assert pod["containers"][0]["env"] == [
+        {"name": "DEVICE_LIST_STRATEGY", "value": "volume-mounts"},
+        {"name": "FAIL_ON_INIT_ERROR", "value": "false"},
+    ]
 
 
 def test_gpu_pods_name_the_same_runtime_class() -> None:

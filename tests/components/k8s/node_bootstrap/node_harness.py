@@ -44,6 +44,25 @@ STANDIN_NAMES = (
 )
 TOOLS = ("bash", "cat", "cp", "grep", "mkdir", "mv", "rm", "sed", "sha256sum", "touch")
 
+TOOLKIT_DEFAULT_CONFIG = """#accept-nvidia-visible-devices-as-volume-mounts = false
+#accept-nvidia-visible-devices-envvar-when-unprivileged = true
+disable-require = false
+supported-driver-capabilities = "compat32,compute,display,graphics,ngx,utility,video"
+
+[nvidia-container-cli]
+environment = []
+ldconfig = "@/sbin/ldconfig"
+load-kmods = true
+
+[nvidia-container-runtime]
+log-level = "info"
+mode = "auto"
+runtimes = ["runc", "crun"]
+
+[nvidia-container-runtime-hook]
+path = "nvidia-container-runtime-hook"
+"""
+
 CONTAINERD_CONFIG = {
     # The lines of `containerd config default` the script reads and edits: 1.x (version 2) and
     # 2.x (version 3) defaults, the sandbox image and config_path as each writes them.
@@ -160,6 +179,11 @@ class Node:
         vendor = self.root / "sys/bus/pci/devices/0000:0b:00.0/vendor"
         vendor.parent.mkdir(parents=True)
         vendor.write_text("0x10de\n")
+        # The toolkit package's config.toml as installed (`nvidia-ctk config default` of 1.17: the
+        # two device-list keys commented out at their defaults, then the tables).
+        toolkit = self.root / "etc/nvidia-container-runtime/config.toml"
+        toolkit.parent.mkdir(parents=True, exist_ok=True)
+        toolkit.write_text(TOOLKIT_DEFAULT_CONFIG)
 
     def with_pvrdma(self, name: str) -> None:
         """A PVRDMA NIC that udev named `name` before cloud-init ran: `vmw_pvrdma0` where the

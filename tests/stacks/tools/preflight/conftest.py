@@ -190,6 +190,30 @@ def _find(si: Any, vimtype: Any, name: str) -> Any:
         view.Destroy()
 
 
+MANAGEMENT_ALLOWED = "10.10.0.5"
+"""The one address every simulator host's vSphereClient ruleset accepts once planted (vCenter's,
+as an administrator would set it); CIMSLP is off. Tests that open a host put this back."""
+
+
+def restrict_management_rulesets(si: Any, host_name: str | None = None) -> None:
+    """Each host's (or `host_name`'s) management rulesets as docs/security.md asks: vSphereClient
+    limited to MANAGEMENT_ALLOWED, CIMSLP disabled (UpdateRuleset/DisableRuleset: vcsim/host_firewall.go)."""
+    content = si.RetrieveContent()
+    view = content.viewManager.CreateContainerView(content.rootFolder, [vim.HostSystem], True)
+    try:
+        for host in view.view:
+            if host_name is not None and host.name != host_name:
+                continue
+            system = host.configManager.firewallSystem
+            spec = vim.host.Ruleset.RulesetSpec(
+                allowedHosts=vim.host.Ruleset.IpList(allIp=False, ipAddress=[MANAGEMENT_ALLOWED])
+            )
+            system.UpdateRuleset(id="vSphereClient", spec=spec)
+            system.DisableRuleset(id="CIMSLP")
+    finally:
+        view.Destroy()
+
+
 @dataclass(frozen=True)
 class Planted:
     sim: Simulator
@@ -273,6 +297,7 @@ def planted(simulator: Simulator) -> Iterator[Planted]:
         spec = vim.vm.ConfigSpec(deviceChange=[vgpu], memoryReservationLockedToMax=True)
         wait_for_task(gpu_user.ReconfigVM_Task(spec=spec))
         wait_for_task(gpu_user.PowerOnVM_Task())
+        restrict_management_rulesets(si)
         yield Planted(sim=simulator, hog_host=hog.runtime.host.name)
     finally:
         Disconnect(si)

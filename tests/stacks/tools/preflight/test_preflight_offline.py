@@ -11,7 +11,15 @@ from pathlib import Path
 import pytest
 import yaml
 
-from components.vcenter.inventory_model import DatastoreInfo, GpuInfo, HostInfo, Inventory, RdmaDeviceInfo, VmInfo
+from components.vcenter.inventory_model import (
+    DatastoreInfo,
+    GpuInfo,
+    HostInfo,
+    Inventory,
+    RdmaDeviceInfo,
+    RulesetInfo,
+    VmInfo,
+)
 from stacks.cli import main
 from stacks.environment.loader import load_environment, read_stack_file
 from stacks.tools.preflight.checks import check
@@ -65,6 +73,8 @@ def _host(name: str, **overrides: object) -> HostInfo:
         "vmknic_ips": {},
         "rdma_devices": (RdmaDeviceInfo("vmrdma0", "vmnic4", roce=True),),
         "gpus": (GpuInfo("NVIDIA Tesla T4", "NVIDIA Corporation", "0000:3b:00.0", 16384, "sharedDirect"),),
+        # A host whose administrators restricted the management ruleset (docs/security.md).
+        "firewall": (RulesetInfo("vSphereClient", enabled=True, all_ip=False, allowed=("10.0.0.5",)),),
     }
     values.update(overrides)
     return HostInfo(**values)  # type: ignore[arg-type]

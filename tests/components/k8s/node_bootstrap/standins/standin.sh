@@ -412,6 +412,42 @@ cri_section() {  # cri_section CONFIG: the CRI plugin's tables of `containerd co
   done < <(if [ -f "$SIM/nvidia-ctk-from-defaults" ]; then containerd config default; else containerd --config "$1" config dump; fi)
 }
 
+# `nvidia-ctk config [--config-file=F] --in-place --set KEY=VALUE...` (cmd/nvidia-ctk/config/
+# config.go): the top-level keys of the toolkit's config.toml set, the rest kept; a key the
+# toolkit does not know is refused; without --in-place it writes to stdout only.
+# $SIM/nvidia-ctk-config-ignores-set: a toolkit whose write did not take.
+nvidia_ctk_config() {
+  local file=/etc/nvidia-container-runtime/config.toml in_place=false arg key value
+  local -a sets=()
+  while [ $# -gt 0 ]; do
+    case $1 in
+      --config-file=* | --config=*) file=${1#*=} ;;
+      --in-place | -i) in_place=true ;;
+      --set) sets+=("$2"); shift ;;
+      --set=*) sets+=("${1#--set=}") ;;
+      *) fail "nvidia-ctk config: unexpected argument $1" || return 1 ;;
+    esac
+    shift
+  done
+  [ "$in_place" = true ] || fail "nvidia-ctk config without --in-place writes to stdout only" || return 1
+  [ -f "$SIM/nvidia-ctk-config-ignores-set" ] && return 0
+  [ -f "$file" ] || : >"$file"
+  for arg in "${sets[@]}"; do
+    key=${arg%%=*} value=${arg#*=}
+    case $key in
+      accept-nvidia-visible-devices-envvar-when-unprivileged | accept-nvidia-visible-devices-as-volume-mounts) ;;
+      *) fail "nvidia-ctk config: invalid config option: undefined field \"$key\"" || return 1 ;;
+    esac
+    if grep -q "^$key = " "$file"; then
+      sed -i "s|^$key = .*|$key = $value|" "$file"
+    else
+      # Top-level keys go before the first table, or TOML puts them inside it.
+      sed -i "1i $key = $value" "$file" 2>/dev/null
+      [ -s "$file" ] || echo "$key = $value" >"$file"
+    fi
+  done
+}
+
 run_nvidia_ctk() {
   local config="" runtime_name="" source=file arg table drop_in base=""
   if [ "$*" = --version ]; then
@@ -419,6 +455,10 @@ run_nvidia_ctk() {
     echo "NVIDIA Container Toolkit CLI version $(cat "$SIM/nvidia-ctk-version" 2>/dev/null || echo 1.18.0)"
     echo "commit: 0000000000000000000000000000000000000000"
     return 0
+  fi
+  if [ "$1" = config ]; then
+    nvidia_ctk_config "${@:2}"
+    return
   fi
   [ "$1 $2" = "runtime configure" ] || fail "unexpected: nvidia-ctk $*" || return 1
   if has_arg --help "$@"; then
