@@ -74,7 +74,7 @@ def test_every_test_is_in_exactly_one_tier(tiers: dict[str, set[str]]) -> None:
     "path",
     [
         "tests/components/k8s/etcd/test_etcd_member.py",  # a real three-member etcd
-        "tests/components/k8s/node_bootstrap/test_node_firewall_ipv6.py",  # nft in network namespaces
+        "tests/components/k8s/node_bootstrap/test_node_firewall.py",  # nft in network namespaces
         "tests/components/k8s/node_bootstrap/test_bootstrap_real_containerd.py",  # containerd
         "tests/components/vsphere/test_vcsim_template_replica.py",  # the vCenter simulator
         "tests/program/test_cloud_init_schema.py",  # cloud-init's own schema check

@@ -1,4 +1,5 @@
-"""Issue 37 item 6: the nodes' nftables allow-list of etcd, the kubelet and host-network job ports.
+"""Issue 37 item 6: the nodes' nftables allow-list of etcd, the kubelet and host-network job ports, over
+IPv4 and IPv6 (issue 47: an IPv6 hole was a mutant no test caught).
 
 The ruleset is checked by the real `nft` (`-c`: parsed and validated against the kernel's
 nftables, not applied) and then exercised for real: loaded into a fresh network namespace that
@@ -20,7 +21,15 @@ import yaml
 
 from components.k8s.jobs.mpijob import SSH_PORT
 from components.k8s.node_bootstrap import ClusterNode, ClusterPki, ClusterSpec, UserDataRenderer
-from components.k8s.node_bootstrap.firewall import MPI_SSH_PORT, SYNC_INTERVAL_S, render_firewall
+from components.k8s.node_bootstrap.firewall import (
+    ETCD_CLIENT_PORT,
+    ETCD_PEER_PORT,
+    KUBELET_PORT,
+    MPI_SSH_PORT,
+    RENDEZVOUS_PORT,
+    SYNC_INTERVAL_S,
+    render_firewall,
+)
 from components.k8s.node_bootstrap.paths import (
     FIREWALL_RULES_PATH,
     FIREWALL_SYNC_SCRIPT_PATH,
@@ -101,15 +110,24 @@ def test_nft_accepts_the_ruleset(nft: str, tmp_path: Path, admin: tuple[str, ...
 
 
 # --- the ruleset in a network namespace -----------------------------------------------------------
+# The connections a running cluster needs, for every stack shape and day-two moment, are the flow
+# matrix's (tests/flows/test_flow_matrix.py); here one node, over IPv4 and IPv6: the cluster is
+# IPv4, so every protected port must be closed over IPv6 too (a node's link-local or SLAAC address
+# would otherwise reach etcd's peer port or the kubelet from anywhere on the segment).
 NODE_ADDRESSES = ["10.10.0.50/24", "172.31.0.1/24"]
-PORTS = [2379, 2380, 10250, 2222, 29500, 6443, 22]
+NODE_V6, PEER_V6 = "fd00:10::50", "fd00:10::51"
+SSH, API = 22, 6443
+PORTS = [ETCD_CLIENT_PORT, ETCD_PEER_PORT, KUBELET_PORT, MPI_SSH_PORT, RENDEZVOUS_PORT, API, SSH]
 LISTENER = textwrap.dedent(
     """
     import selectors, socket, sys
     sel = selectors.DefaultSelector()
     for port in map(int, sys.argv[1:]):
-        s = socket.socket(); s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-        s.bind(("0.0.0.0", port)); s.listen(16); s.setblocking(False); sel.register(s, selectors.EVENT_READ)
+        for family, address in ((socket.AF_INET, "0.0.0.0"), (socket.AF_INET6, "::")):
+            s = socket.socket(family); s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+            if family == socket.AF_INET6:
+                s.setsockopt(socket.IPPROTO_IPV6, socket.IPV6_V6ONLY, 1)
+            s.bind((address, port)); s.listen(16); s.setblocking(False); sel.register(s, selectors.EVENT_READ)
     print("ready", flush=True)
     while True:
         for key, _ in sel.select():
@@ -120,8 +138,9 @@ PROBE = textwrap.dedent(
     """
     import socket, sys
     source, target = sys.argv[1], sys.argv[2]
+    family = socket.AF_INET6 if ":" in target else socket.AF_INET
     for port in map(int, sys.argv[3:]):
-        s = socket.socket(); s.settimeout(1.0); s.bind((source, 0))
+        s = socket.socket(family); s.settimeout(1.0); s.bind((source, 0))
         try:
             s.connect((target, port)); print(port, "open")
         except OSError:
@@ -137,9 +156,10 @@ def _ip(*args: str) -> None:
 
 
 @pytest.fixture
-def node_namespace(nft: str, tmp_path: Path) -> Iterator[tuple[str, str]]:
-    """(node namespace, peer namespace) joined by a veth; the node has the ruleset loaded and
-    listeners on PORTS. The peer holds addresses inside and outside the cluster's networks."""
+def namespaces() -> Iterator[tuple[str, str]]:
+    """(node namespace, peer namespace) joined by a veth, IPv4 and IPv6 addresses on both (no
+    duplicate address detection, so they answer at once), listeners on PORTS in the node over
+    both. The peer holds addresses inside and outside the cluster's networks. No ruleset yet."""
     if os.geteuid() != 0:
         unavailable("network namespaces", "the test needs root (ip netns)")
     require_program("ip", "/usr/sbin/ip", "iproute2")
@@ -156,13 +176,10 @@ def node_namespace(nft: str, tmp_path: Path) -> Iterator[tuple[str, str]]:
             _ip("-n", node, "addr", "add", address, "dev", "fw-n")
         for address in ("10.10.0.51/24", "10.10.0.99/24", "172.31.0.9/24"):
             _ip("-n", peer, "addr", "add", address, "dev", "fw-p")
-        for ns, dev in ((node, "fw-n"), (peer, "fw-p")):
+        for ns, dev, v6 in ((node, "fw-n", NODE_V6), (peer, "fw-p", PEER_V6)):
+            _ip("-n", ns, "addr", "add", f"{v6}/64", "dev", dev, "nodad")
             _ip("-n", ns, "link", "set", dev, "up")
             _ip("-n", ns, "link", "set", "lo", "up")
-        rules = tmp_path / "firewall.nft"
-        rules.write_text(render_firewall(spec(), FIREWALL))
-        loaded = subprocess.run(["ip", "netns", "exec", node, nft, "-f", str(rules)], capture_output=True, text=True)
-        assert loaded.returncode == 0, loaded.stderr
         listener = subprocess.Popen(
             ["ip", "netns", "exec", node, sys.executable, "-c", LISTENER, *map(str, PORTS)],
             stdout=subprocess.PIPE,
@@ -178,6 +195,13 @@ def node_namespace(nft: str, tmp_path: Path) -> Iterator[tuple[str, str]]:
             subprocess.run(["ip", "netns", "del", ns], capture_output=True, check=False)
 
 
+def load(nft: str, node: str, firewall: NodeFirewall, tmp_path: Path) -> None:
+    rules = tmp_path / "firewall.nft"
+    rules.write_text(render_firewall(spec(), firewall))
+    loaded = subprocess.run(["ip", "netns", "exec", node, nft, "-f", str(rules)], capture_output=True, text=True)
+    assert loaded.returncode == 0, loaded.stderr
+
+
 def reachable(peer: str, source: str, target: str) -> set[int]:
     result = subprocess.run(
         ["ip", "netns", "exec", peer, sys.executable, "-c", PROBE, source, target, *map(str, PORTS)],
@@ -189,23 +213,36 @@ def reachable(peer: str, source: str, target: str) -> set[int]:
     return {int(line.split()[0]) for line in result.stdout.splitlines() if line.endswith("open")}
 
 
-def test_outside_the_cluster_only_unprotected_ports_answer(node_namespace: tuple[str, str]) -> None:
-    _, peer = node_namespace
+def test_without_the_ruleset_every_port_answers_over_both_families(namespaces: tuple[str, str]) -> None:
+    """The probe works: the ports the tests below find closed are closed by the ruleset."""
+    _, peer = namespaces
+    assert reachable(peer, "172.31.0.9", "172.31.0.1") == set(PORTS)
+    assert reachable(peer, PEER_V6, NODE_V6) == set(PORTS)
+
+
+def test_outside_the_cluster_only_unprotected_ports_answer(
+    nft: str, namespaces: tuple[str, str], tmp_path: Path
+) -> None:
+    node, peer = namespaces
+    load(nft, node, FIREWALL, tmp_path)
     # An address outside the management, RDMA and pod networks: etcd, kubelet, sshd, rendezvous
     # closed; the API server (no admin networks listed) and the node's own sshd (22) open.
-    assert reachable(peer, "172.31.0.9", "172.31.0.1") == {6443, 22}
+    assert reachable(peer, "172.31.0.9", "172.31.0.1") == {API, SSH}
 
 
-def test_a_node_of_the_management_network_reaches_kubelet_and_job_ports_but_not_etcd_peers(
-    node_namespace: tuple[str, str],
+def test_every_protected_port_is_closed_over_ipv6(nft: str, namespaces: tuple[str, str], tmp_path: Path) -> None:
+    node, peer = namespaces
+    load(nft, node, FIREWALL, tmp_path)
+    # The API server is left open when no admin networks are listed (it authenticates every request).
+    assert reachable(peer, PEER_V6, NODE_V6) == {API, SSH}
+
+
+def test_with_admin_networks_the_api_server_is_closed_over_ipv6_too(
+    nft: str, namespaces: tuple[str, str], tmp_path: Path
 ) -> None:
-    _, peer = node_namespace
-    assert reachable(peer, "10.10.0.99", "10.10.0.50") == {2379, 10250, 2222, 29500, 6443, 22}
-
-
-def test_another_control_plane_node_reaches_etcd_peers(node_namespace: tuple[str, str]) -> None:
-    _, peer = node_namespace
-    assert reachable(peer, "10.10.0.51", "10.10.0.50") == set(PORTS)
+    node, peer = namespaces
+    load(nft, node, NodeFirewall(node_networks=[MANAGEMENT, RDMA], admin_networks=["172.20.0.0/16"]), tmp_path)
+    assert reachable(peer, PEER_V6, NODE_V6) == {SSH}
 
 
 def test_the_bootstrap_loads_the_firewall_before_kubeadm(tmp_path: Path) -> None:
@@ -223,11 +260,12 @@ def test_the_bootstrap_loads_the_firewall_before_kubeadm(tmp_path: Path) -> None
 
 
 def test_the_sync_leaves_the_control_plane_set_when_etcd_does_not_answer(
-    node_namespace: tuple[str, str], nft: str, tmp_path: Path
+    namespaces: tuple[str, str], nft: str, tmp_path: Path
 ) -> None:
     """Never emptied: a member that cannot reach its own etcd (not started yet, no quorum) keeps
     the peers it had, or it would cut the very traffic that brings etcd back."""
-    node, _ = node_namespace
+    node, _ = namespaces
+    load(nft, node, FIREWALL, tmp_path)
     script = tmp_path / "sync.sh"
     script.write_text(written("cp-1", spec())[FIREWALL_SYNC_SCRIPT_PATH])
     script.chmod(0o755)
