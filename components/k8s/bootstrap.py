@@ -56,6 +56,12 @@ from components.k8s.node_bootstrap import (
     bootstrap_token,
     spki_sha256,
 )
+from components.k8s.node_bootstrap.control_plane_join import ControlPlaneJoin
+
+CONTROL_PLANE_JOIN_TTL_HOURS = 2
+"""Lifetime of the control-plane join token and so of the Secrets it owns: kubeadm's own for its
+`kubeadm-certs` upload (`DefaultCertTokenDuration`). Renewed by the first `pulumi up` after one
+hour (`JoinTokenRotation`), so a control-plane VM created by any run has at least an hour to join."""
 
 ETCD_CLIENT_NAME = "gpucluster-etcd-member-guard"
 CA_USES = ["cert_signing", "crl_signing", "digital_signature", "key_encipherment"]
@@ -192,6 +198,9 @@ class ClusterBootstrap(pulumi.ComponentResource):
     """The join token's secret half, secret."""
     join_token_expires_at: pulumi.Output[str]
     """RFC 3339 expiry of the current join token (the Secret's `expiration`)."""
+    control_plane_join: ControlPlaneJoinMaterial | None
+    """With more than one control-plane node: the short-lived token and certificate key of the
+    joining control-plane nodes, and what the stack writes for them (`ControlPlaneJoinSecrets`)."""
 
     def __init__(
         self,
@@ -215,36 +224,7 @@ class ClusterBootstrap(pulumi.ComponentResource):
             self, f"{name}-etcd-client", etcd_ca, args, common_name=ETCD_CLIENT_NAME
         )
 
-        rotation = JoinTokenRotation(
-            f"{name}-token-rotation", JoinTokenRotationArgs(ttl_hours=args.join_token_ttl_hours), opts=child
-        )
-        # A new issue time replaces both halves: a new id (so a new Secret) and a new secret.
-        keepers = {"issuedAt": rotation.issued_at}
-        token_id = random.RandomString(
-            f"{name}-token-id",
-            keepers=keepers,
-            length=6,
-            upper=False,
-            lower=True,
-            numeric=True,
-            special=False,
-            opts=child,
-        )
-        token_secret = random.RandomPassword(
-            f"{name}-token-secret",
-            keepers=keepers,
-            length=16,
-            upper=False,
-            lower=True,
-            numeric=True,
-            special=False,
-            opts=child,
-        )
-        token = _secret(
-            pulumi.Output.all(token_id.result, token_secret.result).apply(
-                lambda parts: bootstrap_token(parts[0], parts[1])
-            )
-        )
+        rotation, token_id, token_secret, token = _rotated_token(self, f"{name}-token", args.join_token_ttl_hours)
 
         # One RandomBytes per key name: a name added later gets a new key, a name kept keeps its
         # key, and a name removed drops its key (the rotation in node_bootstrap/api_server.py).
@@ -268,16 +248,27 @@ class ClusterBootstrap(pulumi.ComponentResource):
         )
 
         # Gathered once per role, not per node, and secret: every document rendered from them is
-        # secret too (apply keeps secretness). Workers get no key material: their documents
-        # depend on the token and the pin only.
-        control_plane_inputs: pulumi.Output[list[Any]] = pulumi.Output.secret(pulumi.Output.all(token, ca_hash, pki))
+        # secret too (apply keeps secretness). Only the init node gets key material; the other
+        # control-plane nodes a short-lived token and a certificate key (issue 40, item 5); workers
+        # the token and the pin only.
+        init_inputs: pulumi.Output[list[Any]] = pulumi.Output.secret(pulumi.Output.all(token, ca_hash, pki))
         worker_inputs: pulumi.Output[list[Any]] = pulumi.Output.secret(pulumi.Output.all(token, ca_hash))
         # One renderer per role, so what all of its nodes share is rendered once (UserDataRenderer).
-        control_plane_renderer = control_plane_inputs.apply(_user_data_renderer(spec))
+        init_renderer = init_inputs.apply(_user_data_renderer(spec))
         worker_renderer = worker_inputs.apply(_user_data_renderer(spec))
         user_data: dict[str, pulumi.Output[str]] = {}
-        for node in spec.control_plane_nodes:
-            user_data[node.name] = control_plane_renderer.apply(_render_for(node.name))
+        first, *joining = spec.control_plane_nodes
+        user_data[first.name] = init_renderer.apply(_render_for(first.name))
+        self.control_plane_join = None
+        if joining:
+            material = ControlPlaneJoinMaterial.issue(self, name, cluster_ca.cert_pem, pki)
+            joining_inputs: pulumi.Output[list[Any]] = pulumi.Output.secret(
+                pulumi.Output.all(token, ca_hash, material.user_data_view)
+            )
+            joining_renderer = joining_inputs.apply(_joining_renderer(spec))
+            for node in joining:
+                user_data[node.name] = joining_renderer.apply(_render_for(node.name))
+            self.control_plane_join = material
         for node in spec.worker_nodes:
             user_data[node.name] = worker_renderer.apply(_render_for(node.name))
 
@@ -333,6 +324,82 @@ def _user_data_renderer(spec: ClusterSpec) -> Callable[[list[Any]], UserDataRend
         )
 
     return renderer
+
+
+def _joining_renderer(spec: ClusterSpec) -> Callable[[list[Any]], UserDataRenderer]:
+    """A renderer of the joining control-plane nodes' user-data from `[token, ca_hash, ControlPlaneJoin]`."""
+
+    def renderer(values: list[Any]) -> UserDataRenderer:
+        return UserDataRenderer(spec, token=values[0], ca_cert_hash=values[1], pki=None, control_plane_join=values[2])
+
+    return renderer
+
+
+def _rotated_token(
+    parent: pulumi.Resource, prefix: str, ttl_hours: int
+) -> tuple[JoinTokenRotation, random.RandomString, random.RandomPassword, pulumi.Output[str]]:
+    """A bootstrap token whose halves are renewed with `JoinTokenRotation` (`<prefix>-rotation`,
+    `-id`, `-secret`)."""
+    child = pulumi.ResourceOptions(parent=parent)
+    rotation = JoinTokenRotation(f"{prefix}-rotation", JoinTokenRotationArgs(ttl_hours=ttl_hours), opts=child)
+    # A new issue time replaces both halves: a new id (so a new Secret) and a new secret.
+    keepers = {"issuedAt": rotation.issued_at}
+    token_id = random.RandomString(
+        f"{prefix}-id", keepers=keepers, length=6, upper=False, lower=True, numeric=True, special=False, opts=child
+    )
+    token_secret = random.RandomPassword(
+        f"{prefix}-secret", keepers=keepers, length=16, upper=False, lower=True, numeric=True, special=False, opts=child
+    )
+    token = _secret(
+        pulumi.Output.all(token_id.result, token_secret.result).apply(lambda parts: bootstrap_token(parts[0], parts[1]))
+    )
+    return rotation, token_id, token_secret, token
+
+
+@dataclass(frozen=True)
+class ControlPlaneJoinMaterial:
+    """The joining control-plane nodes' short-lived token and certificate key (both renewed
+    together, `CONTROL_PLANE_JOIN_TTL_HOURS`), and the PKI the stack writes for them."""
+
+    token_id: pulumi.Output[str]
+    token_secret: pulumi.Output[str]
+    expires_at: pulumi.Output[str]
+    certificate_key: pulumi.Output[str]
+    """64 hex digits, secret."""
+    pki: pulumi.Output[ClusterPki]
+    """Secret: what `ControlPlaneJoinSecrets` seals into the cluster."""
+    user_data_view: pulumi.Output[ControlPlaneJoin]
+    """What the nodes' user-data carries, secret."""
+
+    @classmethod
+    def issue(
+        cls, parent: pulumi.Resource, name: str, ca_cert_pem: pulumi.Output[str], pki: pulumi.Output[ClusterPki]
+    ) -> ControlPlaneJoinMaterial:
+        rotation, token_id, token_secret, token = _rotated_token(
+            parent, f"{name}-cp-join-token", CONTROL_PLANE_JOIN_TTL_HOURS
+        )
+        # A fresh certificate key with every token: kubeadm's `CreateCertificateKey`, 32 random bytes.
+        certificate_key = _secret(
+            random.RandomBytes(
+                f"{name}-cp-join-certificate-key",
+                length=32,
+                keepers={"issuedAt": rotation.issued_at},
+                opts=pulumi.ResourceOptions(parent=parent),
+            ).hex
+        )
+        view: pulumi.Output[ControlPlaneJoin] = pulumi.Output.secret(
+            pulumi.Output.all(token, certificate_key, ca_cert_pem).apply(
+                lambda v: ControlPlaneJoin(token=v[0], certificate_key=v[1], ca_cert_pem=v[2])
+            )
+        )
+        return cls(
+            token_id=token_id.result,
+            token_secret=_secret(token_secret.result),
+            expires_at=rotation.expires_at,
+            certificate_key=certificate_key,
+            pki=pki,
+            user_data_view=view,
+        )
 
 
 def _render_for(node_name: str) -> Callable[[UserDataRenderer], str]:

@@ -53,3 +53,10 @@ FIREWALL_SYNC_UNIT_PATH = "/etc/systemd/system/gpucluster-firewall-sync.service"
 FIREWALL_SYNC_TIMER_PATH = "/etc/systemd/system/gpucluster-firewall-sync.timer"
 KUBELET_WANTS_FIREWALL_SYNC_PATH = "/etc/systemd/system/kubelet.service.d/06-gpucluster-firewall-sync.conf"
 """Control-plane nodes: the kubelet (etcd's static pod) brings the membership sync's timer."""
+
+CONTROL_PLANE_JOIN_ENV_PATH = "/etc/gpucluster/control-plane-join.env"
+"""Joining control-plane nodes: the short-lived join token and the certificate key that open the
+two Secrets they fetch (control_plane_join.py). 0600, removed once the node is bootstrapped."""
+CLUSTER_CA_CERT_PATH = "/etc/gpucluster/cluster-ca.crt"
+"""Joining control-plane nodes: the cluster CA certificate (public), which the script checks
+against the CA pin and then trusts for the fetch of the sealed EncryptionConfiguration."""

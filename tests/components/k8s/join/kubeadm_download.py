@@ -80,7 +80,9 @@ def download_certs(secret_data: Mapping[str, str], certificate_key: str) -> dict
     for cert_or_key_name, path in CERTS_TO_TRANSFER.items():
         data = decrypted.get(_cert_or_key_name_to_secret_name(cert_or_key_name))
         if data is None:
-            raise KubeadmError(f"the Secret does not include the required certificate or key - name: {cert_or_key_name}")
+            raise KubeadmError(
+                f"the Secret does not include the required certificate or key - name: {cert_or_key_name}"
+            )
         if not data:
             continue
         _check_cert_or_key(data)

@@ -41,7 +41,7 @@ STANDIN_NAMES = (
     "apt-get",
     "rpm",
 )
-TOOLS = ("bash", "cat", "cp", "grep", "mkdir", "mv", "rm", "sed", "sha256sum", "touch")
+TOOLS = ("bash", "cat", "cmp", "cp", "grep", "mkdir", "mv", "openssl", "rm", "sed", "sha256sum", "touch", "tr")
 
 CONTAINERD_CONFIG = {
     2: 'version = 2\n[plugins."io.containerd.grpc.v1.cri".containerd.runtimes.runc.options]\n  SystemdCgroup = true\n',
