@@ -3,10 +3,12 @@
 Pulumi generates the trust material itself, then renders each node's cloud-init user-data:
 
 - the cluster CA, front-proxy CA and etcd CA (pulumi-tls `PrivateKey` + `SelfSignedCert`,
-  RSA-2048 like kubeadm's own, 10 years) and the service-account signing key; the control-plane
-  nodes receive them in user-data and `kubeadm init`/`join` use them instead of making their own
-  (kubeadm's "external CA files present" path; see `node_bootstrap/kubeadm.py` for why every control-plane
-  node gets them rather than `--upload-certs`);
+  RSA-2048 like kubeadm's own, 10 years) and the service-account signing key; the first
+  control-plane node receives them in user-data and `kubeadm init` uses them instead of making
+  its own (kubeadm's "external CA files present" path). The other control-plane nodes receive no
+  key: a control-plane join token of two hours and a fresh certificate key
+  (`ControlPlaneJoinMaterial`), with which they download the keys from Secrets the stack writes
+  (components/k8s/join/control_plane.py, `node_bootstrap/kubeadm.py`; issue 40 item 5);
 - an admin client certificate (`CN=kubernetes-admin`, `O=kubeadm:cluster-admins`, 1 year,
   renewed by `pulumi up` within 30 days of expiry) signed by that CA, so Pulumi holds a working
   admin kubeconfig with no copy step;
@@ -173,8 +175,8 @@ class ClusterBootstrap(pulumi.ComponentResource):
     discovery_token_ca_cert_hash: pulumi.Output[str]
     """`sha256:<hex>` pin of the cluster CA, for `kubeadm join --discovery-token-ca-cert-hash`."""
     user_data: dict[str, pulumi.Output[str]]
-    """`#cloud-config` user-data keyed by node name, secret (holds the token, and on control-plane
-    nodes the CA keys). Feed it to `guestinfo.userdata` of that node's VM."""
+    """`#cloud-config` user-data keyed by node name, secret (holds a token, and on the first
+    control-plane node the CA keys). Feed it to `guestinfo.userdata` of that node's VM."""
     api_server_url: pulumi.Output[str]
     """`https://<control_plane_endpoint>:<api_server_port>`."""
     api_server_host: str
