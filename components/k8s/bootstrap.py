@@ -49,21 +49,15 @@ import pulumi
 import pulumi_random as random
 import pulumi_tls as tls
 
-from components.k8s.join.rotation import JoinTokenRotation, JoinTokenRotationArgs, validate_ttl_hours
+from components.k8s.join.material import ControlPlaneJoinMaterial, rotated_token
+from components.k8s.join.rotation import validate_ttl_hours
 from components.k8s.kubeconfig import ADMIN_GROUP, ADMIN_USER, api_server_url, render_kubeconfig
 from components.k8s.node_bootstrap import (
     ClusterPki,
     ClusterSpec,
     UserDataRenderer,
-    bootstrap_token,
     spki_sha256,
 )
-from components.k8s.node_bootstrap.control_plane_join import ControlPlaneJoin
-
-CONTROL_PLANE_JOIN_TTL_HOURS = 2
-"""Lifetime of the control-plane join token and so of the Secrets it owns: kubeadm's own for its
-`kubeadm-certs` upload (`DefaultCertTokenDuration`). Renewed by the first `pulumi up` after one
-hour (`JoinTokenRotation`), so a control-plane VM created by any run has at least an hour to join."""
 
 ETCD_CLIENT_NAME = "gpucluster-etcd-member-guard"
 CA_USES = ["cert_signing", "crl_signing", "digital_signature", "key_encipherment"]
@@ -226,7 +220,7 @@ class ClusterBootstrap(pulumi.ComponentResource):
             self, f"{name}-etcd-client", etcd_ca, args, common_name=ETCD_CLIENT_NAME
         )
 
-        rotation, token_id, token_secret, token = _rotated_token(self, f"{name}-token", args.join_token_ttl_hours)
+        rotation, token_id, token_secret, token = rotated_token(self, f"{name}-token", args.join_token_ttl_hours)
 
         # One RandomBytes per key name: a name added later gets a new key, a name kept keeps its
         # key, and a name removed drops its key (the rotation in node_bootstrap/api_server.py).
@@ -335,73 +329,6 @@ def _joining_renderer(spec: ClusterSpec) -> Callable[[list[Any]], UserDataRender
         return UserDataRenderer(spec, token=values[0], ca_cert_hash=values[1], pki=None, control_plane_join=values[2])
 
     return renderer
-
-
-def _rotated_token(
-    parent: pulumi.Resource, prefix: str, ttl_hours: int
-) -> tuple[JoinTokenRotation, random.RandomString, random.RandomPassword, pulumi.Output[str]]:
-    """A bootstrap token whose halves are renewed with `JoinTokenRotation` (`<prefix>-rotation`,
-    `-id`, `-secret`)."""
-    child = pulumi.ResourceOptions(parent=parent)
-    rotation = JoinTokenRotation(f"{prefix}-rotation", JoinTokenRotationArgs(ttl_hours=ttl_hours), opts=child)
-    # A new issue time replaces both halves: a new id (so a new Secret) and a new secret.
-    keepers = {"issuedAt": rotation.issued_at}
-    token_id = random.RandomString(
-        f"{prefix}-id", keepers=keepers, length=6, upper=False, lower=True, numeric=True, special=False, opts=child
-    )
-    token_secret = random.RandomPassword(
-        f"{prefix}-secret", keepers=keepers, length=16, upper=False, lower=True, numeric=True, special=False, opts=child
-    )
-    token = _secret(
-        pulumi.Output.all(token_id.result, token_secret.result).apply(lambda parts: bootstrap_token(parts[0], parts[1]))
-    )
-    return rotation, token_id, token_secret, token
-
-
-@dataclass(frozen=True)
-class ControlPlaneJoinMaterial:
-    """The joining control-plane nodes' short-lived token and certificate key (both renewed
-    together, `CONTROL_PLANE_JOIN_TTL_HOURS`), and the PKI the stack writes for them."""
-
-    token_id: pulumi.Output[str]
-    token_secret: pulumi.Output[str]
-    expires_at: pulumi.Output[str]
-    certificate_key: pulumi.Output[str]
-    """64 hex digits, secret."""
-    pki: pulumi.Output[ClusterPki]
-    """Secret: what `ControlPlaneJoinSecrets` seals into the cluster."""
-    user_data_view: pulumi.Output[ControlPlaneJoin]
-    """What the nodes' user-data carries, secret."""
-
-    @classmethod
-    def issue(
-        cls, parent: pulumi.Resource, name: str, ca_cert_pem: pulumi.Output[str], pki: pulumi.Output[ClusterPki]
-    ) -> ControlPlaneJoinMaterial:
-        rotation, token_id, token_secret, token = _rotated_token(
-            parent, f"{name}-cp-join-token", CONTROL_PLANE_JOIN_TTL_HOURS
-        )
-        # A fresh certificate key with every token: kubeadm's `CreateCertificateKey`, 32 random bytes.
-        certificate_key = _secret(
-            random.RandomBytes(
-                f"{name}-cp-join-certificate-key",
-                length=32,
-                keepers={"issuedAt": rotation.issued_at},
-                opts=pulumi.ResourceOptions(parent=parent),
-            ).hex
-        )
-        view: pulumi.Output[ControlPlaneJoin] = pulumi.Output.secret(
-            pulumi.Output.all(token, certificate_key, ca_cert_pem).apply(
-                lambda v: ControlPlaneJoin(token=v[0], certificate_key=v[1], ca_cert_pem=v[2])
-            )
-        )
-        return cls(
-            token_id=token_id.result,
-            token_secret=_secret(token_secret.result),
-            expires_at=rotation.expires_at,
-            certificate_key=certificate_key,
-            pki=pki,
-            user_data_view=view,
-        )
 
 
 def _render_for(node_name: str) -> Callable[[UserDataRenderer], str]:

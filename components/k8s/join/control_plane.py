@@ -40,8 +40,9 @@ from pulumi_kubernetes.core.v1 import Secret
 from pulumi_kubernetes.meta.v1 import ObjectMetaArgs, OwnerReferenceArgs
 from pulumi_kubernetes.rbac.v1 import PolicyRuleArgs, Role, RoleBinding, RoleRefArgs, SubjectArgs
 
-from components.k8s.bootstrap import ClusterBootstrap, ControlPlaneJoinMaterial
+from components.k8s.bootstrap import ClusterBootstrap
 from components.k8s.join import kubeadm_certs
+from components.k8s.join.material import ControlPlaneJoinMaterial
 from components.k8s.join.token import (
     NODE_BOOTSTRAP_GROUP,
     PATCH_FORCE_ANNOTATION,
