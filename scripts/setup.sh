@@ -5,7 +5,7 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 
 apt_packages=(golang-go golang-github-vmware-govmomi-dev graphviz shellcheck
-  etcd-server etcd-client openssh-server cloud-init containerd nftables iproute2 curl)
+  etcd-server etcd-client openssh-server cloud-init containerd nftables iproute2 curl openssl)
 # Debian's own python3 needs python3-venv for `python3 -m venv`; other Pythons ship ensurepip.
 python3 -c "import ensurepip, venv" 2>/dev/null || apt_packages+=(python3-venv)
 if command -v apt-get >/dev/null 2>&1; then
