@@ -19,6 +19,7 @@ from components.k8s.cluster_access import ClusterAccess
 from components.k8s.etcd.member import ControlPlaneMember
 from components.k8s.jobs.training_jobs import TrainingJobs
 from components.k8s.jobs.tuning_sample import TuningSample
+from components.k8s.join.control_plane import ControlPlaneJoinSecrets
 from components.k8s.join.joined import NodeJoined
 from components.k8s.join.token import JoinToken
 from components.k8s.rollout.drain import NodeDrain
@@ -104,6 +105,12 @@ if bootstrap is not None:
     api_up: list[pulumi.Resource] = [ready, *control_plane.vms.values()]
     cluster = ClusterAccess("cluster", k8s_wiring.bootstrapped_cluster_args(env, bootstrap, api_up))
     join_token = JoinToken("join-token", k8s_wiring.join_token_args(env, bootstrap, cluster, ready, control_plane))
+    # The joining control-plane nodes' keys, fetched by them with a short-lived token, never in
+    # their user-data (components/k8s/join/control_plane.py); none with one control-plane node.
+    cp_join_args = k8s_wiring.control_plane_join_secrets_args(env, bootstrap, cluster, ready, control_plane)
+    cp_join_needs: list[pulumi.Resource] = []
+    if cp_join_args is not None:
+        cp_join_needs.append(ControlPlaneJoinSecrets("control-plane-join", cp_join_args))
     # Each node waits for its join after the readiness check and the token, so a node waiting
     # never holds up what the joins need. Its first-boot secrets leave its VM's extraConfig once
     # its guest has read them, joined or not (components/vsphere/guestinfo_scrub.py).
@@ -112,7 +119,14 @@ if bootstrap is not None:
             NodeJoined(
                 f"joined-{node_name}",
                 k8s_wiring.node_joined_args(env, node_name, node, bootstrap, control_plane=pool is control_plane),
-                opts=pulumi.ResourceOptions(depends_on=[pool.vms[node_name], ready, join_token]),
+                opts=pulumi.ResourceOptions(
+                    depends_on=[
+                        pool.vms[node_name],
+                        ready,
+                        join_token,
+                        *(cp_join_needs if pool is control_plane else ()),
+                    ]
+                ),
             )
             GuestinfoScrub(
                 f"scrub-{node_name}",

@@ -3,10 +3,12 @@
 Pulumi generates the trust material itself, then renders each node's cloud-init user-data:
 
 - the cluster CA, front-proxy CA and etcd CA (pulumi-tls `PrivateKey` + `SelfSignedCert`,
-  RSA-2048 like kubeadm's own, 10 years) and the service-account signing key; the control-plane
-  nodes receive them in user-data and `kubeadm init`/`join` use them instead of making their own
-  (kubeadm's "external CA files present" path; see `node_bootstrap/kubeadm.py` for why every control-plane
-  node gets them rather than `--upload-certs`);
+  RSA-2048 like kubeadm's own, 10 years) and the service-account signing key; the first
+  control-plane node receives them in user-data and `kubeadm init` uses them instead of making
+  its own (kubeadm's "external CA files present" path). The other control-plane nodes receive no
+  key: a control-plane join token of two hours and a fresh certificate key
+  (`ControlPlaneJoinMaterial`), with which they download the keys from Secrets the stack writes
+  (components/k8s/join/control_plane.py, `node_bootstrap/kubeadm.py`; issue 40 item 5);
 - an admin client certificate (`CN=kubernetes-admin`, `O=kubeadm:cluster-admins`, 1 year,
   renewed by `pulumi up` within 30 days of expiry) signed by that CA, so Pulumi holds a working
   admin kubeconfig with no copy step;
@@ -47,13 +49,13 @@ import pulumi
 import pulumi_random as random
 import pulumi_tls as tls
 
-from components.k8s.join.rotation import JoinTokenRotation, JoinTokenRotationArgs, validate_ttl_hours
+from components.k8s.join.material import ControlPlaneJoinMaterial, rotated_token
+from components.k8s.join.rotation import validate_ttl_hours
 from components.k8s.kubeconfig import ADMIN_GROUP, ADMIN_USER, api_server_url, render_kubeconfig
 from components.k8s.node_bootstrap import (
     ClusterPki,
     ClusterSpec,
     UserDataRenderer,
-    bootstrap_token,
     spki_sha256,
 )
 
@@ -167,8 +169,8 @@ class ClusterBootstrap(pulumi.ComponentResource):
     discovery_token_ca_cert_hash: pulumi.Output[str]
     """`sha256:<hex>` pin of the cluster CA, for `kubeadm join --discovery-token-ca-cert-hash`."""
     user_data: dict[str, pulumi.Output[str]]
-    """`#cloud-config` user-data keyed by node name, secret (holds the token, and on control-plane
-    nodes the CA keys). Feed it to `guestinfo.userdata` of that node's VM."""
+    """`#cloud-config` user-data keyed by node name, secret (holds a token, and on the first
+    control-plane node the CA keys). Feed it to `guestinfo.userdata` of that node's VM."""
     api_server_url: pulumi.Output[str]
     """`https://<control_plane_endpoint>:<api_server_port>`."""
     api_server_host: str
@@ -192,6 +194,9 @@ class ClusterBootstrap(pulumi.ComponentResource):
     """The join token's secret half, secret."""
     join_token_expires_at: pulumi.Output[str]
     """RFC 3339 expiry of the current join token (the Secret's `expiration`)."""
+    control_plane_join: ControlPlaneJoinMaterial | None
+    """With more than one control-plane node: the short-lived token and certificate key of the
+    joining control-plane nodes, and what the stack writes for them (`ControlPlaneJoinSecrets`)."""
 
     def __init__(
         self,
@@ -215,36 +220,7 @@ class ClusterBootstrap(pulumi.ComponentResource):
             self, f"{name}-etcd-client", etcd_ca, args, common_name=ETCD_CLIENT_NAME
         )
 
-        rotation = JoinTokenRotation(
-            f"{name}-token-rotation", JoinTokenRotationArgs(ttl_hours=args.join_token_ttl_hours), opts=child
-        )
-        # A new issue time replaces both halves: a new id (so a new Secret) and a new secret.
-        keepers = {"issuedAt": rotation.issued_at}
-        token_id = random.RandomString(
-            f"{name}-token-id",
-            keepers=keepers,
-            length=6,
-            upper=False,
-            lower=True,
-            numeric=True,
-            special=False,
-            opts=child,
-        )
-        token_secret = random.RandomPassword(
-            f"{name}-token-secret",
-            keepers=keepers,
-            length=16,
-            upper=False,
-            lower=True,
-            numeric=True,
-            special=False,
-            opts=child,
-        )
-        token = _secret(
-            pulumi.Output.all(token_id.result, token_secret.result).apply(
-                lambda parts: bootstrap_token(parts[0], parts[1])
-            )
-        )
+        rotation, token_id, token_secret, token = rotated_token(self, f"{name}-token", args.join_token_ttl_hours)
 
         # One RandomBytes per key name: a name added later gets a new key, a name kept keeps its
         # key, and a name removed drops its key (the rotation in node_bootstrap/api_server.py).
@@ -268,16 +244,27 @@ class ClusterBootstrap(pulumi.ComponentResource):
         )
 
         # Gathered once per role, not per node, and secret: every document rendered from them is
-        # secret too (apply keeps secretness). Workers get no key material: their documents
-        # depend on the token and the pin only.
-        control_plane_inputs: pulumi.Output[list[Any]] = pulumi.Output.secret(pulumi.Output.all(token, ca_hash, pki))
+        # secret too (apply keeps secretness). Only the init node gets key material; the other
+        # control-plane nodes a short-lived token and a certificate key (issue 40, item 5); workers
+        # the token and the pin only.
+        init_inputs: pulumi.Output[list[Any]] = pulumi.Output.secret(pulumi.Output.all(token, ca_hash, pki))
         worker_inputs: pulumi.Output[list[Any]] = pulumi.Output.secret(pulumi.Output.all(token, ca_hash))
         # One renderer per role, so what all of its nodes share is rendered once (UserDataRenderer).
-        control_plane_renderer = control_plane_inputs.apply(_user_data_renderer(spec))
+        init_renderer = init_inputs.apply(_user_data_renderer(spec))
         worker_renderer = worker_inputs.apply(_user_data_renderer(spec))
         user_data: dict[str, pulumi.Output[str]] = {}
-        for node in spec.control_plane_nodes:
-            user_data[node.name] = control_plane_renderer.apply(_render_for(node.name))
+        first, *joining = spec.control_plane_nodes
+        user_data[first.name] = init_renderer.apply(_render_for(first.name))
+        self.control_plane_join = None
+        if joining:
+            material = ControlPlaneJoinMaterial.issue(self, name, cluster_ca.cert_pem, pki)
+            joining_inputs: pulumi.Output[list[Any]] = pulumi.Output.secret(
+                pulumi.Output.all(token, ca_hash, material.user_data_view)
+            )
+            joining_renderer = joining_inputs.apply(_joining_renderer(spec))
+            for node in joining:
+                user_data[node.name] = joining_renderer.apply(_render_for(node.name))
+            self.control_plane_join = material
         for node in spec.worker_nodes:
             user_data[node.name] = worker_renderer.apply(_render_for(node.name))
 
@@ -331,6 +318,15 @@ def _user_data_renderer(spec: ClusterSpec) -> Callable[[list[Any]], UserDataRend
             ca_cert_hash=values[1],
             pki=values[2] if len(values) > 2 else None,
         )
+
+    return renderer
+
+
+def _joining_renderer(spec: ClusterSpec) -> Callable[[list[Any]], UserDataRenderer]:
+    """A renderer of the joining control-plane nodes' user-data from `[token, ca_hash, ControlPlaneJoin]`."""
+
+    def renderer(values: list[Any]) -> UserDataRenderer:
+        return UserDataRenderer(spec, token=values[0], ca_cert_hash=values[1], pki=None, control_plane_join=values[2])
 
     return renderer
 

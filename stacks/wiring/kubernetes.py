@@ -27,6 +27,7 @@ from components.k8s.jobs.pytorch_ddp import PytorchDdpJob
 from components.k8s.jobs.training_jobs import TrainingJobsArgs
 from components.k8s.jobs.trainjob import TuningSampleJob
 from components.k8s.jobs.tuning_sample import TuningSampleArgs
+from components.k8s.join.control_plane import ControlPlaneJoinSecretsArgs
 from components.k8s.join.joined import NodeJoinedArgs
 from components.k8s.join.token import JoinTokenArgs
 from components.k8s.mirror import mirrored_image
@@ -75,6 +76,21 @@ def join_token_args(
     Applied once the API is ready, deleted with the first control-plane VM (`JoinTokenArgs`)."""
     init_vm = control_plane.vms[env.control_plane.nodes[0].name]
     return JoinTokenArgs.for_bootstrap(bootstrap, cluster.kubeconfig, [ready], deleted_with=init_vm)
+
+
+def control_plane_join_secrets_args(
+    env: Environment,
+    bootstrap: ClusterBootstrap,
+    cluster: ClusterAccess,
+    ready: pulumi.Resource,
+    control_plane: NodePool,
+) -> ControlPlaneJoinSecretsArgs | None:
+    """What the joining control-plane nodes fetch (kubeadm-certs, the sealed encryption keys), with
+    the join token's wait and lifetime; None with a single control-plane node."""
+    init_vm = control_plane.vms[env.control_plane.nodes[0].name]
+    return ControlPlaneJoinSecretsArgs.for_bootstrap(
+        bootstrap, bootstrap_args(env), cluster.kubeconfig, [ready], deleted_with=init_vm
+    )
 
 
 def bootstrapped_cluster_args(

@@ -39,7 +39,12 @@ from components.k8s.jobs.training_jobs import render_training_guard
 from components.k8s.node_bootstrap import ClusterNode, ClusterPki, ClusterSpec, UserDataRenderer
 from components.k8s.node_bootstrap.paths import FIREWALL_RULES_PATH, FIREWALL_SYNC_SCRIPT_PATH
 from components.k8s.node_bootstrap.spec import NodeFirewall
-from tests.components.k8s.node_bootstrap.cluster_settings import PEM_FIELDS, TEST_ENCRYPTION_KEYS, cluster_settings
+from tests.components.k8s.node_bootstrap.cluster_settings import (
+    CONTROL_PLANE_JOIN,
+    PEM_FIELDS,
+    TEST_ENCRYPTION_KEYS,
+    cluster_settings,
+)
 from tests.flows.netpol import Endpoint, allows
 from tests.flows.network_lab import Lab, Probe, write
 from tests.real_parts import require_program, unavailable
@@ -142,7 +147,9 @@ def spec_for(shape: Shape, control_plane: Mapping[str, str], workers: Sequence[C
 
 
 def first_boot_files(spec: ClusterSpec, node: str) -> dict[str, str]:
-    renderer = UserDataRenderer(spec, token="abcdef.0123456789abcdef", ca_cert_hash="sha256:" + "0" * 64, pki=PKI)
+    renderer = UserDataRenderer(spec, token="abcdef.0123456789abcdef", ca_cert_hash="sha256:" + "0" * 64, pki=PKI,
+        control_plane_join=CONTROL_PLANE_JOIN,
+    )
     document = yaml.load(renderer.render(node), Loader=getattr(yaml, "CSafeLoader", yaml.SafeLoader))
     return {f["path"]: f["content"] for f in document["write_files"]}
 

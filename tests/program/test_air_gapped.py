@@ -24,7 +24,7 @@ from stacks.environment.loader import (
 )
 from stacks.tools.images.inventory import container_images, inventory, outside_plan_images
 from stacks.tools.plan.command import kubernetes_objects, plan_stack
-from tests.components.k8s.node_bootstrap.cluster_settings import PEM_FIELDS, TEST_ENCRYPTION_KEYS
+from tests.components.k8s.node_bootstrap.cluster_settings import CONTROL_PLANE_JOIN, PEM_FIELDS, TEST_ENCRYPTION_KEYS
 from tests.program.conftest import run_view, stack_view
 
 REGISTRY = "registry.site.example:5000/gpucluster"
@@ -137,7 +137,9 @@ def test_the_first_boot_fetches_and_pulls_only_from_the_mirror() -> None:
         **{name: f"-----BEGIN TEST-----\n{name}\n-----END TEST-----\n" for name in PEM_FIELDS},
         secrets_encryption_keys=TEST_ENCRYPTION_KEYS,
     )
-    renderer = UserDataRenderer(spec, token="abcdef.0123456789abcdef", ca_cert_hash="sha256:" + "0" * 64, pki=pki)
+    renderer = UserDataRenderer(spec, token="abcdef.0123456789abcdef", ca_cert_hash="sha256:" + "0" * 64, pki=pki,
+        control_plane_join=CONTROL_PLANE_JOIN,
+    )
     for node in [*spec.control_plane_nodes, *spec.worker_nodes]:
         user_data = renderer.render(node.name)
         # The cluster's own API endpoints are shell variables; anything else is the mirror (its

@@ -350,9 +350,11 @@ def test_whatever_talks_to_the_cluster_goes_before_any_control_plane_vm() -> Non
     }
     assert len(control_plane) == 3
     talkers = [r for r in staging.resources if r.type in (NODE_DRAIN, CP_MEMBER, "pulumi:providers:kubernetes")]
-    assert len(talkers) == 8 + 3 + 2  # a guard per worker and per control-plane node, two providers
+    # A guard per worker and per control-plane node, three providers (the cluster's, the join
+    # token's and the control-plane join's).
+    assert len(talkers) == 8 + 3 + 3
     for resource in talkers:
-        if resource.name == "join-token-provider":
+        if resource.name in ("join-token-provider", "control-plane-join-provider"):
             continue  # below
         assert control_plane <= set(resource.dependencies), resource.name
     # The join token's Secret is the exception: a control-plane member replaced in a rolling change
@@ -363,6 +365,14 @@ def test_whatever_talks_to_the_cluster_goes_before_any_control_plane_vm() -> Non
     assert staging.named("api-server-ready").urn in token_provider.dependencies
     assert not (control_plane - {first}) & set(token_provider.dependencies)
     assert secret.deleted_with == first
+    # So are the joining control-plane nodes' Secrets and their RBAC (issue 40 item 5): the same
+    # wait, the same lifetime, for the same reason.
+    cp_join_provider = staging.named("control-plane-join-provider")
+    assert staging.named("api-server-ready").urn in cp_join_provider.dependencies
+    assert not (control_plane - {first}) & set(cp_join_provider.dependencies)
+    applied = [r for r in staging.resources if r.provider and r.provider.startswith(cp_join_provider.urn)]
+    assert len(applied) == 5  # the token, kubeadm-certs, the sealed encryption config, Role, RoleBinding
+    assert {r.deleted_with for r in applied} == {first}
 
 
 def test_replacing_the_init_node_says_the_cluster_starts_over(

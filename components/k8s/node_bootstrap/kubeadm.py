@@ -1,17 +1,18 @@
 """kubeadm's documents for each role: init (first control-plane node) and join (everyone else).
 
-Why the shared PKI is handed to every control-plane node instead of `kubeadm init --upload-certs`:
-the uploaded `kubeadm-certs` Secret and its certificate key expire two hours after `init`, so a
-control-plane VM that is created late (a slow clone, a replacement months later) could never
-join. With the four shared items (cluster CA, front-proxy CA, etcd CA, service-account key) in its
-user-data, any control-plane node joins whenever it boots; this is kubeadm's documented "manual
-certificate distribution". The cost is that those keys sit in every control-plane node's
-user-data, which is a secret end to end, is removed from the VM's extraConfig once the node has
-joined (`components.vsphere.guestinfo_scrub`) and from the node's disk once it is bootstrapped.
-A short-lived `--certificate-key` would not keep them from whoever reads that guestinfo: kubeadm
-lets every bootstrap token read the `kubeadm-certs` Secret (the `kubeadm:kubeadm-certs` Role,
-cmd/kubeadm/app/phases/copycerts/copycerts.go), and the same user-data carries the join token;
-docs/bootstrap.md, "Why these choices", weighs it in full.
+How the shared PKI (cluster CA, front-proxy CA, etcd CA, service-account key) reaches each
+control-plane node:
+
+- the first node, which runs `kubeadm init`, gets it in its user-data (kubeadm's "external CA
+  files present" path): nothing in the cluster can hand it over before the cluster exists;
+- every other control-plane node joins with `controlPlane.certificateKey` and downloads it from
+  the `kube-system/kubeadm-certs` Secret (cmd/kubeadm/app/phases/copycerts/copycerts.go,
+  `DownloadCerts`), which the stack writes itself in kubeadm's format, owned by a short-lived
+  token (components/k8s/join/control_plane.py). kubeadm's own `--upload-certs` would not do: its
+  Secret expires two hours after `init`, so a VM created later could never join; the stack writes
+  a fresh one, under a fresh certificate key, on any `pulumi up` that needs it;
+- the first node's replacement (same name, a new VM, the cluster running) joins with the PKI of
+  its own user-data, which is the init node's (docs/security.md, "What stays in vCenter").
 """
 
 from __future__ import annotations
@@ -112,9 +113,16 @@ def kubeadm_init_documents(spec: ClusterSpec, *, token: str) -> list[dict[str, A
 
 
 def kubeadm_join_document(
-    spec: ClusterSpec, node: ClusterNode, *, token: str, ca_cert_hash: str, control_plane: bool
+    spec: ClusterSpec,
+    node: ClusterNode,
+    *,
+    token: str,
+    ca_cert_hash: str,
+    control_plane: bool,
+    certificate_key: str | None = None,
 ) -> dict[str, Any]:
-    """The JoinConfiguration for `node`; with a `controlPlane` section on control-plane nodes."""
+    """The JoinConfiguration for `node`; with a `controlPlane` section on control-plane nodes, and
+    with `certificate_key` one that downloads the shared PKI from `kubeadm-certs`."""
     join: dict[str, Any] = {
         "apiVersion": KUBEADM_API_VERSION,
         "kind": "JoinConfiguration",
@@ -128,11 +136,13 @@ def kubeadm_join_document(
         "nodeRegistration": _node_registration(spec, node, control_plane=control_plane),
     }
     if control_plane:
-        # No certificateKey: the shared PKI is already on disk (see the module docstring).
         join["controlPlane"] = {
             "localAPIEndpoint": {
                 "advertiseAddress": node.management_ip,
                 "bindPort": spec.api_server_port,
             }
         }
+        if certificate_key is not None:
+            # kubeadm's join then runs its download-certs phase (module docstring).
+            join["controlPlane"]["certificateKey"] = certificate_key
     return join

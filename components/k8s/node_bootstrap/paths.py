@@ -61,3 +61,9 @@ CONTAINERD_CERTS_DIR = "/etc/containerd/certs.d"
 MIRROR_CA_PATH = "/etc/pki/ca-trust/source/anchors/gpucluster-mirror.crt"
 """The site CA of the mirror in the node's trust store (Rocky/RHEL: `update-ca-trust` reads the
 anchors folder, then curl and every OpenSSL/NSS client trust it)."""
+CONTROL_PLANE_JOIN_ENV_PATH = "/etc/gpucluster/control-plane-join.env"
+"""Joining control-plane nodes: the short-lived join token and the certificate key that open the
+two Secrets they fetch (control_plane_join.py). 0600, removed once the node is bootstrapped."""
+CLUSTER_CA_CERT_PATH = "/etc/gpucluster/cluster-ca.crt"
+"""Joining control-plane nodes: the cluster CA certificate (public), which the script checks
+against the CA pin and then trusts for the fetch of the sealed EncryptionConfiguration."""

@@ -8,7 +8,11 @@ What each node gets (all through cloud-init's VMware datasource, `guestinfo.user
 - the first control-plane node: the shared cluster PKI, `InitConfiguration` +
   `ClusterConfiguration` + `KubeletConfiguration`, the Calico `Installation`, and a control-plane
   `JoinConfiguration` it uses instead of init when the cluster already runs (a replaced VM);
-- every other control-plane node: the shared PKI and a `JoinConfiguration` with `controlPlane`;
+- every other control-plane node: no long-lived key. A short-lived control-plane join token and a
+  certificate key in a `JoinConfiguration` with `controlPlane.certificateKey` (kubeadm downloads
+  the shared PKI from the `kubeadm-certs` Secret), the same two in a 0600 settings file and the
+  CA certificate, with which the script fetches the sealed EncryptionConfiguration
+  (control_plane_join.py);
 - workers: a `JoinConfiguration` only (bootstrap token + CA public-key pin), no key material;
 - nodes with a PVRDMA NIC: the RDMA kernel modules to load at boot, and a udev rule that keeps
   the RDMA device's kernel name (`vmw_pvrdma0`), which the training jobs select it by.
@@ -33,6 +37,7 @@ import yaml
 from components.k8s.node_bootstrap import host_files, paths
 from components.k8s.node_bootstrap.api_server import encryption_configuration
 from components.k8s.node_bootstrap.calico import calico_installation_documents
+from components.k8s.node_bootstrap.control_plane_join import ControlPlaneJoin
 from components.k8s.node_bootstrap.env_file import render_bootstrap_env
 from components.k8s.node_bootstrap.firewall import render_firewall
 from components.k8s.node_bootstrap.kubeadm import kubeadm_init_documents, kubeadm_join_document
@@ -98,14 +103,36 @@ def _pki_files(pki: ClusterPki) -> list[dict[str, str]]:
     ]
 
 
-def _api_server_files(spec: ClusterSpec, pki: ClusterPki) -> list[dict[str, str]]:
-    """The API server's admission, audit and encryption settings (api_server.py)."""
-    encryption = encryption_configuration(spec.secrets_encryption_key_names, pki.secrets_encryption_keys)
-    return [
+def _api_server_files(spec: ClusterSpec, pki: ClusterPki | None) -> list[dict[str, str]]:
+    """The API server's admission, audit and (with `pki`: the init node) encryption settings
+    (api_server.py). A joining control-plane node fetches its encryption settings instead."""
+    files = [
         _host_file(paths.ADMISSION_CONFIG_PATH, host_files.ADMISSION_CONFIGURATION),
         _host_file(paths.AUDIT_POLICY_PATH, host_files.AUDIT_POLICY),
+    ]
+    if pki is not None:
         # 0600: the keys that encrypt every Secret in etcd.
-        _file(paths.ENCRYPTION_CONFIG_PATH, dump_yaml(encryption), "0600"),
+        files.append(_file(paths.ENCRYPTION_CONFIG_PATH, render_encryption_configuration(spec, pki), "0600"))
+    return files
+
+
+def render_encryption_configuration(spec: ClusterSpec, pki: ClusterPki) -> str:
+    """The API server's EncryptionConfiguration: a file on the init node, a sealed Secret for the
+    joining control-plane nodes (control_plane_join.py)."""
+    return dump_yaml(encryption_configuration(spec.secrets_encryption_key_names, pki.secrets_encryption_keys))
+
+
+def _control_plane_join_files(join: ControlPlaneJoin, ca_cert_hash: str) -> list[dict[str, str]]:
+    """A joining control-plane node's way to its keys, none of them long-lived (control_plane_join.py)."""
+    settings = (
+        f"GPUCLUSTER_JOIN_TOKEN={join.token}\n"
+        f"GPUCLUSTER_CERTIFICATE_KEY={join.certificate_key}\n"
+        f"GPUCLUSTER_CA_CERT_HASH={ca_cert_hash}\n"
+    )
+    return [
+        _file(paths.CLUSTER_CA_CERT_PATH, join.ca_cert_pem, "0644"),
+        # 0600: the token and the certificate key, both short-lived.
+        _file(paths.CONTROL_PLANE_JOIN_ENV_PATH, settings, "0600"),
     ]
 
 
@@ -126,14 +153,17 @@ def render_user_data(
     token: str,
     ca_cert_hash: str,
     pki: ClusterPki | None,
+    control_plane_join: ControlPlaneJoin | None = None,
 ) -> str:
     """The `#cloud-config` user-data of one node.
 
-    `pki` is required for control-plane nodes and ignored for workers (they never receive key
-    material). The result contains credentials: callers must keep it secret. To render many nodes
+    `pki` is required for the init node, `control_plane_join` for the other control-plane nodes
+    (they receive no long-lived key); workers need neither. The result contains credentials: callers must keep it secret. To render many nodes
     from the same credentials, use one `UserDataRenderer`.
     """
-    return UserDataRenderer(spec, token=token, ca_cert_hash=ca_cert_hash, pki=pki).render(node_name)
+    return UserDataRenderer(
+        spec, token=token, ca_cert_hash=ca_cert_hash, pki=pki, control_plane_join=control_plane_join
+    ).render(node_name)
 
 
 _RUNCMD = [
@@ -158,7 +188,15 @@ class UserDataRenderer:
     It keeps credentials (in the emitted PKI entries): keep it no longer than its documents.
     """
 
-    def __init__(self, spec: ClusterSpec, *, token: str, ca_cert_hash: str, pki: ClusterPki | None) -> None:
+    def __init__(
+        self,
+        spec: ClusterSpec,
+        *,
+        token: str,
+        ca_cert_hash: str,
+        pki: ClusterPki | None,
+        control_plane_join: ControlPlaneJoin | None = None,
+    ) -> None:
         if not BOOTSTRAP_TOKEN_PATTERN.match(token):
             raise ValueError("token is not a kubeadm bootstrap token ([a-z0-9]{6}.[a-z0-9]{16})")
         if not ca_cert_hash.startswith("sha256:"):
@@ -167,6 +205,7 @@ class UserDataRenderer:
         self._token = token
         self._ca_cert_hash = ca_cert_hash
         self._pki = pki
+        self._control_plane_join = control_plane_join
         self._emitted_files: dict[tuple[tuple[str, str], ...], str] = {}
 
     def render(self, node_name: str) -> str:
@@ -190,28 +229,39 @@ class UserDataRenderer:
             kubeadm_docs = [
                 kubeadm_join_document(spec, node, token=token, ca_cert_hash=ca_cert_hash, control_plane=False)
             ]
-        else:
+        elif role == "control-plane":
+            cp_join = self._control_plane_join
+            if cp_join is None:
+                raise ValueError(f"control-plane node {node_name!r} needs its control-plane join (token, certificate key)")
+            files.extend(_api_server_files(spec, None))
+            files.extend(_control_plane_join_files(cp_join, ca_cert_hash))
+            kubeadm_docs = [
+                kubeadm_join_document(
+                    spec,
+                    node,
+                    token=cp_join.token,
+                    ca_cert_hash=ca_cert_hash,
+                    control_plane=True,
+                    certificate_key=cp_join.certificate_key,
+                )
+            ]
+        else:  # the init node: the one VM whose user-data still carries the keys (docs/security.md)
             if self._pki is None:
                 raise ValueError(f"control-plane node {node_name!r} needs the shared PKI")
             files.extend(_pki_files(self._pki))
             files.extend(_api_server_files(spec, self._pki))
-            if role == "init":
-                kubeadm_docs = kubeadm_init_documents(spec, token=token)
-                # Used instead of init only when the cluster already runs (a replaced VM): the
-                # same control-plane join as every other control-plane node. 0600: the token.
-                join = kubeadm_join_document(spec, node, token=token, ca_cert_hash=ca_cert_hash, control_plane=True)
-                files.append(_file(paths.KUBEADM_JOIN_CONFIG_PATH, dump_yaml_documents([join]), "0600"))
-                files.append(
-                    _file(
-                        paths.CALICO_INSTALLATION_PATH,
-                        dump_yaml_documents(calico_installation_documents(spec)),
-                        "0644",
-                    )
+            kubeadm_docs = kubeadm_init_documents(spec, token=token)
+            # Used instead of init only when the cluster already runs (a replaced VM): the
+            # same control-plane join as every other control-plane node. 0600: the token.
+            join = kubeadm_join_document(spec, node, token=token, ca_cert_hash=ca_cert_hash, control_plane=True)
+            files.append(_file(paths.KUBEADM_JOIN_CONFIG_PATH, dump_yaml_documents([join]), "0600"))
+            files.append(
+                _file(
+                    paths.CALICO_INSTALLATION_PATH,
+                    dump_yaml_documents(calico_installation_documents(spec)),
+                    "0644",
                 )
-            else:
-                kubeadm_docs = [
-                    kubeadm_join_document(spec, node, token=token, ca_cert_hash=ca_cert_hash, control_plane=True)
-                ]
+            )
         if spec.node_firewall is not None:
             files.append(_file(paths.FIREWALL_RULES_PATH, render_firewall(spec, spec.node_firewall), "0644"))
             files.append(_host_file(paths.FIREWALL_UNIT_PATH, host_files.FIREWALL_UNIT))

@@ -39,6 +39,10 @@ kubeadm_config=$kube_dir/kubeadm-config.yaml
 kubeadm_join_config=$kube_dir/kubeadm-join.yaml  # init node only: used when it joins instead
 join_config=$kubeadm_config                       # what `kubeadm join` reads on this node
 joins_running_cluster=$state_dir/joins-running-cluster
+# Joining control-plane nodes only: the short-lived token and certificate key, and the CA certificate.
+control_plane_join_env=$root/etc/gpucluster/control-plane-join.env
+cluster_ca_cert=$root/etc/gpucluster/cluster-ca.crt
+encryption_config=$kube_dir/gpucluster/encryption-configuration.yaml
 admin_conf=$kube_dir/admin.conf
 kubelet_conf=$kube_dir/kubelet.conf
 manifests=$kube_dir/manifests
@@ -403,9 +407,68 @@ stage_gpu() {
 }
 
 # --- control plane: the shared PKI, then kubeadm init or join -------------------------------------
+# Only the init node's user-data stages the PKI (its replacement joins with it); the other
+# control-plane nodes' kubeadm join downloads it from kubeadm-certs with their certificate key.
 install_pki() {
+  [ -d "$pki_staging" ] || return 0
   mkdir -p "$kube_dir/pki"
   cp -a "$pki_staging/." "$kube_dir/pki/"
+}
+
+# --- joining control-plane nodes: the Secrets encryption keys, fetched, never in user-data --------
+# The stack sealed the API server's EncryptionConfiguration with this node's certificate key into
+# the Secret kube-system/gpucluster-encryption-config, which only the short-lived control-plane
+# join token may read and which goes with that token (node_bootstrap/control_plane_join.py). The
+# API server that kubeadm join starts reads the file when it starts: it is fetched before the join.
+control_plane_join_setting() {  # control_plane_join_setting NAME: a value of the 0600 settings file
+  sed -n "s/^$1=//p" "$control_plane_join_env"
+}
+
+ca_pin() {  # ca_pin CERT: kubeadm's sha256:<hex> pin of the certificate's public key (SPKI)
+  openssl x509 -in "$1" -noout -pubkey | openssl pkey -pubin -outform der | sha256sum | sed 's/ .*//; s/^/sha256:/'
+}
+
+hmac_hex() {  # hmac_hex HEXKEY: HMAC-SHA256 of stdin under the key, hex
+  openssl dgst -sha256 -mac HMAC -macopt "hexkey:$1" -r | sed 's/ .*//'
+}
+
+secret_field() {  # secret_field JSON NAME: a Secret's data entry, base64-decoded once
+  tr -d ' \n' <"$1" | sed -n "s/.*\"$2\":\"\([^\"]*\)\".*/\1/p" | openssl base64 -d -A
+}
+
+fetch_encryption_config() {
+  [ ! -f "$encryption_config" ] || return 0
+  if [ ! -f "$control_plane_join_env" ] || [ ! -f "$cluster_ca_cert" ]; then
+    die "$encryption_config is missing and so is $control_plane_join_env: cloud-init did not write this node's files"
+  fi
+  local pin key response=$state_dir/encryption-config.json header=$state_dir/encryption-config.header
+  pin=$(control_plane_join_setting GPUCLUSTER_CA_CERT_HASH)
+  key=$(control_plane_join_setting GPUCLUSTER_CERTIFICATE_KEY)
+  [ "$(ca_pin "$cluster_ca_cert")" = "$pin" ] ||
+    die "$cluster_ca_cert does not match the CA pin $pin: not fetching the encryption keys from a server it vouches for"
+  # The token in a 0600 file, not on curl's command line (which any local user can read).
+  (umask 077 && printf 'Authorization: Bearer %s\n' "$(control_plane_join_setting GPUCLUSTER_JOIN_TOKEN)" >"$header")
+  rm -f "$response"
+  (umask 077 && curl -fsS --cacert "$cluster_ca_cert" --connect-timeout 10 --max-time 60 -H "@$header" \
+    -o "$response" "https://$api_endpoint/api/v1/namespaces/kube-system/secrets/gpucluster-encryption-config") || {
+    log "could not fetch the encryption keys (not written yet, or the token expired: run pulumi up again)" >&2
+    return 1
+  }
+  local iv ciphertext mac enc_key mac_key
+  iv=$(secret_field "$response" iv)
+  ciphertext=$(secret_field "$response" ciphertext)
+  mac=$(secret_field "$response" mac)
+  enc_key=$(printf '%s' "gpucluster encryption-config aes-256-ctr" | hmac_hex "$key")
+  mac_key=$(printf '%s' "gpucluster encryption-config hmac-sha256" | hmac_hex "$key")
+  if [ -z "$mac" ] || [ "$(printf '%s:%s' "$iv" "$ciphertext" | hmac_hex "$mac_key")" != "$mac" ]; then
+    log "the sealed encryption keys do not open with this node's certificate key" >&2
+    return 1
+  fi
+  mkdir -p "${encryption_config%/*}"
+  (umask 077 && printf '%s' "$ciphertext" | openssl base64 -d -A |
+    openssl enc -d -aes-256-ctr -K "$enc_key" -iv "$iv" >"$encryption_config.part")
+  mv "$encryption_config.part" "$encryption_config"
+  rm -f "$response" "$header"
 }
 
 # kubeadm init got past its kubeconfig phase (admin.conf exists) but did not finish: run the
@@ -570,6 +633,7 @@ undo_failed_join() {
 
 join_once() {
   if [ "$role" = control-plane ]; then
+    fetch_encryption_config || return 1
     install_pki
   fi
   if kubeadm join --config "$join_config"; then
@@ -661,7 +725,7 @@ main() {
   # of the user-data that carried them. Those first: a cut between the two finds the kubeadm config
   # still there on the next start, which then runs to here again.
   forget_cloud_init_copies
-  rm -rf "$kubeadm_config" "$kubeadm_join_config" "$pki_staging"
+  rm -rf "$kubeadm_config" "$kubeadm_join_config" "$pki_staging" "$control_plane_join_env"
   touch "$done_marker"
   log "bootstrap of ${HOSTNAME:-this node} as $role finished"
 }

@@ -131,6 +131,16 @@ class FakeApiServer:
     headers: list[dict[str, str]] = field(default_factory=list)
     peers: list[dict[str, Any]] = field(default_factory=list)
     review_bodies: list[dict[str, Any]] = field(default_factory=list)
+    bootstrap_tokens: dict[str, list[str]] = field(default_factory=dict)
+    """`<id>.<secret>` -> the token's `auth-extra-groups`: the bootstrap-token authenticator
+    (user `system:bootstrap:<id>`, groups `system:bootstrappers` plus the extra ones). A token
+    removed is one tokencleaner deleted: 401, as for any unknown token."""
+    secrets: dict[str, dict[str, str]] = field(default_factory=dict)
+    """kube-system Secrets by name: their `data` (base64 values, as the API stores them)."""
+    secret_readers: dict[str, list[str]] = field(default_factory=dict)
+    """RBAC: the groups a Role and RoleBinding let `get` each Secret by name (none: nobody)."""
+    secret_requests: list[tuple[str, str, int]] = field(default_factory=list)
+    """(user, Secret name, status) of every GET of a Secret."""
 
     def next_status(self) -> int:
         index = min(self.requests, len(self.statuses) - 1)
@@ -139,6 +149,18 @@ class FakeApiServer:
 
     def admin_group_bound(self) -> bool:
         return self.bind_after_reviews is not None and self.reviews >= self.bind_after_reviews
+
+
+SECRETS_PATH = "/api/v1/namespaces/kube-system/secrets/"
+
+
+def bearer_identity(state: FakeApiServer, authorization: str | None) -> tuple[str, list[str]] | None:
+    """The bootstrap-token authenticator: None for a token it does not know (401)."""
+    token = (authorization or "").removeprefix("Bearer ").strip()
+    groups = state.bootstrap_tokens.get(token)
+    if groups is None:
+        return None
+    return f"system:bootstrap:{token.split('.')[0]}", ["system:bootstrappers", *groups, "system:authenticated"]
 
 
 def identity(peer: dict[str, Any]) -> tuple[str, list[str]]:
@@ -169,8 +191,51 @@ def serve(pki: Pki) -> Iterator[FakeApiServer]:
             state.peers.append(peer)
             return peer
 
+        def _get_secret(self, peer: dict[str, Any]) -> None:
+            """RBAC before existence, as kube-apiserver: a forbidden user never learns whether it exists."""
+            name = self.path.removeprefix(SECRETS_PATH)
+            if self.headers.get("Authorization"):
+                found = bearer_identity(state, self.headers.get("Authorization"))
+                if found is None:
+                    state.secret_requests.append(("", name, 401))
+                    self._answer(
+                        401, json.dumps(_status(401, "Unauthorized", "Unauthorized")).encode(), "application/json"
+                    )
+                    return
+                user, groups = found
+            else:
+                user, groups = identity(peer) if peer else ("system:anonymous", ["system:unauthenticated"])
+            allowed = set(groups) & set(state.secret_readers.get(name, ())) or (
+                state.admin_group_bound() and ADMIN_GROUP in groups
+            )
+            if not allowed:
+                state.secret_requests.append((user, name, 403))
+                message = (
+                    f'secrets "{name}" is forbidden: User "{user}" cannot get resource "secrets" in API group "" '
+                    'in the namespace "kube-system"'
+                )
+                self._answer(403, json.dumps(_status(403, "Forbidden", message)).encode(), "application/json")
+                return
+            if name not in state.secrets:
+                state.secret_requests.append((user, name, 404))
+                message = f'secrets "{name}" not found'
+                self._answer(404, json.dumps(_status(404, "NotFound", message)).encode(), "application/json")
+                return
+            state.secret_requests.append((user, name, 200))
+            body = {
+                "kind": "Secret",
+                "apiVersion": "v1",
+                "metadata": {"name": name, "namespace": "kube-system"},
+                "data": state.secrets[name],
+                "type": "Opaque",
+            }
+            self._answer(200, json.dumps(body).encode(), "application/json")
+
         def do_GET(self) -> None:  # http.server calls it by this name
             peer = self._record()
+            if self.path.startswith(SECRETS_PATH):
+                self._get_secret(peer)
+                return
             if self.path == KUBEADM_DONE_PATH:
                 user, groups = identity(peer) if peer else ("system:anonymous", ["system:unauthenticated"])
                 if not (state.admin_group_bound() and ADMIN_GROUP in groups):

@@ -13,6 +13,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from components.k8s.node_bootstrap import ClusterNode, ClusterPki, ClusterSpec, UserDataRenderer
+from components.k8s.node_bootstrap.control_plane_join import ControlPlaneJoin
 from tests.components.k8s.node_bootstrap.cluster_settings import PEM_FIELDS, TEST_ENCRYPTION_KEYS
 
 GOLDEN = Path(__file__).parent / "golden"
@@ -27,6 +28,11 @@ PKI = ClusterPki(
         for name in PEM_FIELDS
     },
     secrets_encryption_keys=TEST_ENCRYPTION_KEYS,
+)
+CONTROL_PLANE_JOIN = ControlPlaneJoin(
+    token="cpjoin.0123456789abcdef",
+    certificate_key="0" * 64,
+    ca_cert_pem="-----BEGIN FAKE CERTIFICATE-----\nnot-a-real-certificate\n-----END FAKE CERTIFICATE-----\n",
 )
 SPEC = ClusterSpec(
     cluster_name="lab-k8s",
@@ -54,7 +60,9 @@ CASES = {
 
 
 def render(case: str) -> str:
-    return UserDataRenderer(SPEC, token=TOKEN, ca_cert_hash=CA_HASH, pki=PKI).render(CASES[case])
+    return UserDataRenderer(
+        SPEC, token=TOKEN, ca_cert_hash=CA_HASH, pki=PKI, control_plane_join=CONTROL_PLANE_JOIN
+    ).render(CASES[case])
 
 
 def golden_path(case: str, folder: Path = GOLDEN) -> Path:

@@ -42,7 +42,7 @@ STANDIN_NAMES = (
     "rpm",
     "update-ca-trust",
 )
-TOOLS = ("bash", "cat", "cp", "grep", "mkdir", "mv", "rm", "sed", "sha256sum", "touch")
+TOOLS = ("bash", "cat", "cmp", "cp", "grep", "mkdir", "mv", "openssl", "rm", "sed", "sha256sum", "touch", "tr")
 
 TOOLKIT_DEFAULT_CONFIG = """#accept-nvidia-visible-devices-as-volume-mounts = false
 #accept-nvidia-visible-devices-envvar-when-unprivileged = true

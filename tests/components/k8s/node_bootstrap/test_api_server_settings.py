@@ -24,7 +24,12 @@ from components.k8s.node_bootstrap.paths import (
     ENCRYPTION_CONFIG_PATH,
     KUBEADM_CONFIG_PATH,
 )
-from tests.components.k8s.node_bootstrap.cluster_settings import PEM_FIELDS, TEST_ENCRYPTION_KEYS, cluster_settings
+from tests.components.k8s.node_bootstrap.cluster_settings import (
+    CONTROL_PLANE_JOIN,
+    PEM_FIELDS,
+    TEST_ENCRYPTION_KEYS,
+    cluster_settings,
+)
 
 TOKEN = "abcdef.0123456789abcdef"
 CA_HASH = "sha256:" + "0" * 64
@@ -38,7 +43,9 @@ def pki(keys: dict[str, str] | None = None) -> ClusterPki:
 
 def files(node: str, spec: ClusterSpec | None = None, keys: dict[str, str] | None = None) -> dict[str, dict[str, Any]]:
     renderer = UserDataRenderer(
-        spec or ClusterSpec(**cluster_settings()), token=TOKEN, ca_cert_hash=CA_HASH, pki=pki(keys)
+        spec or ClusterSpec(**cluster_settings()), token=TOKEN, ca_cert_hash=CA_HASH,
+        pki=pki(keys),
+        control_plane_join=CONTROL_PLANE_JOIN,
     )
     document = yaml.safe_load(renderer.render(node))
     return {entry["path"]: entry for entry in document["write_files"]}
@@ -58,16 +65,17 @@ def encryption(node: str = "cp-1", **kwargs: Any) -> dict[str, Any]:
 
 # --- Secrets encryption (item 4) --------------------------------------------------------------
 def test_control_plane_nodes_encrypt_secrets_with_the_stacks_key() -> None:
-    for node in ("cp-1", "cp-2"):
-        config = encryption(node)
-        assert config["apiVersion"] == "apiserver.config.k8s.io/v1" and config["kind"] == "EncryptionConfiguration"
-        [resource] = config["resources"]
-        assert resource["resources"] == ["secrets"]
-        secretbox, identity = resource["providers"]
-        assert identity == {"identity": {}}  # last: Secrets written before stay readable
-        [key] = secretbox["secretbox"]["keys"]
-        assert key == {"name": "key-1", "secret": TEST_ENCRYPTION_KEYS["key-1"]}
-        assert len(base64.b64decode(key["secret"])) == 32
+    config = encryption("cp-1")
+    assert config["apiVersion"] == "apiserver.config.k8s.io/v1" and config["kind"] == "EncryptionConfiguration"
+    # A joining control-plane node fetches the same file (issue 40 item 5): none in its user-data.
+    assert ENCRYPTION_CONFIG_PATH not in files("cp-2")
+    [resource] = config["resources"]
+    assert resource["resources"] == ["secrets"]
+    secretbox, identity = resource["providers"]
+    assert identity == {"identity": {}}  # last: Secrets written before stay readable
+    [key] = secretbox["secretbox"]["keys"]
+    assert key == {"name": "key-1", "secret": TEST_ENCRYPTION_KEYS["key-1"]}
+    assert len(base64.b64decode(key["secret"])) == 32
     assert ENCRYPTION_CONFIG_PATH not in files("gpu-1")  # workers carry no key
 
 
@@ -112,11 +120,13 @@ def test_the_api_server_reads_every_file_from_a_mounted_directory() -> None:
     assert mounts[API_SERVER_CONFIG_DIR]["readOnly"] is True
     assert mounts[API_SERVER_CONFIG_DIR]["hostPath"] == API_SERVER_CONFIG_DIR
     assert mounts[AUDIT_LOG_DIR]["readOnly"] is False
-    # Every control-plane node has the files (joining nodes read this configuration back).
+    # Every control-plane node has the files (joining nodes read this configuration back); the
+    # joining ones fetch the encryption settings before kubeadm join (test_bootstrap_control_plane_join.py).
     for node in ("cp-1", "cp-2"):
         written = files(node)
-        for path in (ENCRYPTION_CONFIG_PATH, ADMISSION_CONFIG_PATH, AUDIT_POLICY_PATH):
+        for path in (ADMISSION_CONFIG_PATH, AUDIT_POLICY_PATH):
             assert path in written and path.startswith(API_SERVER_CONFIG_DIR + "/"), (node, path)
+    assert ENCRYPTION_CONFIG_PATH in files("cp-1")
 
 
 # --- Pod Security defaults (item 3) -----------------------------------------------------------

@@ -34,6 +34,7 @@ from components.k8s.node_bootstrap.paths import (
 )
 from components.k8s.node_bootstrap.user_data import dump_yaml, render_bootstrap_script
 from tests.components.k8s.node_bootstrap.cluster_settings import (
+    CONTROL_PLANE_JOIN,
     GPU_WORKER,
     PEM_FIELDS,
     TEST_ENCRYPTION_KEYS,
@@ -58,7 +59,9 @@ def make_spec(**overrides: Any) -> ClusterSpec:
 
 
 def user_data(spec: ClusterSpec, node: str) -> dict[str, Any]:
-    text = render_user_data(spec, node, token=TOKEN, ca_cert_hash=CA_HASH, pki=PKI)
+    text = render_user_data(
+        spec, node, token=TOKEN, ca_cert_hash=CA_HASH, pki=PKI, control_plane_join=CONTROL_PLANE_JOIN
+    )
     assert text.startswith("#cloud-config\n")
     document = yaml.safe_load(text)
     assert isinstance(document, dict)
@@ -172,7 +175,9 @@ def test_other_control_plane_nodes_join_as_control_plane_on_their_own_address() 
         "advertiseAddress": "10.0.0.12",
         "bindPort": 6443,
     }
-    assert "certificateKey" not in join["controlPlane"]
+    # kubeadm downloads the shared PKI with it (issue 40 item 5): the node's user-data has none.
+    assert join["controlPlane"]["certificateKey"] == CONTROL_PLANE_JOIN.certificate_key
+    assert join["discovery"]["bootstrapToken"]["token"] == CONTROL_PLANE_JOIN.token
 
 
 # ------------------------------------------------------------------------------------------
@@ -254,7 +259,9 @@ def test_file_modes_keep_keys_and_token_root_only() -> None:
 
 
 def test_workers_receive_no_key_material() -> None:
-    text = render_user_data(make_spec(), "gpu-1", token=TOKEN, ca_cert_hash=CA_HASH, pki=PKI)
+    text = render_user_data(
+        make_spec(), "gpu-1", token=TOKEN, ca_cert_hash=CA_HASH, pki=PKI, control_plane_join=CONTROL_PLANE_JOIN
+    )
     assert not [path for path in files(yaml.safe_load(text)) if "/pki/" in path]
     for name in PEM_FIELDS:
         assert getattr(PKI, name).strip() not in text
@@ -264,7 +271,21 @@ def test_workers_receive_no_key_material() -> None:
 
 def test_control_plane_nodes_require_the_pki() -> None:
     with pytest.raises(ValueError, match="needs the shared PKI"):
-        render_user_data(make_spec(), "cp-2", token=TOKEN, ca_cert_hash=CA_HASH, pki=None)
+        render_user_data(make_spec(), "cp-1", token=TOKEN, ca_cert_hash=CA_HASH, pki=None)
+    with pytest.raises(ValueError, match="needs its control-plane join"):
+        render_user_data(make_spec(), "cp-2", token=TOKEN, ca_cert_hash=CA_HASH, pki=PKI)
+
+
+def test_a_joining_control_plane_node_gets_no_private_key_and_no_encryption_key() -> None:
+    text = render_user_data(
+        make_spec(), "cp-2", token=TOKEN, ca_cert_hash=CA_HASH, pki=PKI, control_plane_join=CONTROL_PLANE_JOIN
+    )
+    assert not [path for path in files(yaml.safe_load(text)) if "/pki/" in path or "encryption" in path]
+    for name in PEM_FIELDS:
+        assert getattr(PKI, name).strip() not in text
+    for key in PKI.secrets_encryption_keys.values():
+        assert key not in text
+    assert TOKEN not in text  # the long-lived join token neither: the short-lived one only
 
 
 def test_hostname_fqdn_and_ssh_keys() -> None:
@@ -432,12 +453,14 @@ def test_allowed_kubelet_labels_pass() -> None:
 
 def test_one_renderer_for_every_node_writes_each_document_as_emitting_it_whole_would() -> None:
     spec = make_spec()
-    renderer = UserDataRenderer(spec, token=TOKEN, ca_cert_hash=CA_HASH, pki=PKI)
+    renderer = UserDataRenderer(spec, token=TOKEN, ca_cert_hash=CA_HASH, pki=PKI, control_plane_join=CONTROL_PLANE_JOIN)
     names = [node.name for node in (*spec.control_plane_nodes, *spec.worker_nodes)]
     # Twice round, so every node is also rendered after others have filled the shared entries.
     for name in names + names:
         text = renderer.render(name)
-        assert text == render_user_data(spec, name, token=TOKEN, ca_cert_hash=CA_HASH, pki=PKI)
+        assert text == render_user_data(
+            spec, name, token=TOKEN, ca_cert_hash=CA_HASH, pki=PKI, control_plane_join=CONTROL_PLANE_JOIN
+        )
         assert text == "#cloud-config\n" + dump_yaml(yaml.safe_load(text))
         assert yaml.safe_load(text)["hostname"] == name
 

@@ -20,6 +20,7 @@ from pathlib import Path
 import pytest
 import yaml
 
+from tests.components.k8s.node_bootstrap.cluster_settings import CONTROL_PLANE_JOIN
 from tests.components.k8s.node_bootstrap.node_harness import Node
 from tests.components.k8s.node_bootstrap.test_bootstrap_script_runs import PKI, TOKEN, make_node
 from tests.real_parts import unavailable
@@ -82,7 +83,7 @@ def cloud_init_ran(node: Node) -> Path:
 
 def holding_secrets(root: Path) -> list[str]:
     """Files under cloud-init's directories that hold the join token or a key."""
-    needles = [TOKEN.encode(), PKI.ca_key_pem.splitlines()[1].encode()]
+    needles = [TOKEN.encode(), CONTROL_PLANE_JOIN.token.encode(), PKI.ca_key_pem.splitlines()[1].encode()]
     found = []
     for top in (root / "var/lib/cloud", root / "run/cloud-init"):
         for path in top.rglob("*"):

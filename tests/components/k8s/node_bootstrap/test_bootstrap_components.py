@@ -109,6 +109,11 @@ def test_children_have_stable_role_names_and_the_component_as_parent(run: Progra
         ("random:index/randomString:RandomString", "c-token-id"),
         ("random:index/randomPassword:RandomPassword", "c-token-secret"),
         ("gpucluster:kubernetes:JoinTokenRotation", "c-token-rotation"),
+        # Two control-plane nodes: the joining one's short-lived token and certificate key.
+        ("random:index/randomString:RandomString", "c-cp-join-token-id"),
+        ("random:index/randomPassword:RandomPassword", "c-cp-join-token-secret"),
+        ("gpucluster:kubernetes:JoinTokenRotation", "c-cp-join-token-rotation"),
+        ("random:index/randomBytes:RandomBytes", "c-cp-join-certificate-key"),
     }
     # The component, its children, and the gpucluster provider the rotation is served by.
     assert len(run.resources) == 2 + len(children)

@@ -11,14 +11,21 @@ from pathlib import Path
 
 import pytest
 
-from components.k8s.node_bootstrap import ClusterPki, ClusterSpec, UserDataRenderer
-from tests.components.k8s.node_bootstrap.cluster_settings import PEM_FIELDS, TEST_ENCRYPTION_KEYS, cluster_settings
+from components.k8s.node_bootstrap import ClusterPki, ClusterSpec, UserDataRenderer, node_role
+from tests.components.k8s.node_bootstrap.cluster_settings import (
+    CLUSTER_CA_HASH,
+    CONTROL_PLANE_JOIN,
+    PEM_FIELDS,
+    TEST_ENCRYPTION_KEYS,
+    cluster_settings,
+)
+from tests.components.k8s.node_bootstrap.control_plane_world import stack_wrote_the_secrets
 from tests.components.k8s.node_bootstrap.node_harness import CALICO_MANIFEST_SHA256, Node
 
 pytestmark = pytest.mark.skipif(shutil.which("bash") is None, reason="the bootstrap script needs bash")
 
 TOKEN = "abc123.0123456789abcdef"
-CA_HASH = "sha256:" + "ab" * 32
+CA_HASH = CLUSTER_CA_HASH  # a real CA's pin: the joining control-plane nodes check it with openssl
 PKI = ClusterPki(
     **{name: f"-----BEGIN TEST-----\n{name}\n-----END TEST-----\n" for name in PEM_FIELDS},
     secrets_encryption_keys=TEST_ENCRYPTION_KEYS,
@@ -41,7 +48,9 @@ def make_node(
 ) -> Node:
     """`pvrdma`: the RDMA device's name when the bootstrap starts (GPU worker only); by default a
     RHEL-family template's, whose rdma-core keeps kernel names."""
-    renderer = UserDataRenderer(spec or make_spec(), token=TOKEN, ca_cert_hash=CA_HASH, pki=PKI)
+    renderer = UserDataRenderer(
+        spec or make_spec(), token=TOKEN, ca_cert_hash=CA_HASH, pki=PKI, control_plane_join=CONTROL_PLANE_JOIN
+    )
     node = Node(tmp_path / name, renderer.render(name), name, without=without)
     node.with_containerd()
     if name == "gpu-1":
@@ -49,6 +58,8 @@ def make_node(
         node.with_pvrdma(pvrdma)
     if name != "cp-1":
         node.set("api-up")  # the first control-plane node is up: the others can join
+    if node_role(spec or make_spec(), name) == "control-plane":
+        stack_wrote_the_secrets(node, spec or make_spec(), PKI, CONTROL_PLANE_JOIN)
     return node
 
 
@@ -100,7 +111,8 @@ def test_second_control_plane_node_joins_with_the_shared_pki(tmp_path: Path) -> 
     assert_bootstrapped(node)
     assert node.lines("joins") == ["joined"]
     assert node.lines("etcd-members") == ["cp-2"]
-    assert node.file("/etc/kubernetes/pki/ca.key").read_text() == PKI.ca_key_pem
+    # kubeadm's download-certs wrote it from kubeadm-certs (the stand-in's content): not user-data.
+    assert node.file("/etc/kubernetes/pki/ca.key").read_text() == "downloaded ca.key\n"
     assert not node.calls_of("kubeadm reset")
     assert not node.calls_of("kubectl")
 

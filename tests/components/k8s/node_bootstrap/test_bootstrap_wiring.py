@@ -11,7 +11,7 @@ import yaml
 from components.k8s.node_bootstrap import ClusterPki, UserDataRenderer
 from stacks.environment.loader import ENVIRONMENT_KEY, ConfigView, InvalidEnvironment, load_environment, read_stack_file
 from stacks.wiring.kubernetes import bootstrap_args
-from tests.components.k8s.node_bootstrap.cluster_settings import PEM_FIELDS, TEST_ENCRYPTION_KEYS
+from tests.components.k8s.node_bootstrap.cluster_settings import CONTROL_PLANE_JOIN, PEM_FIELDS, TEST_ENCRYPTION_KEYS
 
 ROOT = Path(__file__).resolve().parents[4]
 MIRROR = "https://mirror.example/calico/v3.31.3/tigera-operator.yaml"
@@ -27,7 +27,13 @@ def dev_with(**cni: str) -> ConfigView:
 
 def node_env(view: ConfigView, node: str) -> dict[str, str]:
     args = bootstrap_args(load_environment(view))
-    renderer = UserDataRenderer(args, token="abc123.0123456789abcdef", ca_cert_hash="sha256:" + "a" * 64, pki=PKI)
+    renderer = UserDataRenderer(
+        args,
+        token="abc123.0123456789abcdef",
+        ca_cert_hash="sha256:" + "a" * 64,
+        pki=PKI,
+        control_plane_join=CONTROL_PLANE_JOIN,
+    )
     text = renderer.render(node)
     entry = next(e for e in yaml.safe_load(text)["write_files"] if e["path"] == "/etc/gpucluster/bootstrap.env")
     return dict(line.split("=", 1) for line in entry["content"].splitlines() if not line.startswith("#"))

@@ -40,7 +40,12 @@ from components.k8s.node_bootstrap.paths import (
     KUBELET_WANTS_FIREWALL_SYNC_PATH,
 )
 from components.k8s.node_bootstrap.spec import NodeFirewall
-from tests.components.k8s.node_bootstrap.cluster_settings import PEM_FIELDS, TEST_ENCRYPTION_KEYS, cluster_settings
+from tests.components.k8s.node_bootstrap.cluster_settings import (
+    CONTROL_PLANE_JOIN,
+    PEM_FIELDS,
+    TEST_ENCRYPTION_KEYS,
+    cluster_settings,
+)
 from tests.real_parts import require_program, unavailable
 
 MANAGEMENT = "10.10.0.0/24"
@@ -64,7 +69,13 @@ def spec(firewall: NodeFirewall | None = FIREWALL) -> ClusterSpec:
 
 
 def written(node: str, cluster: ClusterSpec) -> dict[str, str]:
-    renderer = UserDataRenderer(cluster, token="abcdef.0123456789abcdef", ca_cert_hash="sha256:" + "0" * 64, pki=PKI)
+    renderer = UserDataRenderer(
+        cluster,
+        token="abcdef.0123456789abcdef",
+        ca_cert_hash="sha256:" + "0" * 64,
+        pki=PKI,
+        control_plane_join=CONTROL_PLANE_JOIN,
+    )
     return {f["path"]: f["content"] for f in yaml.safe_load(renderer.render(node))["write_files"]}
 
 

@@ -190,6 +190,25 @@ etcd_member_add() {  # idempotent, as kubeadm's (it skips a peer URL that is alr
   write "$R/var/lib/etcd/member/snap/db" "etcd data"
 }
 
+# download_certs CONFIG: kubeadm's download-certs phase, when the JoinConfiguration has a
+# controlPlane.certificateKey (copycerts.go, DownloadCerts): the kubeadm-certs Secret must exist
+# ($SIM/kubeadm-certs holds the certificate key it was encrypted with; gone once its token
+# expired) and open with the key, else the join fails; then the shared PKI is on disk.
+download_certs() {
+  local key
+  key=$(sed -n 's/^ *certificateKey: *//p' "$1")
+  [ -n "$key" ] || return 0
+  [ -f "$SIM/kubeadm-certs" ] ||
+    fail "[download-certs] error downloading the secret: Secret \"kubeadm-certs\" was not found in the \"kube-system\" Namespace" ||
+    return 1
+  [ "$(cat "$SIM/kubeadm-certs")" = "$key" ] ||
+    fail "[download-certs] error decoding secret data with provided key: cipher: message authentication failed" || return 1
+  local file
+  for file in ca.crt ca.key front-proxy-ca.crt front-proxy-ca.key sa.pub sa.key etcd/ca.crt etcd/ca.key; do
+    write "$K/pki/$file" "downloaded $file"
+  done
+}
+
 kubeadm_join() {
   local config=$1 control_plane=false
   grep -q '^controlPlane:' "$config" && control_plane=true
@@ -197,7 +216,11 @@ kubeadm_join() {
   api_up || fail "couldn't validate the identity of the API Server: connection refused" || return 1
   countdown join-failures && { fail "etcd is busy adding another member (injected)"; return 1; }
   if [ "$control_plane" = true ]; then
+    download_certs "$config" || return 1
     [ -f "$K/pki/ca.key" ] || fail "[control-plane-prepare] missing the shared CA (no certificateKey)" || return 1
+    # The API server's static pod names its EncryptionConfiguration; without the file it never starts.
+    [ -f "$K/gpucluster/encryption-configuration.yaml" ] ||
+      fail "kube-apiserver: open /etc/kubernetes/gpucluster/encryption-configuration.yaml: no such file" || return 1
     write "$K/pki/apiserver.crt"
     write "$K/admin.conf"
     write "$K/manifests/kube-apiserver.yaml"
@@ -331,10 +354,41 @@ curl_manifest() {
   cp "$SIM/calico-manifest" "$out"
 }
 
+# GET of a Secret from the node's endpoint, as kube-apiserver answers it: TLS verified against
+# --cacert ($SIM/cluster-ca.crt is the CA the API server's certificate chains to; else exit 60),
+# the bearer token of the -H @FILE header must be $SIM/control-plane-join-token (else 401), the
+# Secret $SIM/secret-NAME.json must exist (else 404: never written, or gone with its token).
+curl_secret() {
+  local name=${1##*/} out="" cacert="" header="" previous="" arg token
+  shift
+  for arg in "$@"; do
+    case $previous in
+      -o) out=$arg ;;
+      --cacert) cacert=$arg ;;
+      -H) header=${arg#@} ;;
+    esac
+    previous=$arg
+  done
+  printf '%s\n' "GET secret $name" >>"$SIM/api-requests"
+  api_up || return 7
+  [ -n "$cacert" ] && cmp -s "$cacert" "$SIM/cluster-ca.crt" || return 60
+  token=$(sed -n 's/^Authorization: Bearer //p' "$header" 2>/dev/null)
+  if [ -z "$token" ] || [ "$token" != "$(cat "$SIM/control-plane-join-token" 2>/dev/null)" ]; then
+    curl_http_status 401 "$@"
+    return
+  fi
+  [ -f "$SIM/secret-$name.json" ] || {
+    curl_http_status 404 "$@"
+    return
+  }
+  cp "$SIM/secret-$name.json" "$out"
+}
+
 run_curl() {
   local url=${*: -1} target
   case "$url" in
     *tigera-operator.yaml) curl_manifest "$@"; return ;;
+    */api/v1/namespaces/kube-system/secrets/*) curl_secret "$url" "$@"; return ;;
   esac
   target=${url#https://}
   target=${target%%/*}

@@ -1,0 +1,125 @@
+"""Issue 40 item 5: a joining control-plane node gets its keys from the cluster, never from user-data.
+
+Executed like test_bootstrap_script_runs.py (real bash, recording stand-ins), with real openssl:
+the stand-in API server serves the Secret the program's own code seals (control_plane_world.py),
+and the script must check the CA against its pin, fetch with the short-lived token (never on
+curl's command line), open the Secret with its certificate key and write the EncryptionConfiguration
+before kubeadm join starts the API server; kubeadm join downloads the PKI (certificateKey).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import shutil
+from pathlib import Path
+
+import pytest
+import yaml
+
+from components.k8s.node_bootstrap import UserDataRenderer
+from components.k8s.node_bootstrap.paths import (
+    CLUSTER_CA_CERT_PATH,
+    CONTROL_PLANE_JOIN_ENV_PATH,
+    ENCRYPTION_CONFIG_PATH,
+    PKI_DIR,
+)
+from components.k8s.node_bootstrap.user_data import render_encryption_configuration
+from tests.components.k8s.node_bootstrap.cluster_settings import CONTROL_PLANE_JOIN
+from tests.components.k8s.node_bootstrap.control_plane_world import stack_wrote_the_secrets, the_token_expired
+from tests.components.k8s.node_bootstrap.node_harness import Node
+from tests.components.k8s.node_bootstrap.test_bootstrap_script_runs import (
+    CA_HASH,
+    PKI,
+    TOKEN,
+    assert_bootstrapped,
+    make_node,
+    make_spec,
+)
+
+pytestmark = pytest.mark.skipif(
+    shutil.which("bash") is None or shutil.which("openssl") is None, reason="the bootstrap script needs bash, openssl"
+)
+
+
+def joined(node: Node) -> bool:
+    return node.lines("joins") == ["joined"]
+
+
+def test_the_joining_node_fetches_its_encryption_keys_and_downloads_its_pki(tmp_path: Path) -> None:
+    node = make_node(tmp_path, "cp-2")
+    user_data = node.user_data
+    paths = [entry["path"] for entry in yaml.safe_load(user_data)["write_files"]]
+    assert ENCRYPTION_CONFIG_PATH not in paths and "PRIVATE KEY" not in user_data
+    for key in PKI.secrets_encryption_keys.values():
+        assert key not in user_data
+
+    assert node.boot().returncode == 0
+    assert_bootstrapped(node)
+    assert joined(node)
+    written = node.file(ENCRYPTION_CONFIG_PATH)
+    assert written.read_text() == render_encryption_configuration(make_spec(), PKI)
+    assert written.stat().st_mode & 0o777 == 0o600
+    assert node.lines("api-requests") == ["GET secret gpucluster-encryption-config"]
+    # The file before the join that starts the API server, which reads it.
+    fetch = next(i for i, c in enumerate(node.calls) if c.startswith("curl") and "/secrets/" in c)
+    assert fetch < node.calls.index(next(c for c in node.calls if c.startswith("kubeadm join")))
+    # The token never on a command line (any local user can read those), and gone at the end.
+    assert not [c for c in node.calls if CONTROL_PLANE_JOIN.token in c]
+    assert not node.file(CONTROL_PLANE_JOIN_ENV_PATH).exists()
+    assert not list(node.file("/var/lib/gpucluster").glob("encryption-config.*"))
+    assert node.file(f"{PKI_DIR}/etcd/ca.key").read_text() == "downloaded etcd/ca.key\n"
+
+
+def test_the_fetched_file_is_the_one_the_init_node_has(tmp_path: Path) -> None:
+    spec = make_spec(secrets_encryption_key_names=["key-2", "key-1"])
+    pki = dataclasses.replace(
+        PKI,
+        secrets_encryption_keys={
+            **PKI.secrets_encryption_keys,
+            "key-2": "c2Vjb25kIGtleSBvZiAzMiBieXRlcyBleGFjdGx5IQ==",
+        },
+    )
+    renderer = UserDataRenderer(spec, token=TOKEN, ca_cert_hash=CA_HASH, pki=pki, control_plane_join=CONTROL_PLANE_JOIN)
+    node = Node(tmp_path, renderer.render("cp-2"), "cp-2")
+    node.with_containerd()
+    node.set("api-up")
+    stack_wrote_the_secrets(node, spec, pki, CONTROL_PLANE_JOIN)
+    assert node.boot().returncode == 0
+    config = yaml.safe_load(node.file(ENCRYPTION_CONFIG_PATH).read_text())
+    names = [k["name"] for k in config["resources"][0]["providers"][0]["secretbox"]["keys"]]
+    assert names == ["key-2", "key-1"]  # the order the API server encrypts with
+
+
+def test_an_expired_token_stops_the_join_until_pulumi_up_writes_the_secrets_again(tmp_path: Path) -> None:
+    node = make_node(tmp_path, "cp-2")
+    the_token_expired(node)
+    run = node.start(timeout=30)
+    assert run.returncode != 0
+    assert not node.calls_of("kubeadm join"), "joined without the encryption keys: the API server would not start"
+    assert not node.file(ENCRYPTION_CONFIG_PATH).exists()
+    assert "token expired" in run.output
+
+    stack_wrote_the_secrets(node, make_spec(), PKI, CONTROL_PLANE_JOIN)  # the next pulumi up
+    assert node.boot().returncode == 0
+    assert joined(node)
+
+
+def test_a_ca_certificate_that_does_not_match_the_pin_gets_no_token(tmp_path: Path) -> None:
+    node = make_node(tmp_path, "cp-2")
+    other = PKI.etcd_ca_cert_pem  # not a certificate of the pinned key
+    node.file(CLUSTER_CA_CERT_PATH).write_text(other)
+    run = node.start(timeout=30)
+    assert run.returncode != 0
+    assert "does not match the CA pin" in run.output
+    assert node.lines("api-requests") == []
+    assert not node.calls_of("kubeadm join")
+
+
+def test_a_secret_sealed_under_another_key_is_refused(tmp_path: Path) -> None:
+    node = make_node(tmp_path, "cp-2")
+    stack_wrote_the_secrets(node, make_spec(), PKI, dataclasses.replace(CONTROL_PLANE_JOIN, certificate_key="7a" * 32))
+    run = node.start(timeout=30)
+    assert run.returncode != 0
+    assert "do not open with this node's certificate key" in run.output
+    assert not node.file(ENCRYPTION_CONFIG_PATH).exists()
+    assert not node.calls_of("kubeadm join")
