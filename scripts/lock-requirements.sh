@@ -9,7 +9,7 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 uv="${UV:-uv}"
 # CI runs Linux x86_64 with Python 3.11 (actions/setup-python in the workflows).
-target=(--python-version 3.11 --python-platform x86_64-manylinux_2_28 --index-url https://pypi.org/simple)
+target=(--python-version 3.11 --python-platform x86_64-manylinux_2_28)
 # The versions the test suite runs with (requirements-dev.txt: the program, the policy pack and the
 # tools in one environment) constrain both locks, so a deployment installs what the tests tested
 # (pulumi-policy, for one, holds protobuf at 5.29).
