@@ -19,6 +19,7 @@ from stacks.environment.loader import load_environment, read_stack_file
 from stacks.tools.plan.command import plan_stack
 from tests.components.k8s.addons.k8s_checks import check_policy
 from tests.components.k8s.jobs.crd_schema import MPIJOB_CRD, load_crd_schema, validate
+from tests.stack_fixtures import fixture_stack
 
 REPO = Path(__file__).resolve().parents[2]
 STACKS = ["dev", "staging", "prod", "sim"]
@@ -29,7 +30,7 @@ def planned(
     request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory
 ) -> tuple[str, str, list[dict[str, Any]]]:
     stack = request.param
-    view = read_stack_file(REPO / f"Pulumi.{stack}.yaml")
+    view = read_stack_file(fixture_stack(stack))
     version = load_environment(view).kubernetes.version
     out = tmp_path_factory.mktemp(f"plan-{stack}")
     plan_stack(view, stack=stack, out_dir=out)

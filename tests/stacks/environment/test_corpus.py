@@ -18,6 +18,7 @@ import yaml
 from stacks.environment import rules
 from stacks.environment.loader import ENVIRONMENT_KEY, InvalidEnvironment, read_stack_file
 from stacks.environment.model import Environment
+from tests.stack_fixtures import fixture_stack
 
 CORPUS = Path(__file__).resolve().parent / "corpus" / "broken"
 FILES = sorted(CORPUS.glob("*.yaml"))
@@ -96,7 +97,10 @@ FOUR_MISTAKES = {
             ),
             ("      vlanId: 0\n", "      vlanId: 5000\n"),
             ("{name: worker-3,", "{name: Worker-3,"),
-            ("        enabled: false\n      fabricCheck:\n", "        enabled: false\n        gpus: 2\n      fabricCheck:\n"),
+            (
+                "        enabled: false\n      fabricCheck:\n",
+                "        enabled: false\n        gpus: 2\n      fabricCheck:\n",
+            ),
         ],
         [
             "vsphere:password",
@@ -130,7 +134,7 @@ FOUR_MISTAKES = {
 def test_four_unrelated_mistakes_are_all_reported_in_one_run(cli: Cli, root: Path, tmp_path: Path, kind: str) -> None:
     edits, expected = FOUR_MISTAKES[kind]
     stack = tmp_path / "Pulumi.four.yaml"
-    stack.write_text(_with_edits((root / "Pulumi.dev.yaml").read_text(), *edits))
+    stack.write_text(_with_edits((fixture_stack("dev")).read_text(), *edits))
     assert yaml.safe_load(stack.read_text())["config"]  # still a well-formed stack file
 
     result = cli("validate", "four", "--file", stack)

@@ -29,6 +29,7 @@ from stacks.environment.model import Environment
 from stacks.tools.simulator.command import instructions
 from stacks.tools.simulator.plant import harness_flags, inventory_of
 from tests.real_parts import unavailable
+from tests.stack_fixtures import fixture_stack
 
 ROOT = Path(__file__).resolve().parents[4]
 SCRIPT = ROOT / "scripts" / "simulator.sh"
@@ -41,7 +42,7 @@ def _unavailable(message: str) -> NoReturn:
 
 
 def _sim_env() -> Environment:
-    return load_environment(read_stack_file(ROOT / "Pulumi.sim.yaml"))
+    return load_environment(read_stack_file(fixture_stack("sim")))
 
 
 @pytest.fixture(scope="module")
