@@ -29,8 +29,20 @@ FIXTURE_STACKS = ("dev", "staging", "prod", "sim")
 """The project's fixture stacks: `sim` is the one tried against the bundled simulator."""
 
 PROJECT_FILES = ("Pulumi.yaml", "__main__.py", "pyproject.toml")
-PROJECT_PACKAGES = ("components", "stacks", "provider", "manifests", "policy", "benchmarks", "schema")
-"""What `python -m stacks` and the program read, copied into a project folder for a test."""
+PROJECT_PACKAGES = (
+    "components",
+    "stacks",
+    "provider",
+    "manifests",
+    "policy",
+    "benchmarks",
+    "schema",
+    "templates",
+    "scripts",
+)
+"""What `python -m stacks`, the program and scripts/ read, copied into a project folder for a test."""
+PROJECT_LINKS = (".venv", "build", "vcsim")
+"""Linked, not copied: the virtualenv scripts/ run, the simulator harness and its sources."""
 
 
 def fixture_stack(stack: str) -> Path:
@@ -71,6 +83,9 @@ def project_with_fixture_stacks(folder: Path, *extra: str) -> Path:
         elif source.exists():
             (folder / package).parent.mkdir(parents=True, exist_ok=True)
             shutil.copy(source, folder / package)
+    for name in PROJECT_LINKS:
+        if (ROOT / name).exists() and not (folder / name).exists():
+            (folder / name).symlink_to(ROOT / name)
     return copy_fixture_stacks(folder)
 
 

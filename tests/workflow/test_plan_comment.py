@@ -173,7 +173,8 @@ def _case(name: str) -> str:
 def test_a_rolling_change_says_which_nodes_roll_and_passes(tmp_path: Path) -> None:
     section, status = _run_render_step(tmp_path, _case("base"), _case("template-change"))
     assert _verdict(section) == (
-        "**Verdict: rolls 4 nodes** (worker-1, worker-2, worker-3, worker-4), 1 down at once, about 19 minutes"
+        "**Verdict: rolls 4 nodes** (worker-1, worker-2, worker-3, worker-4), at most 1 down at once, "
+        "about 19 minutes (19m00s)"
     )
     assert status == "status=0"
 
@@ -233,7 +234,7 @@ def test_a_refused_changes_bullet_names_its_flag_once() -> None:
 
 
 def _render_command(text: str) -> list[str]:
-    [command] = re.findall(r"python3 scripts/plan_comment\.py render [^`\n]*(?:\\\n[^`\n]*)*", text)
+    [command] = re.findall(r"python3 scripts/plan_comment\.py render [^`\n\\]*(?:\\\n[^`\n\\]*)*", text)
     return command.replace("\\\n", " ").split()
 
 
