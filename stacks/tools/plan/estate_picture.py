@@ -13,6 +13,8 @@ Deterministic: the same plan draws the same file.
 
 from __future__ import annotations
 
+import math
+import re
 from collections.abc import Sequence
 
 from stacks.environment.model import Environment
@@ -23,7 +25,7 @@ from stacks.tools.plan.workload_diff import kubernetes_objects
 
 _CRITICAL = 'color="#c0392b", fontcolor="#c0392b", penwidth=2.5'
 _COLUMNS = 4
-"""Hosts are drawn in this many columns."""
+"""Hosts are drawn in at most this many columns (a square grid up to 16 hosts)."""
 _MIN_STEP_SECONDS = 5.0
 """Critical-path steps shorter than this are counted, not drawn (instant bookkeeping resources)."""
 
@@ -52,7 +54,12 @@ def _critical_steps(timing: Estimate) -> tuple[list[tuple[str, float, float]], i
 def estate_dot(env: Environment, resources: Sequence[RecordedResource], timing: Estimate, stack: str) -> str:
     """The DOT text of the estate picture."""
     steps, hidden = _critical_steps(timing)
-    step_names = {label.split(": ", 1)[-1].split(" (")[0] for label, _, _ in steps}
+    on_path = " ".join(label.split(": ", 1)[-1] for label, _, _ in steps)
+
+    def critical(name: str) -> bool:
+        """A node is on the path when a step names it (its clone, its join wait, its DRS rule)."""
+        return re.search(rf"(?<!\w){re.escape(name)}(?!\w)", on_path) is not None
+
     vc, rdma, mgmt, k8s = env.vcenter, env.rdma_network, env.management_network, env.kubernetes
     workers, control = env.gpu_workers, env.control_plane
     lines = [
@@ -89,8 +96,8 @@ def estate_dot(env: Environment, resources: Sequence[RecordedResource], timing: 
                 f"{workers.vcpus} vCPU, {_gib(workers.memory_mb)}, {workers.disk_gb} GB disk\n"
                 f"mgmt {node.management_ip}  RDMA {node.rdma_ip}"
             )
-            critical = f", {_CRITICAL}" if f"gpu-workers-{name}" in step_names else ""
-            lines.append(f"      worker_{_id(name)} [label={_quote(text)}{critical}];")
+            red = f", {_CRITICAL}" if critical(name) else ""
+            lines.append(f"      worker_{_id(name)} [label={_quote(text)}{red}];")
         if not names:
             lines.append(f'      host{h}_empty [label="no GPU worker", style=dashed];')
         lines.append("    }")
@@ -98,7 +105,8 @@ def estate_dot(env: Environment, resources: Sequence[RecordedResource], timing: 
         f"worker_{_id(by_host[host.name][0])}" if by_host.get(host.name) else f"host{h}_empty"
         for h, host in enumerate(env.hosts)
     ]
-    rows = max(1, -(-len(anchors) // _COLUMNS))
+    columns = min(_COLUMNS, max(1, math.ceil(math.sqrt(len(anchors)))))
+    rows = max(1, math.ceil(len(anchors) / columns))
     for i in range(len(anchors) - rows):
         # Columns of `rows` hosts (stack file order down each column): the picture stays near square.
         lines.append(f"    {anchors[i]} -> {anchors[i + rows]} [style=invis];")
@@ -108,7 +116,7 @@ def estate_dot(env: Environment, resources: Sequence[RecordedResource], timing: 
         + "\n".join(cp_lines)
         + f"\n{control.vcpus} vCPU, {_gib(control.memory_mb)}, {control.disk_gb} GB disk each"
     )
-    cp_critical = any(f"control-plane-{n.name}" in step_names for n in control.nodes)
+    cp_critical = any(critical(n.name) for n in control.nodes)
     lines.append(f"    control_plane [label={_quote(cp_text)}{', ' + _CRITICAL if cp_critical else ''}];")
     templates = f"templates: {vc.template} (control plane), {vc.gpu_template or vc.template} (GPU workers)"
     clone = "linked clones" if env.vm.linked_clone else "full clones"
