@@ -52,6 +52,7 @@ def _refuse_user_stack_reads(item: pytest.Item) -> None:
 
 @pytest.hookimpl(wrapper=True)
 def pytest_runtest_setup(item: pytest.Item) -> Generator[None, None, None]:
+    _opened.clear()  # what an earlier test read before it failed is not this one's
     _watching.append(True)
     try:
         result = yield
@@ -63,6 +64,7 @@ def pytest_runtest_setup(item: pytest.Item) -> Generator[None, None, None]:
 
 @pytest.hookimpl(wrapper=True)
 def pytest_runtest_call(item: pytest.Item) -> Generator[None, None, None]:
+    _opened.clear()
     _watching.append(True)
     try:
         result = yield
@@ -77,6 +79,7 @@ def pytest_make_collect_report(
     collector: pytest.Collector,
 ) -> Generator[None, pytest.CollectReport, pytest.CollectReport]:
     # A module that reads a user's stack file when imported (a module-level constant).
+    _opened.clear()
     _watching.append(True)
     try:
         report = yield

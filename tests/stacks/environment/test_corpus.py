@@ -121,7 +121,7 @@ FOUR_MISTAKES = {
             ("      mode: bootstrap\n", "      mode: existing\n"),
         ],
         [
-            f"{ENVIRONMENT_KEY}.gpuWorkers.nodes[1].rdmaIp",
+            f"{ENVIRONMENT_KEY}.gpuWorkers.nodes[worker-2].rdmaIp",
             f"{ENVIRONMENT_KEY}.hosts[3].rdmaVmnics",
             f"{ENVIRONMENT_KEY}.vcenter.templateSnapshot",
             "vsphere-gpu-cluster:kubeconfig",
