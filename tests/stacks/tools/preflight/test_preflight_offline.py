@@ -14,9 +14,10 @@ import yaml
 from components.vcenter.inventory_model import DatastoreInfo, GpuInfo, HostInfo, Inventory, RdmaDeviceInfo, VmInfo
 from stacks.cli import main
 from stacks.environment.loader import load_environment, read_stack_file
+from stacks.tools.preflight import command as preflight_command
 from stacks.tools.preflight.checks import check
 from stacks.tools.preflight.checks.gpus import _free_slots
-from tests.stack_fixtures import fixture_stack
+from tests.stack_fixtures import copy_fixture_stacks, fixture_stack
 
 ROOT = Path(__file__).resolve().parents[4]
 ENV = "vsphere-gpu-cluster:environment"
@@ -37,7 +38,9 @@ def test_missing_credentials_exit_2(
     for name in ("VSPHERE_SERVER", "VSPHERE_USER", "VSPHERE_PASSWORD"):
         monkeypatch.delenv(name, raising=False)
     monkeypatch.setenv("PATH", str(tmp_path))  # no Pulumi CLI
-    assert main(["preflight", "dev", "--file", str(fixture_stack("dev"))]) == 2
+    # The project's own stack file (the Pulumi CLI is asked only for that one): the fixture's project.
+    monkeypatch.setattr(preflight_command, "PROJECT_DIR", copy_fixture_stacks(tmp_path / "project", ("dev",)))
+    assert main(["preflight", "dev", "--file", str(tmp_path / "project" / "Pulumi.dev.yaml")]) == 2
     err = capsys.readouterr().err
     assert (
         "vsphere:password not found; tried, in order: --password: not given; `pulumi config --json --show-secrets "
