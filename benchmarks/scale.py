@@ -1,7 +1,7 @@
 """Scale benchmark: plan cost and deployment critical path from a few to hundreds of GPU workers.
 
     python -m benchmarks.scale --emit-stack N PATH
-        write a stack file with N GPU workers and N GPU hosts, derived from Pulumi.dev.yaml
+        write a stack file with N GPU workers and N GPU hosts, derived from benchmarks/reference/dev.yaml
     python -m benchmarks.scale --report [--sizes 4,64,512] [--repeat K] [--write-md]
                                         [--keep DIR [--profile]] [--json FILE]
         plan a stack of each size and, with the same resources, the bare-SDK baseline and the

@@ -1,4 +1,4 @@
-"""Stack files with N GPU workers, derived from `Pulumi.dev.yaml`.
+"""Stack files with N GPU workers, derived from the reference lab (`benchmarks/reference/dev.yaml`).
 
 Everything the dev stack says stays as it is, except what grows with the worker count: one GPU
 host per worker (strict `vm-host-rules` placement), the hosts' vmknic addresses, the workers'
@@ -22,7 +22,9 @@ import yaml
 from components.vsphere.template_copies.plan import clones_per_source
 from stacks.environment.loader import ENVIRONMENT_KEY
 
-BASE_STACK_FILE = Path(__file__).resolve().parent.parent / "Pulumi.dev.yaml"
+BASE_STACK_FILE = Path(__file__).resolve().parent / "reference" / "dev.yaml"
+"""The dev stack as the repository shipped it (the RDG's reference lab), not the user's
+`Pulumi.dev.yaml`: the figures in BENCHMARKS.md are of this estate, whatever a user's dev says."""
 
 
 def allocate(start: IPv4Address, count: int, taken: Iterable[IPv4Address] = ()) -> list[IPv4Address]:

@@ -25,11 +25,16 @@ else
   echo "setup: no apt-get here; the simulator tests will use a 'vcsim' binary from PATH (see README)"
 fi
 
+echo "setup: the Python virtualenv .venv and requirements-dev.txt (about 2 minutes on a fresh clone; each package is listed as pip fetches it)"
 python3 -m venv .venv
 .venv/bin/python -m pip install -q --upgrade pip
-.venv/bin/python -m pip install -q -r requirements-dev.txt
+# Not -q: pip's "Collecting ..." lines are the progress of the longest step. What a re-run already
+# has ("Requirement already satisfied") is left out; pip's errors still show.
+.venv/bin/python -m pip install --progress-bar off -r requirements-dev.txt 2>&1 |
+  sed -u '/^Requirement already satisfied/d'
 
 if command -v go >/dev/null 2>&1 && [ -d /usr/share/gocode/src/github.com/vmware/govmomi ]; then
+  echo "setup: building the vCenter simulator harness (build/vcsim-harness)"
   bash scripts/build-vcsim.sh
 fi
 echo "setup: done (.venv ready)"

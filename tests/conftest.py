@@ -1,113 +1,112 @@
-"""The test tiers: `fast` (the loop a developer lives in) and `slow` (real programs and slow runs).
+"""Every test: its tier (tests/tiers.py), and the repository's own `Pulumi.*.yaml` are the user's,
+not fixtures.
 
-`bash scripts/test.sh` runs both; `.venv/bin/python -m pytest -m fast` runs the fast tier alone
-(docs/tests.md gives its time and what it catches). The tier is decided here, at collection, so
-no test file carries it by hand and a new test cannot land in the wrong tier by forgetting a mark:
-
-- `slow`: every test that reaches a real program: it carries the `vcsim` mark, or it uses, through
-  its own module or any fixture it asks for, a helper of `tests/real_parts.py` (the one way the
-  suite finds etcd, sshd, cloud-init, containerd, nft, ip netns or the simulator), directly or
-  through a helper module that does (`etcd_real.py`, `sshd_real.py`, the simulator's conftest);
-- `slow` too: the tests asking for a fixture of `SLOW_FIXTURES`, and the test modules in
-  `SLOW_MODULES`, which run no outside program but take seconds
-  each (whole-program runs of the largest stacks, benchmarks, a CLI in child processes), each
-  with its reason;
-- `fast`: everything else.
-
-`tests/workflow/test_test_tiers.py` holds the rules to their promise (a test that starts a real
-program is never `fast`).
+A test that opens one of them (in this process) fails unless it is marked `user_stacks`: a check
+that holds for any valid stack file (validate, plan, policy, cross-stack collisions). Everything
+else reads tests/fixtures/stacks (tests/stack_fixtures.py). The guard is a `sys.addaudithook`
+on the interpreter's `open` event (PEP 578), so a read through any library is seen too.
 """
 
 from __future__ import annotations
 
+import os
 import sys
-from collections.abc import Iterable
-from types import ModuleType
-from typing import Any
+from collections.abc import Generator
+from pathlib import Path
 
 import pytest
 
-REAL_PARTS_MODULE = "tests.real_parts"
+from tests.tiers import mark_tiers
 
-SLOW_FIXTURES: dict[str, str] = {
-    "cli": "`python -m stacks` in a child process, as a user runs it (tests/stacks/conftest.py): "
-    "an interpreter's start and the command's imports, a second or more a test",
-}
-"""Fixtures whose tests go to the `slow` tier whatever module they are in."""
+ROOT = Path(__file__).resolve().parents[1]
+USER_STACKS_MARK = "user_stacks"
 
-SLOW_MODULES: dict[str, str] = {
-    "tests/stacks/environment/test_mutation.py": "whatever validate accepts, planned: hundreds of whole-program runs",
-    "tests/benchmarks/test_scale.py": "plans of 512 workers under the mock runtime",
-    "tests/benchmarks/test_deploy_time.py": "the deployment-time model at 64 and 512 workers",
-    "tests/benchmarks/test_baseline.py": "the benchmark's baseline program run",
-    "tests/provider/test_plugin_kubernetes.py": "the plugin's own process over gRPC",
-    "tests/provider/test_migration.py": "the plugin's own process over gRPC, a whole migrated state",
-    "tests/stacks/test_outside_venv.py": "creates a virtualenv",
-    "tests/stacks/tools/plan/test_plan_outputs.py": "`python -m stacks plan` in child processes, Graphviz drawing PNG and SVG",
-    "tests/workflow/test_plan_comment.py": "the workflow's own plan step in child processes and scratch git clones",
-    "tests/stacks/tools/verify/test_verify.py": "`python -m stacks verify` in child processes against a fake kubectl program",
-    "tests/stacks/tools/availability/test_availability.py": "`verify --availability` in child processes with fake kubectl and ssh programs",
-    "tests/stacks/tools/clone/test_clone.py::test_the_documented_clone_leaves_these_tests_green": "runs pytest itself in a copy of the project",
-    "tests/workflow/test_test_tiers.py": "collects the whole suite twice, in child processes",
-}
-"""Test modules, or single tests (`path::function`), paths from the repository root, in the `slow`
-tier though they reach no real program: each takes seconds, mostly child processes of our own
-commands. Measured: docs/tests.md, "Tiers"."""
+_watching: list[bool] = []
+_opened: list[str] = []
 
 
-def _references(namespace: dict[str, Any], modules: set[str]) -> bool:
-    """True when a module's globals hold a module of `modules` or anything defined in one."""
-    for value in namespace.values():
-        if isinstance(value, ModuleType):
-            if value.__name__ in modules:
-                return True
-        elif getattr(value, "__module__", None) in modules:
-            return True
-    return False
+def _is_user_stack(path: object) -> bool:
+    if isinstance(path, bytes):
+        path = os.fsdecode(path)
+    if not isinstance(path, str) or "Pulumi." not in path or not path.endswith(".yaml"):
+        return False
+    name = os.path.basename(path)
+    return name != "Pulumi.yaml" and os.path.dirname(os.path.abspath(path)) == str(ROOT)
 
 
-def real_part_modules(loaded: Iterable[tuple[str, ModuleType]]) -> set[str]:
-    """`tests.real_parts` and every test helper module that uses it, directly or through another."""
-    helpers = {name: module for name, module in loaded if name.startswith("tests") and module is not None}
-    found = {REAL_PARTS_MODULE}
-    while True:
-        more = {name for name, module in helpers.items() if name not in found and _references(vars(module), found)}
-        if not more:
-            return found
-        found |= more
+def _audit(event: str, args: tuple[object, ...]) -> None:
+    if event == "open" and _watching and args and _is_user_stack(args[0]):
+        _opened.append(str(args[0]))
 
 
-def reaches_real_parts(item: pytest.Item, modules: set[str]) -> bool:
-    if item.get_closest_marker("vcsim") is not None:
-        return True
-    module = getattr(item, "module", None)
-    if module is not None and (module.__name__ in modules or _references(vars(module), modules)):
-        return True
-    info = getattr(item, "_fixtureinfo", None)
-    for defs in (info.name2fixturedefs.values() if info is not None else ()):
-        for fixturedef in defs:
-            func = fixturedef.func
-            if getattr(func, "__module__", None) in modules:
-                return True
-            owner = sys.modules.get(getattr(func, "__module__", "") or "")
-            if owner is not None and _references(vars(owner), modules):
-                return True
-    return False
+sys.addaudithook(_audit)
 
 
-def tier_of(item: pytest.Item, modules: set[str], root: str) -> str:
-    path = str(item.path)
-    relative = path[len(root) + 1 :] if path.startswith(root + "/") else path
-    function = getattr(item, "originalname", item.name)
-    if relative in SLOW_MODULES or f"{relative}::{function}" in SLOW_MODULES or reaches_real_parts(item, modules):
-        return "slow"
-    if any(name in SLOW_FIXTURES for name in getattr(item, "fixturenames", ())):
-        return "slow"
-    return "fast"
+def _refuse_user_stack_reads(item: pytest.Item) -> None:
+    opened, _opened[:] = sorted(set(_opened)), []
+    if opened and item.get_closest_marker(USER_STACKS_MARK) is None:
+        pytest.fail(
+            f"{item.nodeid} read the user's stack file(s) {', '.join(opened)}: tests read their own "
+            "copies (tests/stack_fixtures.py); only a check that holds for any valid stack file is "
+            f"marked `{USER_STACKS_MARK}`",
+            pytrace=False,
+        )
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
-    modules = real_part_modules(list(sys.modules.items()))
-    root = str(config.rootpath)
-    for item in items:
-        item.add_marker(tier_of(item, modules, root))
+    mark_tiers(config, items)
+
+
+@pytest.hookimpl(wrapper=True)
+def pytest_runtest_setup(item: pytest.Item) -> Generator[None, None, None]:
+    _opened.clear()  # what an earlier test read before it failed is not this one's
+    _watching.append(True)
+    try:
+        result = yield
+    finally:
+        _watching.pop()
+    _refuse_user_stack_reads(item)
+    return result
+
+
+@pytest.hookimpl(wrapper=True)
+def pytest_runtest_call(item: pytest.Item) -> Generator[None, None, None]:
+    _opened.clear()
+    _watching.append(True)
+    try:
+        result = yield
+    finally:
+        _watching.pop()
+    _refuse_user_stack_reads(item)
+    return result
+
+
+@pytest.hookimpl(wrapper=True)
+def pytest_make_collect_report(
+    collector: pytest.Collector,
+) -> Generator[None, pytest.CollectReport, pytest.CollectReport]:
+    # A module that reads a user's stack file when imported (a module-level constant).
+    _opened.clear()
+    _watching.append(True)
+    try:
+        report = yield
+    finally:
+        _watching.pop()
+    opened, _opened[:] = sorted(set(_opened)), []
+    if opened and isinstance(collector, pytest.Module):
+        report.outcome = "failed"
+        report.longrepr = (
+            f"{collector.nodeid} reads the user's stack file(s) {', '.join(opened)} when imported: "
+            "read the fixture copies (tests/stack_fixtures.py)"
+        )
+    return report
+
+
+@pytest.fixture(scope="session")
+def fixture_project() -> Path:
+    """A project folder with the program's code and the fixture stacks as its `Pulumi.*.yaml`:
+    run `python -m stacks ...` there (cwd) to have it read the fixtures, not the user's files.
+    Tests must not change it (copy it, or `copy_fixture_stacks` into their own tmp_path)."""
+    from tests.stack_fixtures import fixture_project_dir
+
+    return fixture_project_dir()

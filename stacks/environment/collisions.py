@@ -18,7 +18,7 @@ from pathlib import Path
 import pydantic
 
 from components.vsphere.first_boot import static_mac
-from stacks.environment.loader import ENVIRONMENT_KEY, ConfigView, InvalidEnvironment, read_stack_file
+from stacks.environment.loader import ENVIRONMENT_KEY, ConfigView, InvalidEnvironment, name_nodes, read_stack_file
 from stacks.environment.model import Environment
 from stacks.environment.partial import UnparsedValue
 from stacks.environment.rules import Path as KeyPath
@@ -73,8 +73,15 @@ def collisions(
             if for_clone:
                 lines.append(f"{new_file} {where}: collides with {other.file}: {message}; {option}")
             else:
+                where = name_nodes(where, _node_names(env))
                 lines.append(f"{where}: collides with {other.file}: {message}; give this environment its own")
     return lines
+
+
+def _node_names(env: Environment) -> dict[str, dict[str, list[dict[str, str]]]]:
+    """The node names `name_nodes` reads, in the stack file's shape."""
+    pools = {"controlPlane": env.control_plane.nodes, "gpuWorkers": env.gpu_workers.nodes}
+    return {pool: {"nodes": [{"name": node.name} for node in nodes]} for pool, nodes in pools.items()}
 
 
 Clash = tuple[KeyPath, str, str]

@@ -6,6 +6,7 @@ YAML read as a number, spaces instead of a tab).
 from __future__ import annotations
 
 import difflib
+import re
 import types
 import typing
 from collections.abc import Sequence
@@ -41,8 +42,31 @@ def describe_validation_error(error: pydantic.ValidationError, root: str, raw: A
             message = f"{message}{_nearest_key_hint(loc)}; see `python -m stacks schema` for the keys allowed here"
         if item["type"] == "string_type" and isinstance(item.get("input"), int | float) and not isinstance(item.get("input"), bool):
             message = f"{message}; {_quote_hint(item['input'])}"
+        if item["type"] == "int_parsing" and loc and isinstance(loc[-1], str):
+            message += _unit_hint(loc[-1], item.get("input"))
+        if item["type"] == "list_type" and isinstance(item.get("input"), str | int | float):
+            message += f"; write it as a YAML list, even of one item: [{item['input']}]"
         lines.append(f"{path}: {message}")
     return lines
+
+
+_UNITS = {"Mb": "MiB", "Gb": "GiB"}
+"""A size key's suffix (`memoryMb`, `diskGb`) -> the unit its plain number is in."""
+_SIZE = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*([KMGT])(?:i?B?)?\s*$", re.IGNORECASE)
+_POWER = {"K": 0, "M": 1, "G": 2, "T": 3}
+
+
+def _unit_hint(key: str, value: Any) -> str:
+    """`memoryMb: 24GB`: the key's unit, and the number to write (24576)."""
+    unit = next((name for suffix, name in _UNITS.items() if key.endswith(suffix)), None)
+    if unit is None or not isinstance(value, str):
+        return ""
+    hint = f"; {key} is a plain number of {unit} (the unit is in the key's name)"
+    size = _SIZE.match(value)
+    if size is None:
+        return hint
+    number = float(size.group(1)) * 1024 ** (_POWER[size.group(2).upper()] - _POWER[unit[0]])
+    return f"{hint}: write {key}: {int(number)}" if number >= 1 and number.is_integer() else hint
 
 
 def _quote_hint(number: float) -> str:

@@ -18,6 +18,7 @@ from typing import Any
 import pydantic
 import yaml
 
+from components.k8s.facts import DNS_LABEL
 from stacks.environment import rules
 from stacks.environment.hints import describe_validation_error, yaml_hint
 from stacks.environment.model import Environment
@@ -244,7 +245,30 @@ def inspect_environment(view: ConfigView) -> Inspection:
         problems.extend(p.render(ENVIRONMENT_KEY) for p in rules.check(partial))
         with contextlib.suppress(UnparsedValue):
             problems.extend(_secret_presence_problems(partial, view))
+    problems = [name_nodes(problem, raw) for problem in problems]
     return Inspection(env if not problems else None, partial, problems)
+
+
+_NODE_PATH = re.compile(r"\b(controlPlane|gpuWorkers)\.nodes\[(\d+)\]")
+
+
+def name_nodes(line: str, raw: Any) -> str:
+    """`gpuWorkers.nodes[1]` -> `gpuWorkers.nodes[worker-2]`: a person finds a node by its name
+    (the form `plan --against` prints too); the index stays where the name is missing or shared."""
+
+    def named(match: re.Match[str]) -> str:
+        pool = raw.get(match.group(1)) if isinstance(raw, dict) else None
+        nodes = pool.get("nodes") if isinstance(pool, dict) else None
+        index = int(match.group(2))
+        if not isinstance(nodes, list) or index >= len(nodes) or not isinstance(nodes[index], dict):
+            return match.group(0)
+        name = nodes[index].get("name")
+        names = [node.get("name") for node in nodes if isinstance(node, dict)]
+        if not isinstance(name, str) or not DNS_LABEL.match(name) or names.count(name) > 1:
+            return match.group(0)
+        return f"{match.group(1)}.nodes[{name}]"
+
+    return _NODE_PATH.sub(named, line)
 
 
 def load_environment(view: ConfigView) -> Environment:

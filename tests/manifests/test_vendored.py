@@ -31,6 +31,7 @@ from stacks.environment.cluster_spec import cluster_spec
 from stacks.environment.loader import ENVIRONMENT_KEY, ConfigView, InvalidEnvironment, load_environment
 from stacks.environment.model import MpiOperatorSettings as MpiOperatorKeys
 from stacks.environment.stack_file import read_stack_file
+from tests.stack_fixtures import fixture_stack
 
 MPI_RELEASES = typing.get_args(MpiOperatorKeys.model_fields["version"].annotation)
 """The MPI Operator releases a stack may choose: read from the code's own pins, so adding one
@@ -118,7 +119,7 @@ def test_an_index_entry_with_a_changed_checksum_does_not_match_its_file() -> Non
 
 
 def _dev_with_calico(version: str) -> ConfigView:
-    view = read_stack_file(REPO_ROOT / "Pulumi.dev.yaml")
+    view = read_stack_file(fixture_stack("dev"))
     values = copy.deepcopy(dict(view.values))
     values[ENVIRONMENT_KEY]["kubernetes"].setdefault("cni", {})["version"] = version
     return ConfigView(values=values, secret_keys=view.secret_keys)

@@ -21,6 +21,7 @@ from policy.gpucluster_policy._common import CONFIG_GROUP_TYPE, SWITCH_TYPE, VGP
 from policy.gpucluster_policy.kubernetes import containers
 from stacks.environment.loader import read_stack_file
 from stacks.tools.plan.command import plan_stack
+from tests.stack_fixtures import fixture_stack
 
 ROOT = Path(__file__).resolve().parents[2]
 POLICY_DIR = ROOT / "policy"
@@ -145,7 +146,7 @@ def test_servicer_joins_vgpu_attachment_to_its_vm_and_checks_protection(monkeypa
 @pytest.fixture(scope="module")
 def dev_plan(tmp_path_factory: pytest.TempPathFactory) -> list[dict[str, Any]]:
     out = tmp_path_factory.mktemp("plan-dev")
-    plan_stack(read_stack_file(ROOT / "Pulumi.dev.yaml"), stack="dev", out_dir=out)
+    plan_stack(read_stack_file(fixture_stack("dev")), stack="dev", out_dir=out)
     return json.loads((out / "resources.json").read_text())["resources"]
 
 
@@ -189,7 +190,7 @@ def test_dev_plan_judged_as_prod_fails_only_on_protection(monkeypatch, dev_plan:
 
 def test_prod_plan_passes_as_prod(monkeypatch, tmp_path: Path) -> None:
     monkeypatch.setenv("PULUMI_STACK", "prod")
-    plan_stack(read_stack_file(ROOT / "Pulumi.prod.yaml"), stack="prod", out_dir=tmp_path)
+    plan_stack(read_stack_file(fixture_stack("prod")), stack="prod", out_dir=tmp_path)
     entries = json.loads((tmp_path / "resources.json").read_text())["resources"]
     config = json.loads((POLICY_DIR / "policy-config.prod.json").read_text())
     assert _messages(offline.run(entries, config)) == []

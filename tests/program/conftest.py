@@ -23,6 +23,7 @@ from stacks.environment.loader import (
 )
 from stacks.environment.model import Environment
 from stacks.tools.plan.mock_runtime import ProgramRun, run_program, run_project_main
+from tests.stack_fixtures import fixture_stack
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -37,7 +38,7 @@ def run_view(view: ConfigView, stack: str) -> ProgramRun:
 
 
 def stack_view(stack: str) -> ConfigView:
-    return read_stack_file(ROOT / f"Pulumi.{stack}.yaml")
+    return read_stack_file(fixture_stack(stack))
 
 
 def edited_view(stack: str, edit: EnvEdit) -> ConfigView:

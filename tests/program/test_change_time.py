@@ -17,6 +17,7 @@ from stacks.tools.plan.deploy_time.change import change_time
 from stacks.tools.plan.deploy_time.durations import Durations
 from stacks.tools.plan.diff import diff_plans
 from tests.program.conftest import ROOT, edited_view, run_view, stack_view
+from tests.stack_fixtures import fixture_stack
 
 D = Durations()
 REPLACE_AND_SETTLE_LINKED = (
@@ -43,11 +44,11 @@ def test_new_templates_on_staging_take_every_node_one_after_another() -> None:
 
 
 def test_a_template_snapshot_change_on_dev_changes_no_node_and_says_what_it_does_not_do(tmp_path: Path) -> None:
-    document = yaml.safe_load((ROOT / "Pulumi.dev.yaml").read_text())
+    document = yaml.safe_load((fixture_stack("dev")).read_text())
     document["config"]["vsphere-gpu-cluster:environment"]["vcenter"]["templateSnapshot"] = "base-v2"
     (tmp_path / "deployed").mkdir()
     old = tmp_path / "deployed" / "Pulumi.dev.yaml"
-    old.write_text((ROOT / "Pulumi.dev.yaml").read_text())
+    old.write_text((fixture_stack("dev")).read_text())
     new = tmp_path / "Pulumi.dev.after.yaml"
     new.write_text(yaml.safe_dump(document, sort_keys=False))
     result = subprocess.run(

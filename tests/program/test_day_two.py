@@ -25,6 +25,7 @@ from stacks.tools.plan.diff import NODE_DRAIN, ROLLOUT_GATE, VM, diff_plans
 from stacks.tools.plan.mock_runtime import ProgramRun, contains_secret
 from stacks.tools.plan.upgrade_notes import upgrade_notes
 from tests.program.conftest import ROOT, EnvEdit
+from tests.stack_fixtures import fixture_stack
 
 WORKERS = [f"gpu-workers-worker-{i}" for i in range(1, 5)]
 CP_MEMBER = "gpucluster:kubernetes:ControlPlaneMember"
@@ -266,13 +267,13 @@ def test_a_template_rebuilt_under_the_same_name_rolls_too(monkeypatch: pytest.Mo
 
 
 def test_plan_against_prints_the_verdicts(tmp_path: Path) -> None:
-    document = yaml.safe_load((ROOT / "Pulumi.dev.yaml").read_text())
+    document = yaml.safe_load((fixture_stack("dev")).read_text())
     drop_last_worker_and_host(document["config"]["vsphere-gpu-cluster:environment"])
     # Kept apart from the edited file, as the docs advise: stack files side by side are checked
     # against each other for collisions, and these two are the same environment.
     (tmp_path / "deployed").mkdir()
     old = tmp_path / "deployed" / "Pulumi.dev.yaml"
-    old.write_text((ROOT / "Pulumi.dev.yaml").read_text())
+    old.write_text((fixture_stack("dev")).read_text())
     new = tmp_path / "Pulumi.dev.after.yaml"
     new.write_text(yaml.safe_dump(document, sort_keys=False))
     result = subprocess.run(
@@ -301,11 +302,11 @@ def test_plan_against_prints_the_verdicts(tmp_path: Path) -> None:
 
 
 def test_plan_against_refuses_a_pod_cidr_change_and_names_the_flag(tmp_path: Path) -> None:
-    document = yaml.safe_load((ROOT / "Pulumi.dev.yaml").read_text())
+    document = yaml.safe_load((fixture_stack("dev")).read_text())
     document["config"]["vsphere-gpu-cluster:environment"]["kubernetes"]["podCidr"] = "10.32.0.0/16"
     (tmp_path / "deployed").mkdir()  # apart from the edited file: side by side they would collide
     old = tmp_path / "deployed" / "Pulumi.dev.yaml"
-    old.write_text((ROOT / "Pulumi.dev.yaml").read_text())
+    old.write_text((fixture_stack("dev")).read_text())
     new = tmp_path / "Pulumi.dev.after.yaml"
     new.write_text(yaml.safe_dump(document, sort_keys=False))
 

@@ -20,6 +20,7 @@ from stacks.tools.plan.deploy_time.durations import Durations
 from stacks.tools.plan.diff import diff_plans
 from stacks.tools.plan.mock_runtime import contains_secret
 from tests.program.conftest import ROOT, edited_view, run_view, stack_view
+from tests.stack_fixtures import fixture_stack
 
 STAGING_ORDER = ["control-plane-cp-1", "control-plane-cp-2", "control-plane-cp-3",
                  *(f"gpu-workers-worker-{i}" for i in range(1, 9))]  # fmt: skip
@@ -78,7 +79,7 @@ def test_one_minor_up_rolls_every_node_control_plane_first_between_the_cluster_s
 
 
 def plan_against(tmp_path: Path, old_version: str, new_version: str, *more: str) -> subprocess.CompletedProcess[str]:
-    document = yaml.safe_load((ROOT / "Pulumi.dev.yaml").read_text())
+    document = yaml.safe_load((fixture_stack("dev")).read_text())
     environment = document["config"]["vsphere-gpu-cluster:environment"]
     environment["kubernetes"]["version"] = old_version
     (tmp_path / "deployed").mkdir(exist_ok=True)  # apart from the edited file: side by side they would collide

@@ -21,6 +21,7 @@ from stacks.tools.plan.command import plan_stack
 from tests.components.k8s.addons.k8s_checks import check_policy
 from tests.components.k8s.jobs.crd_schema import MPIJOB_CRD, load_crd_schema, validate
 from tests.program.conftest import edited_view
+from tests.stack_fixtures import fixture_stack
 
 REPO = Path(__file__).resolve().parents[2]
 STACKS = ["dev", "staging", "prod", "sim", "staging@1.37.1"]
@@ -40,7 +41,7 @@ def planned(
     request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory
 ) -> tuple[str, str, list[dict[str, Any]]]:
     stack, _, moved_to = str(request.param).partition("@")
-    view = edited_view(stack, _at(moved_to)) if moved_to else read_stack_file(REPO / f"Pulumi.{stack}.yaml")
+    view = edited_view(stack, _at(moved_to)) if moved_to else read_stack_file(fixture_stack(stack))
     version = load_environment(view).kubernetes.version
     assert version == (moved_to or version)
     out = tmp_path_factory.mktemp(f"plan-{stack}")

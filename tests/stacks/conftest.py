@@ -16,6 +16,7 @@ from typing import Any
 import pytest
 
 from stacks.environment.loader import ENVIRONMENT_KEY, ConfigView, read_stack_file
+from tests.stack_fixtures import fixture_stack
 
 ROOT = Path(__file__).resolve().parents[2]
 GOOD_STACKS = ("dev", "staging", "prod", "sim")
@@ -31,7 +32,7 @@ def root() -> Path:
 
 @pytest.fixture(scope="session")
 def dev_view() -> ConfigView:
-    return read_stack_file(ROOT / "Pulumi.dev.yaml")
+    return read_stack_file(fixture_stack("dev"))
 
 
 @pytest.fixture
@@ -63,13 +64,14 @@ def edited_view(dev_view: ConfigView) -> Callable[..., ConfigView]:
 
 
 @pytest.fixture(scope="session")
-def cli() -> Callable[..., subprocess.CompletedProcess[str]]:
-    """`python -m stacks ...` as a user runs it: a child process in the project directory."""
+def cli(fixture_project: Path) -> Callable[..., subprocess.CompletedProcess[str]]:
+    """`python -m stacks ...` as a user runs it: a child process in a project directory whose stack
+    files are the fixtures (tests/stack_fixtures.py), never the user's."""
 
     def run(*args: str | Path) -> subprocess.CompletedProcess[str]:
         return subprocess.run(
             [sys.executable, "-m", "stacks", *map(str, args)],
-            cwd=ROOT,
+            cwd=fixture_project,
             capture_output=True,
             text=True,
             timeout=120,

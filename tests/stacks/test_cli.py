@@ -14,6 +14,7 @@ import pytest
 from stacks.environment.loader import ENVIRONMENT_KEY, KUBECONFIG_KEY, read_stack_file
 from stacks.tools.plan.command import SECRET_PLACEHOLDER, plan_stack
 from stacks.tools.plan.mock_runtime import SECRET_MARK, contains_secret
+from tests.stack_fixtures import fixture_stack
 
 Cli = Callable[..., subprocess.CompletedProcess[str]]
 
@@ -122,9 +123,9 @@ def test_schema_accepts_the_good_stacks_and_rejects_unknown_keys(root: Path, sch
     jsonschema = pytest.importorskip("jsonschema")
     validator = jsonschema.Draft202012Validator(json.loads(schema_text))
     for stack in ("dev", "staging", "prod", "sim"):
-        environment = read_stack_file(root / f"Pulumi.{stack}.yaml").values[ENVIRONMENT_KEY]
+        environment = read_stack_file(fixture_stack(stack)).values[ENVIRONMENT_KEY]
         assert list(validator.iter_errors(environment)) == [], stack
-    environment = read_stack_file(root / "Pulumi.dev.yaml").values[ENVIRONMENT_KEY]
+    environment = read_stack_file(fixture_stack("dev")).values[ENVIRONMENT_KEY]
     typo = {**environment, "rdmaNetwork": {**environment["rdmaNetwork"], "vlanID": 5}}
     [error] = validator.iter_errors(typo)
     assert list(error.path) == ["rdmaNetwork"]
@@ -150,7 +151,7 @@ def tree_block(tree: str, header: str) -> list[str]:
 @pytest.fixture(scope="module")
 def dev_plan(cli: Cli, tmp_path_factory: pytest.TempPathFactory) -> tuple[subprocess.CompletedProcess[str], Path]:
     out = tmp_path_factory.mktemp("plan-dev")
-    return cli("plan", "dev", "--out", out, "--graph", out / "g.dot"), out
+    return cli("plan", "dev", "--out", out, "--graph", out / "g.dot", "--graph-order"), out
 
 
 def test_plan_writes_resources_json(dev_plan: tuple[subprocess.CompletedProcess[str], Path]) -> None:
@@ -209,7 +210,7 @@ def test_plan_of_a_broken_stack_writes_nothing(cli: Cli, root: Path, tmp_path: P
 
 
 def _stack_with_secrets(root: Path, folder: Path) -> Path:
-    text = (root / "Pulumi.dev.yaml").read_text()
+    text = (fixture_stack("dev")).read_text()
     for old, new in [
         (
             "  vsphere-gpu-cluster:environment:\n",

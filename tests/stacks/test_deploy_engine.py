@@ -15,6 +15,7 @@ from stacks.tools.plan.deploy_time.engine import EngineSettings, save_seconds
 from stacks.tools.plan.deploy_time.estimate import estimate, summary_lines
 from stacks.tools.plan.deploy_time.model import Operation, simulate
 from stacks.tools.plan.deploy_time.plugin_limits import SWITCH_WINDOW_S
+from tests.stack_fixtures import fixture_project_dir
 
 ROOT = Path(__file__).resolve().parents[2]
 D = Durations()
@@ -165,7 +166,7 @@ def test_settings_refuse_what_the_engine_has_no_such_thing_as(field: str, value:
 def test_plan_refuses_a_runner_without_cpus_before_planning(tmp_path: Path) -> None:
     result = subprocess.run(
         [sys.executable, "-m", "stacks", "plan", "dev", "--out", str(tmp_path / "out"), "--runner-cpus", "0"],
-        cwd=ROOT,
+        cwd=fixture_project_dir(),
         capture_output=True,
         text=True,
         timeout=180,

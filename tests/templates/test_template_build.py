@@ -24,6 +24,7 @@ import pytest
 from components.k8s.gpu_runtime import MINIMUM_NVIDIA_CONTAINER_TOOLKIT as MINIMUM
 from components.vsphere.gpu_template import TOOLKIT_VERSION_KEY, TemplateFacts, toolkit_findings
 from stacks.environment.loader import load_environment, read_stack_file
+from tests.stack_fixtures import fixture_stack
 
 ROOT = Path(__file__).resolve().parents[2]
 TEMPLATES = ROOT / "templates"
@@ -109,7 +110,7 @@ def _kickstart() -> Any:
 
 @pytest.fixture(scope="module")
 def dev() -> Any:
-    return load_environment(read_stack_file(ROOT / "Pulumi.dev.yaml"))
+    return load_environment(read_stack_file(fixture_stack("dev")))
 
 
 def test_ksvalidator_accepts_the_kickstart() -> None:

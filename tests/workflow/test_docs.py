@@ -200,6 +200,23 @@ def test_the_docs_link_only_to_what_exists() -> None:
     assert len(list(_links())) > 30  # the pattern still finds the links
 
 
+OUTSIDE = re.compile(r"(?<![\w/.])(\.\./)+(shared|notes|main|wt)\b[^\s`)]*")
+"""A path that climbs out of the repository (`../shared/...`): a reader of a clone has no such file."""
+
+
+def test_the_docs_cite_no_file_outside_the_repository() -> None:
+    found = [
+        f"{doc.relative_to(PROJECT)}:{number}: {match.group(0)}"
+        for doc in [*DOCS, *sorted((PROJECT / "docs").glob("*/*.md"))]
+        for number, line in enumerate(doc.read_text().splitlines(), start=1)
+        for match in OUTSIDE.finditer(line)
+    ]
+    assert found == []
+    for doc, target, _ in _links():
+        if target:
+            assert (doc.parent / target).resolve().is_relative_to(PROJECT), f"{doc}: ({target}) is outside"
+
+
 def test_the_readme_stays_one_screen_and_indexes_docs() -> None:
     readme = (PROJECT / "README.md").read_text()
     assert len(readme.splitlines()) <= 60, "the README is the quick start; long sections belong in docs/"

@@ -31,7 +31,7 @@ GOLDEN = Path(__file__).resolve().parent / "plan_comments"
 PLAN_WORKFLOW = PROJECT / ".github" / "workflows" / "plan.yml"
 COMMENT_WORKFLOW = PROJECT / ".github" / "workflows" / "plan-comment.yml"
 SCRIPT = PROJECT / "scripts" / "plan_comment.py"
-CASES = ["scale-out", "template-change", "version-upgrade", "pod-cidr-change"]
+CASES = ["scale-out", "scale-out-two", "template-change", "version-upgrade", "pod-cidr-change"]
 
 
 def _load(path: Path) -> dict[str, Any]:
@@ -67,6 +67,7 @@ def test_the_golden_files_say_what_each_change_does() -> None:
     # The goldens themselves are checked for the facts a reviewer reads first.
     verdicts = {case: _verdict((GOLDEN / f"{case}.md").read_text()) for case in CASES}
     assert verdicts["scale-out"].startswith("**Verdict: adds 1 node** (worker-5)")
+    assert verdicts["scale-out-two"].startswith("**Verdict: adds 2 nodes** (worker-5, worker-6)")
     assert verdicts["template-change"].startswith("**Verdict: rolls 4 nodes** (worker-1, worker-2, worker-3, worker-4)")
     assert "1 down at once, about " in verdicts["template-change"]
     assert verdicts["version-upgrade"].startswith("**Verdict: refused**")
@@ -201,7 +202,8 @@ def _case(name: str) -> str:
 def test_a_rolling_change_says_which_nodes_roll_and_passes(tmp_path: Path) -> None:
     section, status = _run_render_step(tmp_path, _case("base"), _case("template-change"))
     assert _verdict(section) == (
-        "**Verdict: rolls 4 nodes** (worker-1, worker-2, worker-3, worker-4), 1 down at once, about 19 minutes"
+        "**Verdict: rolls 4 nodes** (worker-1, worker-2, worker-3, worker-4), at most 1 down at once, "
+        "about 19 minutes (19m00s)"
     )
     assert status == "status=0"
 
@@ -231,6 +233,63 @@ def test_a_rebuild_stated_in_the_description_is_accepted_for_that_stack_only(tmp
     )
     assert _verdict(section) == "**Verdict: rebuild accepted** for `kubernetes.podCidr`"
     assert status == "status=0"
+    # What `pulumi up` will do to the nodes, even when it is nothing (issue 45).
+    assert "**Nodes**: none of 5 change: `pulumi up` replaces, reboots, adds and removes no VM" in section
+
+
+# ---------------------------------------------------------------------------------------------
+# The comment's words (issue 45): what a reviewer reads at a glance must agree with the text plan
+
+
+def test_a_scale_out_of_two_workers_says_its_time_its_nodes_and_its_fabric_check() -> None:
+    comment = (GOLDEN / "scale-out-two.md").read_text()
+    # Two workers side by side, 2m30s each (the text plan's figure): not "about 2 minutes".
+    assert "**Nodes**: 2 of 7 change, no node goes down; about 3 minutes (2m30s): " in comment
+    assert "gpu-workers-worker-5 (added) takes 2m30s: linked clone 0m20s, power-on 0m10s" in comment
+    assert "at most 0 down" not in comment
+    for node in ("worker-5", "worker-6"):
+        [row] = [line for line in comment.splitlines() if line.startswith(f"| `gpu-workers-{node}` |")]
+        why = row.split("|")[3].strip()
+        assert why.startswith("a new VM: cloned, boots and joins"), row
+    # The fabric check runs one rank per GPU worker: its MPIJob changes with the scale out.
+    assert "- MPIJob training/nccl-fabric-check-roce: Worker replicas 4 -> 6; `mpirun -np 4` -> `-np 6`" in comment
+
+
+def test_a_refused_changes_bullet_names_its_flag_once() -> None:
+    refused = (GOLDEN / "pod-cidr-change.md").read_text()
+    for line in refused.splitlines():
+        if line.startswith("- `--accept-rebuild"):
+            assert line.count("--accept-rebuild") == 1, line
+
+
+def _render_command(text: str) -> list[str]:
+    [command] = re.findall(r"python3 scripts/plan_comment\.py render [^`\n\\]*(?:\\\n[^`\n\\]*)*", text)
+    return command.replace("\\\n", " ").split()
+
+
+def test_the_documented_local_command_is_the_workflows_step(tmp_path: Path) -> None:
+    documented = _render_command((PROJECT / "docs" / "environments.md").read_text())
+    workflow = _render_command(PLAN_WORKFLOW.read_text())
+    assert [a for a in documented if a.startswith("--")] == [a for a in workflow if a.startswith("--")]
+    assert documented[documented.index("--python") + 1] == workflow[workflow.index("--python") + 1]
+    # Run as documented (OLD and the stack file filled in): the comment is the golden one.
+    filled = {
+        "OLD": str(GOLDEN / "base.yaml"),
+        "Pulumi.dev.yaml": str(GOLDEN / "scale-out-two.yaml"),
+        ".venv/bin/python": sys.executable,
+        ".plan/dev": str(tmp_path / "out"),
+    }
+    argv = [filled.get(arg, arg) for arg in documented[1:]]
+    result = subprocess.run(
+        [sys.executable, *argv],
+        cwd=PROJECT,
+        capture_output=True,
+        text=True,
+        timeout=600,
+        env={**os.environ, "PR_BODY": ""},
+    )
+    assert result.returncode == 0, result.stderr
+    assert result.stdout == (GOLDEN / "scale-out-two.md").read_text()
 
 
 def test_a_no_op_says_so(tmp_path: Path) -> None:

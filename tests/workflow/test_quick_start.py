@@ -53,6 +53,7 @@ def test_the_quick_start_is_found_and_every_skip_is_in_it() -> None:
     assert sorted(set(NOT_RUN) - set(commands)) == []
 
 
+@pytest.mark.user_stacks  # the README's commands on the user's own stack files: they hold for any valid edit
 @pytest.mark.parametrize(("command", "comment"), [c for c in quick_start() if c[0] not in NOT_RUN], ids=lambda v: v)
 def test_each_offline_command_runs_as_written(command: str, comment: str) -> None:
     # Only /usr/bin and /bin on PATH: `python` must come from the activated .venv, as for a newcomer.

@@ -1,4 +1,4 @@
-"""The test tiers keep their promise (tests/conftest.py, docs/tests.md "Tiers"): a test that reaches
+"""The test tiers keep their promise (tests/tiers.py, docs/tests.md "Tiers"): a test that reaches
 a real program is never in the fast tier, the slow list names tests that exist, and the fast tier
 is most of the suite, not a corner of it."""
 
@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.conftest import SLOW_FIXTURES, SLOW_MODULES, real_part_modules
+from tests.tiers import SLOW_FIXTURES, SLOW_MODULES, real_part_modules
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -99,10 +99,10 @@ def test_the_pure_rules_and_renderers_are_fast(tiers: dict[str, set[str]]) -> No
 def test_the_slow_lists_name_what_exists() -> None:
     for entry in SLOW_MODULES:
         path, _, function = entry.partition("::")
-        assert (ROOT / path).is_file(), f"tests/conftest.py SLOW_MODULES: no {path}"
+        assert (ROOT / path).is_file(), f"tests/tiers.py SLOW_MODULES: no {path}"
         if function:
             names = {n.name for n in ast.walk(ast.parse((ROOT / path).read_text())) if isinstance(n, ast.FunctionDef)}
-            assert function in names, f"tests/conftest.py SLOW_MODULES: no {function} in {path}"
+            assert function in names, f"tests/tiers.py SLOW_MODULES: no {function} in {path}"
     conftests = "".join(p.read_text() for p in (ROOT / "tests").rglob("conftest.py"))
     for fixture in SLOW_FIXTURES:
-        assert f"def {fixture}(" in conftests, f"tests/conftest.py SLOW_FIXTURES: no fixture {fixture}"
+        assert f"def {fixture}(" in conftests, f"tests/tiers.py SLOW_FIXTURES: no fixture {fixture}"

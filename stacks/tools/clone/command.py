@@ -173,7 +173,8 @@ def cmd_clone(args: argparse.Namespace) -> int:
         ) from None
     others, other_problems = load_others(stack_files(project_dir), exclude={dst})
     server = plan.config.get(VCENTER_SERVER_KEY)
-    problems += other_problems + collisions(dst_path.name, new_env, str(server) if server else None, others)
+    found = collisions(dst_path.name, new_env, str(server) if server else None, others)
+    problems += other_problems + _one_line_for_taken_hosts(found, source.hosts, host_map, args, dst_path.name)
     if problems:
         raise InvalidEnvironment(problems)
 
@@ -289,6 +290,34 @@ def register(subparsers: Any) -> None:
     clone.add_argument("--dry-run", action="store_true", help="print the new file instead of writing it")
     clone.add_argument("--dir", help="project folder holding the Pulumi.*.yaml files (default: this project)")
     clone.set_defaults(func=cmd_clone)
+
+
+_HOST_FIX = "--host-map OLD=NEW"
+"""How collisions.py's host findings name their fix: each one says to map its host."""
+
+
+def _one_line_for_taken_hosts(
+    found: list[str], hosts: Sequence[Any], host_map: Mapping[str, str], args: argparse.Namespace, file_name: str
+) -> list[str]:
+    """The source's hosts that another stack holds (their vmnics, their pinned workers), as one
+    problem with the whole command to run, instead of one finding per host and per worker."""
+    taken = [f for f in found if _HOST_FIX in f]
+    names = [host.name for host in hosts if host.name not in host_map and any(f"'{host.name}'" in f for f in taken)]
+    if not names:
+        return found
+    argv = _header_argv(args)
+    for number, name in enumerate(names, start=1):
+        argv += ["--host-map", f"{name}=NEW-HOST-{number}"]
+    if args.dir:
+        argv += ["--dir", args.dir]
+    others = sorted({f.split("collides with ", 1)[1].split(":", 1)[0] for f in taken if "collides with " in f})
+    line = (
+        f"{file_name} {ENVIRONMENT_KEY}.hosts: {len(names)} ESXi host(s) of Pulumi.{args.source}.yaml are in use by "
+        f"{', '.join(others)} (an RDMA vmnic belongs to one switch, a pinned worker to one environment): "
+        f"give {args.target} hosts of its own, one --host-map per host (NEW-HOST-n: the names vCenter shows; "
+        f"or a YAML `old: new` file with --hosts FILE); run: python -m stacks clone {shlex.join(argv)}"
+    )
+    return [f for f in found if f not in taken] + [line]
 
 
 def _header_argv(args: argparse.Namespace) -> list[str]:

@@ -38,6 +38,7 @@ def cmd_plan(args: argparse.Namespace) -> int:
     from stacks.tools.plan.deploy_time.workflow import workflow_lines
     from stacks.tools.plan.scrape_note import scrape_lines
     from stacks.tools.plan.upgrade_notes import upgrade_notes
+    from stacks.tools.plan.workload_diff import workload_changes
 
     path = stack_file_path(args.stack, args.file)
     out_dir = Path(args.out)
@@ -72,6 +73,7 @@ def cmd_plan(args: argparse.Namespace) -> int:
         out_dir=out_dir,
         graph_file=graph,
         graph_detail=args.graph_detail,
+        graph_order=args.graph_order,
         durations=durations,
         engine=engine,
     )
@@ -79,6 +81,7 @@ def cmd_plan(args: argparse.Namespace) -> int:
     workflow_text, workflow_data = workflow_lines(result.run.resources, new_env.pulumi_up)
     admission = admission_report(new_env, result.run)  # the scheduler's rules over the plan
     changes = rolling = None
+    workloads: list[str] = []
     if before is not None:
         old_run, old_env = before
         notes = upgrade_notes(old_env, new_env)
@@ -86,6 +89,7 @@ def cmd_plan(args: argparse.Namespace) -> int:
             old_run.resources, result.run.resources, [*notes, *config_notes(old_env, new_env)]
         )
         rolling = change_time(changes, result.run.resources, durations)
+        workloads = workload_changes(old_run.resources, result.run.resources)
     written = [str(out_dir / "resources.json"), *map(str, result.manifest_files), *([str(graph)] if graph else [])]
     if args.format != "text":
         document: dict[str, Any] = {
@@ -103,6 +107,7 @@ def cmd_plan(args: argparse.Namespace) -> int:
                 "nodes": {c.node: {"verdict": c.verdict, "reasons": c.reasons} for c in changes.nodes},
                 "notes": changes.notes,
                 "downAtOnce": changes.down_at_once,
+                "workloads": workloads,
                 "keys": day_two.as_dict() if day_two is not None else [],
                 "rollingChange": {
                     "seconds": rolling.seconds,
@@ -127,6 +132,7 @@ def cmd_plan(args: argparse.Namespace) -> int:
         print(f"against {args.against}:")
         print("\n".join(f"  {line}" for line in rolling.lines()))
         print("\n".join(f"  {line}" for line in changes.lines()))
+        print("\n".join(f"  Kubernetes object {line}" for line in workloads))
     if day_two is not None and day_two.changes:
         print("day two (what the running environment does with each changed key):")
         print("\n".join(f"  {line}" for line in day_two.lines()))
@@ -159,12 +165,18 @@ def register(commands: Any) -> None:
     plan.add_argument("--out", required=True, help="folder for resources.json and manifests/")
     plan.add_argument(
         "--graph",
-        help="also draw the components in deployment order, the critical path in red: FILE.dot, FILE.svg or FILE.png",
+        help="also draw what pulumi up builds where (hosts, VMs, vGPU profiles, switch, addresses, the cluster on "
+        "top) with the critical path and its minutes: FILE.dot, FILE.svg or FILE.png",
+    )
+    plan.add_argument(
+        "--graph-order",
+        action="store_true",
+        help="draw our components in deployment order instead, the critical path in red",
     )
     plan.add_argument(
         "--graph-detail",
         action="store_true",
-        help="draw each node's plumbing (rollout gates, settles, drains, etcd members) as boxes of their own",
+        help="the deployment order with each node's plumbing (rollout gates, settles, drains, etcd members) as boxes",
     )
     plan.add_argument(
         "--against", metavar="OLD_STACK_FILE", help="also say, per node, what changing from this stack file does"

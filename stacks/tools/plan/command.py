@@ -24,7 +24,8 @@ from stacks.tools.plan.deploy_time.durations import Durations
 from stacks.tools.plan.deploy_time.engine import SHIPPED, EngineSettings
 from stacks.tools.plan.deploy_time.estimate import Estimate, estimate
 from stacks.tools.plan.errors import GraphRefused, ManifestFolderRefused
-from stacks.tools.plan.graph import graph_problem, write_graph
+from stacks.tools.plan.estate_picture import estate_dot
+from stacks.tools.plan.graph import graph_problem, write_dot, write_graph
 from stacks.tools.plan.mock_runtime import (
     ProgramRun,
     RecordedResource,
@@ -57,23 +58,27 @@ def plan_stack(
     out_dir: Path,
     graph_file: Path | None = None,
     graph_detail: bool = False,
+    graph_order: bool = False,
     durations: Durations | None = None,
     secret_placeholder: str = SECRET_PLACEHOLDER,
     engine: EngineSettings | None = SHIPPED,
 ) -> PlanResult:
     """Validate, run under mocks and write the plan. Raises `InvalidEnvironment` on bad input, and
     `GraphRefused`/`ManifestFolderRefused` for an output it cannot write, all before the program runs.
-    `graph_detail`: draw per-node plumbing as boxes of its own (`plan_graph`)."""
-    load_environment(view)  # every problem reported before anything runs
+    `graph_file`: the estate picture (`estate_picture`); with `graph_order` the components in
+    deployment order instead, with `graph_detail` also per-node plumbing as boxes of its own."""
+    env = load_environment(view)  # every problem reported before anything runs
     refuse_unwritable_outputs(out_dir, graph_file)
     run = run_plan(view, stack=stack, secret_placeholder=secret_placeholder)
     manifests = write_plan(run, out_dir)
     timing = estimate(run.resources, durations, engine)
-    if graph_file is not None:
-        # The graph draws deployment order: vCenter's path, whose links are dependencies or
+    if graph_file is not None and (graph_order or graph_detail):
+        # The order graph draws deployment order: vCenter's path, whose links are dependencies or
         # vCenter's queue; the engine's queueing (threads, slots) links unrelated resources.
         path = (timing.vcenter or timing.pulumi_up).critical_path
         write_graph(run.resources, graph_file, path, detail=graph_detail)
+    elif graph_file is not None:
+        write_dot(estate_dot(env, run.resources, timing, stack), graph_file)
     return PlanResult(run=run, manifest_files=manifests, timing=timing)
 
 

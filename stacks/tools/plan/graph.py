@@ -78,7 +78,14 @@ def write_graph(
     problem = graph_problem(path)
     if problem is not None:
         raise GraphRefused(problem)
-    dot = component_graph(resources, critical_path, detail=detail)
+    write_dot(component_graph(resources, critical_path, detail=detail), path)
+
+
+def write_dot(dot: str, path: Path) -> None:
+    """`dot` written in the format the file name asks for: the text itself, or Graphviz's drawing."""
+    problem = graph_problem(path)
+    if problem is not None:
+        raise GraphRefused(problem)
     path.parent.mkdir(parents=True, exist_ok=True)
     output_format = FORMATS[path.suffix]
     if output_format is None:

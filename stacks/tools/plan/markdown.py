@@ -10,11 +10,12 @@ No path or time stamp appears: the same change renders the same text.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Mapping, Sequence
 from typing import Any
 
 from stacks.environment.day_two.check import ACCEPT_FLAG
-from stacks.tools.plan.deploy_time.words import about
+from stacks.tools.plan.deploy_time.words import about, format_seconds
 
 _DISRUPTED = ("replaced", "rebooted", "power-cycled", "removed")
 VERDICT_PREFIX = "**Verdict:"
@@ -36,6 +37,36 @@ def _short_node(name: str) -> str:
 
 def _count(n: int, word: str) -> str:
     return f"{n} {word}" + ("" if n == 1 else "s")
+
+
+def _down(n: int) -> str:
+    return "no node goes down" if n == 0 else f"at most {n} down at once"
+
+
+def _duration(rolling: Mapping[str, Any]) -> str:
+    """`about 3 minutes (2m30s)`: the rounded words and the figure the text plan prints."""
+    return f"{about(rolling['seconds'])} ({format_seconds(rolling['seconds'])})"
+
+
+def _breakdown(rolling: Mapping[str, Any]) -> str:
+    """What the time is made of: the text plan's `rolling change:` line after its summary."""
+    words = str(rolling.get("inWords", ""))
+    return words.split("(not the fresh deployment's): ", 1)[1] if "(not the fresh deployment's): " in words else ""
+
+
+_WHY_BY_VERDICT = {
+    "added": "a new VM: cloned, boots and joins the cluster; no running node is touched",
+    "removed": "drained first (PodDisruptionBudgets honoured), then its VM is deleted",
+}
+"""The Why of a node whose change carries no input diff of its own (it is all new, or all gone)."""
+
+_STATE_IT = re.compile(r"[.;]?\s*State it with `[^`]*`\.?\s*$")
+
+
+def _procedure(text: str) -> str:
+    """A refused key's procedure without its closing "State it with `--accept-rebuild KEY`": the
+    bullet it goes into starts with that flag already."""
+    return _STATE_IT.sub("", text)
 
 
 def _key_verdict(key: Mapping[str, Any], rolled: int) -> str:
@@ -63,7 +94,7 @@ def _verdict(against: Mapping[str, Any], disrupted: Sequence[str], added: Sequen
         )
     rolls = (
         f"rolls {_count(len(disrupted), 'node')}** ({', '.join(map(_short_node, disrupted))}), "
-        f"{against['downAtOnce']} down at once, {about(against['rollingChange']['seconds'])}"
+        f"{_down(against['downAtOnce'])}, {_duration(against['rollingChange'])}"
     )
     accepted = sorted({k["key"] for k in keys if k["accepted"]})
     if accepted:
@@ -106,16 +137,28 @@ def render_markdown(document: Mapping[str, Any]) -> str:
                 out.append(f"| {_code(key['path'])} | {_cell(key['change'])} | {_cell(_key_verdict(key, rolled))} |")
         changed = {n: c for n, c in nodes.items() if c["verdict"] != "unchanged"}
         if changed:
+            rolling = against["rollingChange"]
+            breakdown = _breakdown(rolling)
             out += [
                 "",
-                f"**Nodes**: {len(changed)} of {len(nodes)} change, at most {against['downAtOnce']} down at once; "
-                f"{about(against['rollingChange']['seconds'])}.",
+                f"**Nodes**: {len(changed)} of {len(nodes)} change, {_down(against['downAtOnce'])}; "
+                f"{_duration(rolling)}" + (f": {_cell(breakdown)}." if breakdown else "."),
                 "",
                 "| Node | What happens | Why |",
                 "|---|---|---|",
             ]
             for name, change in changed.items():
-                out.append(f"| {_code(name)} | {change['verdict']} | {_cell('; '.join(change['reasons']))} |")
+                why = "; ".join(change["reasons"]) or _WHY_BY_VERDICT.get(change["verdict"], "")
+                out.append(f"| {_code(name)} | {change['verdict']} | {_cell(why)} |")
+        elif against["keys"]:
+            out += [
+                "",
+                f"**Nodes**: none of {len(nodes)} change: `pulumi up` replaces, reboots, adds and removes no VM "
+                "(what it does change is in the table above).",
+            ]
+        if against.get("workloads"):
+            out += ["", "**Kubernetes objects** `pulumi up` changes:"]
+            out += [f"- {_cell(line)}" for line in against["workloads"]]
     out.append("")
     if failed:
         out.append(f"**Workloads that will not run** (admission check): {_count(len(failed), 'workload')}")
@@ -126,7 +169,7 @@ def render_markdown(document: Mapping[str, Any]) -> str:
         refused = [k for k in against["keys"] if k["refused"]]
         if refused:
             out += ["", "**To go ahead with a refused change**, do or plan its safe procedure, then state the rebuild:"]
-            out += [f"- `{ACCEPT_FLAG} {k['key']}`: {_cell(k['procedure'])}" for k in refused]
+            out += [f"- `{ACCEPT_FLAG} {k['key']}`: {_cell(_procedure(k['procedure']))}" for k in refused]
         # A refused key's procedure is listed above already.
         details = [
             f"- {_code(k['path'])}: {_cell(k['happens']).rstrip('.')}. Safe procedure: {_cell(k['procedure'])}"

@@ -13,9 +13,12 @@ Two halves, both driven by the validated `Environment` only, so the simulator fo
 
 from __future__ import annotations
 
+import re
 from typing import Any
 
+from components.vsphere.gpu_template import TOOLKIT_VERSION_KEY
 from components.vsphere.vgpu.profiles import needs_64bit_mmio, vgpu_extra_config
+from stacks import PROJECT_DIR
 from stacks.environment.model import Environment
 from stacks.tools.preflight.checks.hardware import MIN_ESXI
 from stacks.tools.preflight.checks.report import version_tuple
@@ -89,8 +92,29 @@ def _folder(parent: Any, path: str) -> Any:
     return folder
 
 
+PACKER_GPU_BUILD = PROJECT_DIR / "templates" / "packer" / "gpu" / "rocky9-vgpu.pkr.hcl"
+
+
+def toolkit_version_of_the_build() -> str:
+    """The NVIDIA Container Toolkit release the GPU template's Packer build installs and records
+    (its `nvidia_container_toolkit_version` default), so the planted template records it too."""
+    text = PACKER_GPU_BUILD.read_text(encoding="utf-8")
+    found = re.search(r'variable "nvidia_container_toolkit_version" \{[^}]*?default\s*=\s*"([^"]+)"', text, re.DOTALL)
+    if found is None:
+        raise ValueError(f"{PACKER_GPU_BUILD}: no nvidia_container_toolkit_version default")
+    return found.group(1)
+
+
 def _template(
-    si: Any, env: Environment, *, name: str, disk_gb: int, memory_mb: int, vgpu_profiles: list[str], folder: Any
+    si: Any,
+    env: Environment,
+    *,
+    name: str,
+    disk_gb: int,
+    memory_mb: int,
+    vgpu_profiles: list[str],
+    folder: Any,
+    records_toolkit: bool,
 ) -> None:
     from pyVmomi import vim
 
@@ -125,6 +149,10 @@ def _template(
             )
         )
     large_bar = bool(vgpu_profiles) and needs_64bit_mmio(vgpu_profiles)
+    extra_config = dict(vgpu_extra_config(vgpu_profiles))
+    if records_toolkit:
+        # What the Packer build writes (templates/packer/gpu/rocky9-vgpu.pkr.hcl, vm extra config).
+        extra_config[TOOLKIT_VERSION_KEY] = toolkit_version_of_the_build()
     spec = vim.vm.ConfigSpec(
         name=name,
         guestId=GUEST_ID,
@@ -133,7 +161,7 @@ def _template(
         memoryMB=memory_mb,
         # Large-BAR boards need EFI and 64-bit MMIO (components/vsphere/vgpu/profiles.py); a T4 runs on either.
         firmware="efi" if large_bar else "bios",
-        extraConfig=[vim.option.OptionValue(key=k, value=v) for k, v in vgpu_extra_config(vgpu_profiles).items()],
+        extraConfig=[vim.option.OptionValue(key=k, value=v) for k, v in extra_config.items()],
         # A vGPU VM powers on only with all its memory reserved (NVIDIA vGPU user guide).
         memoryReservationLockedToMax=bool(vgpu_profiles),
         files=vim.vm.FileInfo(vmPathName=f"[{env.vcenter.datastore}]"),
@@ -173,6 +201,7 @@ def plant(si: Any, env: Environment) -> list[str]:
         memory_mb=env.control_plane.memory_mb,
         vgpu_profiles=[],
         folder=templates_folder,
+        records_toolkit=not env.vcenter.gpu_template,  # the GPU workers' template too, then
     )
     planted.append(f"template {env.vcenter.template!r} (no vGPU)")
     if env.vcenter.gpu_template:
@@ -185,6 +214,7 @@ def plant(si: Any, env: Environment) -> list[str]:
             memory_mb=env.gpu_workers.memory_mb,
             vgpu_profiles=profiles,
             folder=templates_folder,
+            records_toolkit=True,
         )
         planted.append(f"GPU template {env.vcenter.gpu_template!r} (vGPU {', '.join(profiles)})")
     if env.vm.linked_clone:

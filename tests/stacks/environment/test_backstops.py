@@ -11,6 +11,7 @@ from stacks.environment import registry, rules
 from stacks.environment.model import Environment
 from stacks.environment.registry import format_path
 from stacks.environment.rules.components import node_bootstrap_accepts_the_cluster
+from tests.stack_fixtures import fixture_stack
 
 ESCAPES = [
     ("service range /11", ("kubernetes", "serviceCidr"), "10.96.0.0/11", "kubernetes.serviceCidr"),
@@ -25,7 +26,9 @@ def _edit(raw: dict[str, Any], path: tuple[str, ...], value: Any) -> dict[str, A
 
 
 @pytest.mark.parametrize(("path", "value", "key"), [c[1:] for c in ESCAPES], ids=[c[0] for c in ESCAPES])
-def test_the_bootstrap_check_alone_refuses_the_escapes(dev_raw: dict[str, Any], path: Any, value: Any, key: str) -> None:
+def test_the_bootstrap_check_alone_refuses_the_escapes(
+    dev_raw: dict[str, Any], path: Any, value: Any, key: str
+) -> None:
     env = Environment.model_validate(_edit(dev_raw, path, value))
     found = [(format_path("", p.path), p.message) for p in node_bootstrap_accepts_the_cluster(env)]
     assert [k for k, _ in found] == [key]
@@ -53,5 +56,5 @@ def test_a_backstop_speaks_where_no_rule_does(dev_raw: dict[str, Any], monkeypat
 def test_the_shipped_stacks_pass_every_backstop(stack: str, root: Any) -> None:
     from stacks.environment.loader import load_environment, read_stack_file
 
-    env = load_environment(read_stack_file(root / f"Pulumi.{stack}.yaml"))
+    env = load_environment(read_stack_file(fixture_stack(stack)))
     assert [p for b in registry.BACKSTOPS for p in b(env)] == []

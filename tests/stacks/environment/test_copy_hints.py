@@ -8,19 +8,21 @@ import subprocess
 import sys
 from pathlib import Path
 
+from tests.stack_fixtures import fixture_project_dir, fixture_stack
+
 ROOT = Path(__file__).resolve().parents[3]
 CLONE_DEV_QA = "python -m stacks clone dev qa --vlan N --rdma-subnet CIDR --mgmt-subnet CIDR"
 
 
 def validate(*args: str) -> subprocess.CompletedProcess[str]:
     return subprocess.run(
-        [sys.executable, "-m", "stacks", "validate", *args], capture_output=True, text=True, cwd=ROOT, timeout=120
+        [sys.executable, "-m", "stacks", "validate", *args], capture_output=True, text=True, cwd=fixture_project_dir(), timeout=120
     )
 
 
 def project(tmp_path: Path) -> Path:
     for stack in ("dev", "staging", "prod"):
-        shutil.copy(ROOT / f"Pulumi.{stack}.yaml", tmp_path)
+        shutil.copy(fixture_stack(stack), tmp_path)
     return tmp_path
 
 
@@ -73,7 +75,7 @@ def test_a_proper_clone_gets_neither(tmp_path: Path) -> None:
     cloned = subprocess.run(
         [sys.executable, "-m", "stacks", "clone", "dev", "qa", "--vlan", "177", "--rdma-subnet", "192.168.50.0/24",
          "--mgmt-subnet", "10.50.0.0/24", *hosts, "--dir", str(here)],
-        capture_output=True, text=True, cwd=ROOT, timeout=120,
+        capture_output=True, text=True, cwd=fixture_project_dir(), timeout=120,
     )  # fmt: skip
     assert cloned.returncode == 0, cloned.stderr
     result = validate("qa", "--file", str(here / "Pulumi.qa.yaml"))
@@ -84,7 +86,7 @@ def test_a_proper_clone_gets_neither(tmp_path: Path) -> None:
 def test_a_draft_under_another_file_name_is_not_held_to_the_stack_name(tmp_path: Path) -> None:
     # `--file draft.yaml` is not the stack's own file: its name is not compared with the stack's.
     here = project(tmp_path)
-    shutil.copy(ROOT / "Pulumi.dev.yaml", here / "draft.yaml")
+    shutil.copy(fixture_stack("dev"), here / "draft.yaml")
     result = validate("qa", "--file", str(here / "draft.yaml"))
     assert "hint:" not in result.stdout
 

@@ -19,6 +19,7 @@ from stacks.cli import main
 from stacks.environment import rules
 from stacks.environment.loader import ENVIRONMENT_KEY, InvalidEnvironment, read_stack_file
 from stacks.environment.model import Environment
+from tests.stack_fixtures import fixture_stack
 
 CORPUS = Path(__file__).resolve().parent / "corpus" / "broken"
 FILES = sorted(CORPUS.glob("*.yaml"))
@@ -132,7 +133,7 @@ FOUR_MISTAKES = {
             ("      mode: bootstrap\n", "      mode: existing\n"),
         ],
         [
-            f"{ENVIRONMENT_KEY}.gpuWorkers.nodes[1].rdmaIp",
+            f"{ENVIRONMENT_KEY}.gpuWorkers.nodes[worker-2].rdmaIp",
             f"{ENVIRONMENT_KEY}.hosts[3].rdmaVmnics",
             f"{ENVIRONMENT_KEY}.vcenter.templateSnapshot",
             "vsphere-gpu-cluster:kubeconfig",
@@ -145,7 +146,7 @@ FOUR_MISTAKES = {
 def test_four_unrelated_mistakes_are_all_reported_in_one_run(cli: Cli, root: Path, tmp_path: Path, kind: str) -> None:
     edits, expected = FOUR_MISTAKES[kind]
     stack = tmp_path / "Pulumi.four.yaml"
-    stack.write_text(_with_edits((root / "Pulumi.dev.yaml").read_text(), *edits))
+    stack.write_text(_with_edits((fixture_stack("dev")).read_text(), *edits))
     assert yaml.safe_load(stack.read_text())["config"]  # still a well-formed stack file
 
     result = cli("validate", "four", "--file", stack)

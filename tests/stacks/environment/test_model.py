@@ -23,6 +23,7 @@ from stacks.environment.loader import (
     read_stack_file,
 )
 from stacks.environment.model import SUPPORTED_KUBERNETES_MINORS, Environment
+from tests.stack_fixtures import fixture_stack
 
 MakeView = Callable[..., ConfigView]
 P = ENVIRONMENT_KEY
@@ -50,7 +51,7 @@ def problems_of(view: ConfigView) -> list[str]:
 def test_good_stack_validates(
     root: Path, stack: str, hosts: int, control_plane: int, workers: int, profile: str, protect: bool
 ) -> None:
-    env = load_environment(read_stack_file(root / f"Pulumi.{stack}.yaml"))
+    env = load_environment(read_stack_file(fixture_stack(stack)))
     assert env.name == stack
     assert (len(env.hosts), len(env.control_plane.nodes), len(env.gpu_workers.nodes)) == (hosts, control_plane, workers)
     assert env.gpu_workers.vgpu_profiles == [profile]
@@ -128,7 +129,7 @@ def test_environment_stored_as_a_secret_is_named_as_such() -> None:
 
 def test_secure_values_are_recorded_as_secrets_and_never_read(root: Path, tmp_path: Path) -> None:
     text = (
-        (root / "Pulumi.dev.yaml")
+        (fixture_stack("dev"))
         .read_text()
         .replace(
             "  vsphere-gpu-cluster:environment:\n",
@@ -151,7 +152,7 @@ def test_secure_values_are_recorded_as_secrets_and_never_read(root: Path, tmp_pa
 def test_a_mapping_with_more_than_secure_is_plain_config(root: Path, tmp_path: Path) -> None:
     stack = tmp_path / "Pulumi.odd.yaml"
     stack.write_text(
-        (root / "Pulumi.dev.yaml")
+        (fixture_stack("dev"))
         .read_text()
         .replace(
             "  vsphere-gpu-cluster:environment:\n",
@@ -242,7 +243,7 @@ FIELD_ERRORS = [
         "vm.cpus",
         "see `python -m stacks schema` for the keys allowed here",
     ),
-    ("unknown key, in a list", _node("controlPlane", 0, "ip", "10.10.0.9"), "controlPlane.nodes[0].ip", "unknown key"),
+    ("unknown key, in a list", _node("controlPlane", 0, "ip", "10.10.0.9"), "controlPlane.nodes[master].ip", "unknown key"),
     (
         "missing required",
         lambda env: env["vcenter"].pop("template"),
@@ -259,7 +260,7 @@ FIELD_ERRORS = [
     (
         "bad address",
         _node("gpuWorkers", 1, "rdmaIp", "192.168.0"),
-        "gpuWorkers.nodes[1].rdmaIp",
+        "gpuWorkers.nodes[worker-2].rdmaIp",  # named: a person finds the node by its name
         "not a valid IPv4 address",
     ),
     (
@@ -425,7 +426,7 @@ def test_a_registry_port_is_not_a_tag(edited_view: MakeView, image: str) -> None
 
 def test_a_key_written_twice_is_reported_with_its_line(root: Path, tmp_path: Path) -> None:
     stack = tmp_path / "Pulumi.twice.yaml"
-    dev = (root / "Pulumi.dev.yaml").read_text()
+    dev = (fixture_stack("dev")).read_text()
     stack.write_text(dev.replace("      vlanId: 0\n", "      vlanId: 0\n      vlanId: 130\n"))
     line = dev[: dev.index("      vlanId: 0\n")].count("\n") + 2
     with pytest.raises(InvalidEnvironment) as raised:

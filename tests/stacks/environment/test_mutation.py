@@ -29,6 +29,7 @@ from stacks.environment.loader import (
 from stacks.environment.stack_file import stack_name_problems
 from stacks.tools.plan.command import resources_document
 from stacks.tools.plan.mock_runtime import run_program, run_project_main
+from tests.stack_fixtures import fixture_stack
 from tests.stacks.environment.mutations import Mutation, all_mutations, apply, pairs
 
 ROOT = Path(__file__).resolve().parents[3]
@@ -63,7 +64,9 @@ def _accepted(
     return accepted
 
 
-def _sample(accepted: list[tuple[Mutation, ConfigView]], count: int, rng: random.Random) -> list[tuple[Mutation, ConfigView]]:
+def _sample(
+    accepted: list[tuple[Mutation, ConfigView]], count: int, rng: random.Random
+) -> list[tuple[Mutation, ConfigView]]:
     """One accepted mutation per key path first (seeded), then more at random up to `count`."""
     by_path: dict[Any, list[tuple[Mutation, ConfigView]]] = defaultdict(list)
     for item in accepted:
@@ -81,7 +84,9 @@ def _plan_problems(view: ConfigView, stack: str) -> list[str]:
         patch.setenv("PULUMI_ERROR_OUTPUT_STRING", "true")
         patch.setenv("PULUMI_STACK", stack)  # the pack judges the stack by its name, as in `pulumi up`
         try:
-            run = run_program(run_project_main(ROOT), project=PROJECT, stack=stack, config=config, secret_keys=secret_keys)
+            run = run_program(
+                run_project_main(ROOT), project=PROJECT, stack=stack, config=config, secret_keys=secret_keys
+            )
         except Exception as error:  # any crash is the finding
             return [f"plan crashed: {type(error).__name__}: {error}"]
         violations = offline.run(resources_document(run)["resources"])
@@ -90,7 +95,7 @@ def _plan_problems(view: ConfigView, stack: str) -> list[str]:
 
 @pytest.mark.parametrize("stack", sorted(PLANS))
 def test_what_validate_accepts_plans_cleanly(stack: str) -> None:
-    base = read_stack_file(ROOT / f"Pulumi.{stack}.yaml")
+    base = read_stack_file(fixture_stack(stack))
     raw = dict(base.values[ENVIRONMENT_KEY])
     mutations = all_mutations(raw)
     assert len(mutations) > 1000, "the generator lost keys"

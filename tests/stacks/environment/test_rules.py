@@ -17,6 +17,7 @@ from stacks.environment import rules
 from stacks.environment.loader import ConfigView, load_environment
 from stacks.environment.model import Environment
 from stacks.environment.rules import format_path
+from tests.stack_fixtures import fixture_stack
 
 Edit = Callable[[dict[str, Any]], None]
 
@@ -181,7 +182,11 @@ BROKEN: list[tuple[str, Edit, list[tuple[str, str]]]] = [
         _set("hosts", 1, "rdmaVmnics", value=["vmnic4", "vmnic5"]),
         [("hosts[1].rdmaVmnics", "PVRDMA does not support NIC teaming, so give exactly one")],
     ),
-    ("no uplink", _set("hosts", 0, "rdmaVmnics", value=[]), [("hosts[0].rdmaVmnics", "empty; list the host's ConnectX (RoCE) vmnic")]),
+    (
+        "no uplink",
+        _set("hosts", 0, "rdmaVmnics", value=[]),
+        [("hosts[0].rdmaVmnics", "empty; list the host's ConnectX (RoCE) vmnic")],
+    ),
     # names_unique
     (
         "host listed twice",
@@ -376,7 +381,9 @@ FINE: list[tuple[str, Edit]] = [
         "gpu-operator with its settings",
         _both(
             _set("gpu", "mode", value="gpu-operator"),
-            _set("gpu", "gpuOperator", value={"driverRepository": "r.example.com/nvidia", "driverVersion": "570.148.08"}),
+            _set(
+                "gpu", "gpuOperator", value={"driverRepository": "r.example.com/nvidia", "driverVersion": "570.148.08"}
+            ),
         ),
     ),
 ]
@@ -411,14 +418,17 @@ def test_valid_variation_has_no_problem(dev_raw: dict[str, Any], edit: Edit) -> 
 def test_good_stacks_break_no_rule(stack: str, root: Any) -> None:
     from stacks.environment.loader import read_stack_file
 
-    env = load_environment(read_stack_file(root / f"Pulumi.{stack}.yaml"))
+    env = load_environment(read_stack_file(fixture_stack(stack)))
     assert rules.check(env) == []
 
 
 def test_model_copy_edits_are_checked_like_file_edits(dev_view: ConfigView) -> None:
     env = load_environment(dev_view)
     smaller_switch = env.model_copy(update={"rdma_network": env.rdma_network.model_copy(update={"mtu": 1500})})
-    policy = ("rdmaNetwork.mtu", "1500 is under 9000; RoCE needs jumbo frames and the policy pack refuses the switch (rdma-switch-single-uplink-jumbo-mtu); set 9000")
+    policy = (
+        "rdmaNetwork.mtu",
+        "1500 is under 9000; RoCE needs jumbo frames and the policy pack refuses the switch (rdma-switch-single-uplink-jumbo-mtu); set 9000",
+    )
     one_worker_moved = env.model_copy(
         update={
             "gpu_workers": env.gpu_workers.model_copy(
@@ -429,7 +439,10 @@ def test_model_copy_edits_are_checked_like_file_edits(dev_view: ConfigView) -> N
         }
     )
     assert _problems(smaller_switch) == [
-        ("rdmaNetwork.vmknicMtu", "9000 is above the switch MTU rdmaNetwork.mtu 1500; lower it or raise the switch MTU"),
+        (
+            "rdmaNetwork.vmknicMtu",
+            "9000 is above the switch MTU rdmaNetwork.mtu 1500; lower it or raise the switch MTU",
+        ),
         policy,
     ]
     assert [path for path, _ in _problems(one_worker_moved)] == ["gpuWorkers.nodes[3].host"]
@@ -442,7 +455,13 @@ def test_check_reports_every_rule_at_once(dev_raw: dict[str, Any]) -> None:
     _drop("vcenter", "templateSnapshot")(dev_raw)
     paths = [path for path, _ in _problems(Environment.model_validate(dev_raw))]
     assert sorted(paths) == sorted(
-        ["rdmaNetwork.mtu", "rdmaNetwork.vmknicMtu", "hosts[0].rdmaVmnics", "jobs.sample.slotsPerWorker", "vcenter.templateSnapshot"]
+        [
+            "rdmaNetwork.mtu",
+            "rdmaNetwork.vmknicMtu",
+            "hosts[0].rdmaVmnics",
+            "jobs.sample.slotsPerWorker",
+            "vcenter.templateSnapshot",
+        ]
     )
 
 

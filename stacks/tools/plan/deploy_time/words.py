@@ -44,7 +44,8 @@ def about(seconds: float) -> str:
     """A duration rounded as a person says it: minutes up to 90, then half hours."""
     if seconds < 45:
         return "under a minute"
-    minutes = round(seconds / 60)
+    # Half up, not Python's round-half-to-even: 2m30s is "about 3 minutes", never "about 2".
+    minutes = int(seconds / 60 + 0.5)
     if minutes < 90:
         return f"about {minutes} minute{'s' if minutes != 1 else ''}"
     hours = round(seconds / 1800) / 2

@@ -14,9 +14,10 @@ from stacks.environment.loader import ENVIRONMENT_KEY, InvalidEnvironment, load_
 from stacks.tools.plan.command import plan_stack
 from tests.components.k8s.addons.k8s_checks import check_policy, validate_strict
 from tests.components.k8s.jobs.crd_schema import MPIJOB_CRD, load_crd_schema, validate
+from tests.stack_fixtures import fixture_stack
 
 REPO = Path(__file__).resolve().parents[4]
-DEV = (REPO / "Pulumi.dev.yaml").read_text()
+DEV = (fixture_stack("dev")).read_text()
 SAMPLE_OFF = "      sample:\n        # Off until the fabric check has passed: both want every GPU at once (docs/training-jobs.md).\n        enabled: false\n"
 
 

@@ -31,6 +31,7 @@ from components.k8s.node_bootstrap import KUBEADM_CONFIG_PATH, ClusterNode
 from stacks.environment.loader import PROJECT, config_for_runtime, read_stack_file
 from stacks.tools.plan.mock_runtime import ProgramRun, RecordedResource, contains_secret, run_program, run_project_main
 from stacks.tools.plan.mock_values import MOCK_JOIN_TOKEN_ISSUED_AT
+from tests.stack_fixtures import fixture_stack
 
 ROOT = Path(__file__).resolve().parents[4]
 SECRET_RESOURCE = "kubernetes:core/v1:Secret"
@@ -40,7 +41,7 @@ ROTATION = "gpucluster:kubernetes:JoinTokenRotation"
 
 @pytest.fixture(scope="module")
 def dev_run() -> ProgramRun:
-    config, secret_keys = config_for_runtime(read_stack_file(ROOT / "Pulumi.dev.yaml"), "test-placeholder-secret")
+    config, secret_keys = config_for_runtime(read_stack_file(fixture_stack("dev")), "test-placeholder-secret")
     with pytest.MonkeyPatch.context() as patch:
         patch.setenv("PULUMI_ERROR_OUTPUT_STRING", "true")
         return run_program(run_project_main(ROOT), project=PROJECT, stack="dev", config=config, secret_keys=secret_keys)

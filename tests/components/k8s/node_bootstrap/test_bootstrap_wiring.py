@@ -12,6 +12,7 @@ from components.k8s.node_bootstrap import ClusterPki, UserDataRenderer
 from stacks.environment.loader import ENVIRONMENT_KEY, ConfigView, InvalidEnvironment, load_environment, read_stack_file
 from stacks.wiring.kubernetes import bootstrap_args
 from tests.components.k8s.node_bootstrap.cluster_settings import CONTROL_PLANE_JOIN, PEM_FIELDS, TEST_ENCRYPTION_KEYS
+from tests.stack_fixtures import fixture_stack
 
 ROOT = Path(__file__).resolve().parents[4]
 MIRROR = "https://mirror.example/calico/v3.31.3/tigera-operator.yaml"
@@ -19,7 +20,7 @@ PKI = ClusterPki(**{name: "x\n" for name in PEM_FIELDS}, secrets_encryption_keys
 
 
 def dev_with(**cni: str) -> ConfigView:
-    view = read_stack_file(ROOT / "Pulumi.dev.yaml")
+    view = read_stack_file(fixture_stack("dev"))
     values = copy.deepcopy(dict(view.values))
     values[ENVIRONMENT_KEY].setdefault("kubernetes", {}).setdefault("cni", {}).update(cni)
     return ConfigView(values=values, secret_keys=view.secret_keys)

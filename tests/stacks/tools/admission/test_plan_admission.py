@@ -19,6 +19,7 @@ from stacks.tools.plan.admission.check import AdmissionReport, admission_report,
 from stacks.tools.plan.admission.nodes import cluster_model
 from stacks.tools.plan.admission.rules import RuntimeClassModel
 from tests.program.conftest import run_view, stack_view
+from tests.stack_fixtures import fixture_stack
 from tests.stacks.conftest import cli
 
 STACKS = ("dev", "staging", "prod", "sim")
@@ -195,7 +196,7 @@ def test_existing_clusters_say_what_was_assumed() -> None:
 def test_plan_prints_a_verdict_per_workload_and_refuses_one_that_cannot_run(
     cli: Callable[..., Any], tmp_path: Path
 ) -> None:
-    text = (ROOT / "Pulumi.dev.yaml").read_text()
+    text = (fixture_stack("dev")).read_text()
     assert text.count("      memoryMb: 24576\n") == 1
     small = tmp_path / "Pulumi.small.yaml"
     small.write_text(text.replace("      memoryMb: 24576\n", "      memoryMb: 4096\n"))

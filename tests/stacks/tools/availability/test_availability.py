@@ -22,12 +22,13 @@ from stacks.kubectl import Kubectl, VerifyError
 from stacks.tools.verify.availability.objects import probe_pod
 from stacks.tools.verify.availability.probe import PROBE_NAME, run_availability
 from tests.components.k8s.jobs.fake_cluster import DEV_WORKERS, gpu_world, install, read_world
+from tests.stack_fixtures import fixture_project_dir, fixture_stack
 
 ROOT = Path(__file__).resolve().parents[4]
 
 
 def dev() -> Environment:
-    return load_environment(read_stack_file(ROOT / "Pulumi.dev.yaml"))
+    return load_environment(read_stack_file(fixture_stack("dev")))
 
 
 def world(**extra: Any) -> dict[str, Any]:
@@ -143,7 +144,7 @@ def cli(*args: str, tmp_path: Path) -> subprocess.CompletedProcess[str]:
         capture_output=True,
         text=True,
         env=env,
-        cwd=ROOT,
+        cwd=fixture_project_dir(),
         timeout=120,
     )
 
@@ -179,7 +180,7 @@ def test_guards_refuse_before_touching_the_cluster(tmp_path: Path, args: tuple[s
 
 
 def test_a_protected_stack_needs_disrupt_protected(tmp_path: Path) -> None:
-    view = yaml.safe_load((ROOT / "Pulumi.dev.yaml").read_text())
+    view = yaml.safe_load((fixture_stack("dev")).read_text())
     view["config"]["vsphere-gpu-cluster:environment"]["protect"] = True
     stack = tmp_path / "Pulumi.dev.yaml"
     stack.write_text(yaml.safe_dump(view))

@@ -14,6 +14,7 @@ from pathlib import Path
 import pytest
 
 from stacks.environment.loader import load_environment, read_stack_file
+from tests.stack_fixtures import fixture_stack
 
 PROJECT = Path(__file__).resolve().parents[4]
 SHIPPED = ("dev", "staging", "prod")
@@ -21,7 +22,7 @@ SHIPPED = ("dev", "staging", "prod")
 
 def _project(tmp_path: Path) -> Path:
     for stack in SHIPPED:
-        shutil.copy(PROJECT / f"Pulumi.{stack}.yaml", tmp_path / f"Pulumi.{stack}.yaml")
+        shutil.copy(fixture_stack(stack), tmp_path / f"Pulumi.{stack}.yaml")
     return tmp_path
 
 
@@ -36,7 +37,7 @@ def _clone(project: Path, *args: str) -> subprocess.CompletedProcess[str]:
 
 
 def _hosts(source: str) -> list[str]:
-    names = re.findall(r"- (?:\{)?name: (esxi-[\w.-]+)", (PROJECT / f"Pulumi.{source}.yaml").read_text())
+    names = re.findall(r"- (?:\{)?name: (esxi-[\w.-]+)", (fixture_stack(source)).read_text())
     return [arg for i, old in enumerate(names) for arg in ("--host-map", f"{old}=esxi-new-{i:02d}.example.com")]
 
 

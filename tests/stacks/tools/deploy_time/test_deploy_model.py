@@ -12,6 +12,7 @@ import pytest
 from stacks.tools.plan.deploy_time.durations import TEMPLATE_HOST, Durations, load_durations
 from stacks.tools.plan.deploy_time.estimate import estimate
 from stacks.tools.plan.deploy_time.model import CycleError, Operation, critical_path_bound, simulate
+from tests.stack_fixtures import fixture_project_dir
 
 ROOT = Path(__file__).resolve().parents[4]
 
@@ -164,7 +165,7 @@ NO_ENGINE_LIMITS = (
 def test_plan_json_carries_the_estimate(tmp_path: Path) -> None:
     result = subprocess.run(
         [sys.executable, "-m", "stacks", "plan", "dev", "--out", str(tmp_path), "--json", *NO_ENGINE_LIMITS],
-        cwd=ROOT,
+        cwd=fixture_project_dir(),
         capture_output=True,
         text=True,
         timeout=180,
@@ -197,7 +198,7 @@ def test_plan_refuses_a_bad_durations_file_before_planning(tmp_path: Path) -> No
     bad.write_text('{"linked_clone": "fast"}')
     result = subprocess.run(
         [sys.executable, "-m", "stacks", "plan", "dev", "--out", str(tmp_path / "out"), "--durations", str(bad)],
-        cwd=ROOT,
+        cwd=fixture_project_dir(),
         capture_output=True,
         text=True,
         timeout=180,
@@ -215,7 +216,7 @@ def test_plan_says_the_estimate_in_words_before_the_bound_ratio(tmp_path: Path) 
     """Dev: a person reads the time and what it waits for first; the model's figures come after."""
     result = subprocess.run(
         [sys.executable, "-m", "stacks", "plan", "dev", "--out", str(tmp_path), *NO_ENGINE_LIMITS],
-        cwd=ROOT,
+        cwd=fixture_project_dir(),
         capture_output=True,
         text=True,
         timeout=180,
@@ -235,7 +236,7 @@ def test_plan_says_the_estimate_in_words_before_the_bound_ratio(tmp_path: Path) 
 
 @pytest.mark.parametrize(
     ("seconds", "words"),
-    [(20, "under a minute"), (75, "about 1 minute"), (309, "about 5 minutes"), (1482, "about 25 minutes"),
+    [(20, "under a minute"), (75, "about 1 minute"), (150, "about 3 minutes"), (309, "about 5 minutes"), (1482, "about 25 minutes"),
      (5400, "about 1.5 hours"), (7300, "about 2 hours")],
 )  # fmt: skip
 def test_about(seconds: float, words: str) -> None:

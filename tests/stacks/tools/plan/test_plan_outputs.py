@@ -18,6 +18,7 @@ from pathlib import Path
 import pytest
 
 from stacks.tools.plan.command import MANIFEST_INDEX
+from tests.stack_fixtures import fixture_project_dir
 
 ROOT = Path(__file__).resolve().parents[4]
 PNG_SIGNATURE = b"\x89PNG\r\n\x1a\n"
@@ -33,7 +34,7 @@ def plan(*args: str | Path, path: str | None = None, stack: str = "dev") -> subp
         env["PATH"] = path
     return subprocess.run(
         [sys.executable, "-m", "stacks", "plan", stack, *map(str, args)],
-        cwd=ROOT,
+        cwd=fixture_project_dir(),
         capture_output=True,
         text=True,
         timeout=180,
@@ -98,7 +99,7 @@ def test_svg_or_png_without_graphviz_is_refused_before_planning(tmp_path: Path, 
 
 
 def _dot(out: Path) -> str:
-    result = plan("--out", out, "--graph", out / "sub" / "g.dot")
+    result = plan("--out", out, "--graph", out / "sub" / "g.dot", "--graph-order")
     assert result.returncode == 0, result.stderr
     return (out / "sub" / "g.dot").read_text()
 
@@ -154,7 +155,7 @@ def test_the_critical_path_is_drawn_bold_and_red_from_clone_to_init_to_the_worke
 @pytest.fixture(scope="module")
 def prod_dot(tmp_path_factory: pytest.TempPathFactory) -> str:
     out = tmp_path_factory.mktemp("prod")
-    result = plan("--out", out, "--graph", out / "prod.dot", stack="prod")
+    result = plan("--out", out, "--graph", out / "prod.dot", "--graph-order", stack="prod")
     assert result.returncode == 0, result.stderr
     return (out / "prod.dot").read_text()
 
@@ -200,7 +201,7 @@ def test_graph_detail_draws_every_nodes_plumbing(tmp_path: Path) -> None:
 @needs_graphviz
 def test_prods_png_fits_one_screen(tmp_path: Path) -> None:
     """Drawn at Graphviz's 96 dpi: no taller than a laptop screen, no wider than two."""
-    result = plan("--out", tmp_path, "--graph", tmp_path / "prod.png", stack="prod")
+    result = plan("--out", tmp_path, "--graph", tmp_path / "prod.png", "--graph-order", stack="prod")
     assert result.returncode == 0, result.stderr
     data = (tmp_path / "prod.png").read_bytes()
     width, height = struct.unpack(">II", data[16:24])

@@ -22,8 +22,10 @@ from components.vcenter.inventory_model import (
 )
 from stacks.cli import main
 from stacks.environment.loader import load_environment, read_stack_file
+from stacks.tools.preflight import command as preflight_command
 from stacks.tools.preflight.checks import check
 from stacks.tools.preflight.checks.gpus import _free_slots
+from tests.stack_fixtures import copy_fixture_stacks, fixture_stack
 
 ROOT = Path(__file__).resolve().parents[4]
 ENV = "vsphere-gpu-cluster:environment"
@@ -44,7 +46,9 @@ def test_missing_credentials_exit_2(
     for name in ("VSPHERE_SERVER", "VSPHERE_USER", "VSPHERE_PASSWORD"):
         monkeypatch.delenv(name, raising=False)
     monkeypatch.setenv("PATH", str(tmp_path))  # no Pulumi CLI
-    assert main(["preflight", "dev", "--file", str(ROOT / "Pulumi.dev.yaml")]) == 2
+    # The project's own stack file (the Pulumi CLI is asked only for that one): the fixture's project.
+    monkeypatch.setattr(preflight_command, "PROJECT_DIR", copy_fixture_stacks(tmp_path / "project", ("dev",)))
+    assert main(["preflight", "dev", "--file", str(tmp_path / "project" / "Pulumi.dev.yaml")]) == 2
     err = capsys.readouterr().err
     assert (
         "vsphere:password not found; tried, in order: --password: not given; `pulumi config --json --show-secrets "
@@ -107,7 +111,7 @@ def _gpu_template() -> VmInfo:
 
 
 def _inventory(**host_overrides: object) -> Inventory:
-    env = load_environment(read_stack_file(ROOT / "Pulumi.dev.yaml"))
+    env = load_environment(read_stack_file(fixture_stack("dev")))
     hosts = {h.name: _host(h.name, **host_overrides) for h in env.hosts}
     return Inventory(
         datacenter="Datacenter",
@@ -122,7 +126,7 @@ def _inventory(**host_overrides: object) -> Inventory:
 
 @pytest.fixture
 def dev_env():
-    return load_environment(read_stack_file(ROOT / "Pulumi.dev.yaml"))
+    return load_environment(read_stack_file(fixture_stack("dev")))
 
 
 def test_dev_stack_against_a_matching_snapshot_is_clean(dev_env) -> None:

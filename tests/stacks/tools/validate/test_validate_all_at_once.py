@@ -14,6 +14,7 @@ from pathlib import Path
 
 from stacks.environment.loader import ENVIRONMENT_KEY, inspect_environment, read_stack_file
 from stacks.environment.model import Environment
+from tests.stack_fixtures import fixture_stack
 
 Cli = Callable[..., subprocess.CompletedProcess[str]]
 E = ENVIRONMENT_KEY
@@ -26,8 +27,8 @@ def _problem_paths(result: subprocess.CompletedProcess[str]) -> list[str]:
 
 def test_a_copied_stack_file_collides_with_its_source(cli: Cli, root: Path, tmp_path: Path) -> None:
     """`cp Pulumi.dev.yaml Pulumi.test2.yaml && validate test2` used to pass."""
-    shutil.copy(root / "Pulumi.dev.yaml", tmp_path / "Pulumi.dev.yaml")
-    shutil.copy(root / "Pulumi.dev.yaml", tmp_path / "Pulumi.test2.yaml")
+    shutil.copy(fixture_stack("dev"), tmp_path / "Pulumi.dev.yaml")
+    shutil.copy(fixture_stack("dev"), tmp_path / "Pulumi.test2.yaml")
 
     result = cli("validate", "test2", "--file", tmp_path / "Pulumi.test2.yaml")
 
@@ -41,7 +42,7 @@ def test_a_copied_stack_file_collides_with_its_source(cli: Cli, root: Path, tmp_
         "vcenter.folder",
         "rdmaNetwork.subnet",
         "managementNetwork.subnet",
-        "gpuWorkers.nodes[0].host",
+        "gpuWorkers.nodes[worker-1].host",
         "hosts[3].rdmaVmnics",
     ):
         assert f"{E}.{key}" in paths, key
@@ -54,7 +55,7 @@ def test_a_copied_stack_file_collides_with_its_source(cli: Cli, root: Path, tmp_
 
 def test_the_shipped_stacks_do_not_collide_with_each_other(cli: Cli, root: Path, tmp_path: Path) -> None:
     for stack in ("dev", "staging", "prod", "sim"):
-        shutil.copy(root / f"Pulumi.{stack}.yaml", tmp_path / f"Pulumi.{stack}.yaml")
+        shutil.copy(fixture_stack(stack), tmp_path / f"Pulumi.{stack}.yaml")
     for stack in ("dev", "staging", "prod", "sim"):
         result = cli("validate", stack, "--file", tmp_path / f"Pulumi.{stack}.yaml")
         assert result.returncode == 0, result.stderr
@@ -62,7 +63,7 @@ def test_the_shipped_stacks_do_not_collide_with_each_other(cli: Cli, root: Path,
 
 def test_prod_without_protection_is_refused_before_the_policy_pack_does(cli: Cli, root: Path, tmp_path: Path) -> None:
     stack = tmp_path / "Pulumi.prod.yaml"
-    stack.write_text((root / "Pulumi.prod.yaml").read_text().replace("    protect: true\n", "    protect: false\n"))
+    stack.write_text((fixture_stack("prod")).read_text().replace("    protect: true\n", "    protect: false\n"))
     [line, _] = cli("validate", "prod", "--file", stack).stderr.splitlines()
     assert line.startswith(f"{E}.protect: false, but the policy pack requires protection here")
     stack.rename(tmp_path / "Pulumi.qa.yaml")  # the same file as another stack: no protection required
@@ -70,7 +71,7 @@ def test_prod_without_protection_is_refused_before_the_policy_pack_does(cli: Cli
 
 
 def test_field_errors_and_rule_errors_come_in_one_pass(cli: Cli, root: Path, tmp_path: Path) -> None:
-    text = (root / "Pulumi.dev.yaml").read_text()
+    text = (fixture_stack("dev")).read_text()
     text = text.replace("      vlanId: 0\n", "      vlanId: 5000\n")  # a field error
     text = text.replace("rdmaIp: 192.168.0.52", "rdmaIp: 192.168.7.52")  # a rule error
     text = text.replace("serviceCidr: 10.96.0.0/12", "serviceCidr: 10.96.0.0/11")  # a rule that was a crash
@@ -80,30 +81,32 @@ def test_field_errors_and_rule_errors_come_in_one_pass(cli: Cli, root: Path, tmp
     paths = _problem_paths(cli("validate", "mixed", "--file", stack))
 
     assert sorted(paths) == sorted(
-        [f"{E}.rdmaNetwork.vlanId", f"{E}.gpuWorkers.nodes[1].rdmaIp", f"{E}.kubernetes.serviceCidr"]
+        [f"{E}.rdmaNetwork.vlanId", f"{E}.gpuWorkers.nodes[worker-2].rdmaIp", f"{E}.kubernetes.serviceCidr"]
     )
 
 
 def test_rules_that_need_an_unparsed_value_stay_silent(root: Path, tmp_path: Path) -> None:
     """A bad subnet must not also be reported as every address 'outside' it."""
     stack = tmp_path / "Pulumi.x.yaml"
-    stack.write_text((root / "Pulumi.dev.yaml").read_text().replace("subnet: 192.168.0.0/24", "subnet: 192.168.0.1/24"))
+    stack.write_text((fixture_stack("dev")).read_text().replace("subnet: 192.168.0.0/24", "subnet: 192.168.0.1/24"))
     problems = inspect_environment(read_stack_file(stack)).problems
     assert [p.split(": ", 1)[0] for p in problems] == [f"{E}.rdmaNetwork.subnet"]
 
 
 def test_misspelt_key_gets_the_nearest_one(cli: Cli, root: Path, tmp_path: Path) -> None:
     stack = tmp_path / "Pulumi.typo.yaml"
-    text = (root / "Pulumi.dev.yaml").read_text()
+    text = (fixture_stack("dev")).read_text()
     stack.write_text(text.replace("switchName:", "swtichName:").replace("linkedClone:", "linked_clone:"))
     lines = cli("validate", "typo", "--file", stack).stderr.splitlines()
-    assert any(line.startswith(f"{E}.rdmaNetwork.swtichName: ") and "did you mean 'switchName'?" in line for line in lines)
+    assert any(
+        line.startswith(f"{E}.rdmaNetwork.swtichName: ") and "did you mean 'switchName'?" in line for line in lines
+    )
     assert any(line.startswith(f"{E}.vm.linked_clone: ") and "did you mean 'linkedClone'?" in line for line in lines)
 
 
 def test_a_version_written_as_a_number_says_quote_it(cli: Cli, root: Path, tmp_path: Path) -> None:
     stack = tmp_path / "Pulumi.num.yaml"
-    stack.write_text((root / "Pulumi.dev.yaml").read_text().replace("version: 1.36.1", "version: 1.30"))
+    stack.write_text((fixture_stack("dev")).read_text().replace("version: 1.36.1", "version: 1.30"))
     [line, _] = cli("validate", "num", "--file", stack).stderr.splitlines()
     assert line.startswith(f"{E}.kubernetes.version: ") and "quote it" in line and "1.30 becomes 1.3" in line
 
@@ -122,7 +125,7 @@ def test_an_unknown_stack_lists_the_stacks_that_exist(cli: Cli) -> None:
 
 def test_a_leading_zero_is_refused_and_read_as_written(cli: Cli, root: Path, tmp_path: Path) -> None:
     stack = tmp_path / "Pulumi.octal.yaml"
-    stack.write_text((root / "Pulumi.dev.yaml").read_text().replace("vlanId: 0\n", "vlanId: 0130\n"))
+    stack.write_text((fixture_stack("dev")).read_text().replace("vlanId: 0\n", "vlanId: 0130\n"))
     [line, _] = cli("validate", "octal", "--file", stack).stderr.splitlines()
     assert line.startswith(f"{E}.rdmaNetwork.vlanId: 0130 ") and "octal 88" in line and "write 130" in line
 

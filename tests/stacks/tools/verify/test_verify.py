@@ -21,6 +21,7 @@ from stacks.tools.verify.logs import (
     total_images_per_sec,
 )
 from tests.components.k8s.jobs.fake_cluster import gpu_world, install
+from tests.stack_fixtures import fixture_project_dir
 
 FIXTURES = Path(__file__).resolve().parents[3] / "components" / "k8s" / "jobs" / "fixtures"  # shared with the jobs tests
 ROOT = Path(__file__).resolve().parents[4]
@@ -100,7 +101,8 @@ def test_benchmark_verdicts_compare_per_gpu_throughput_with_the_reference() -> N
     assert not fallback.passed and "NCCL fell back" in fallback.render()
 
 
-def cli(*args: str, env: dict[str, str], cwd: Path = ROOT) -> subprocess.CompletedProcess[str]:
+def cli(*args: str, env: dict[str, str], cwd: Path | None = None) -> subprocess.CompletedProcess[str]:
+    cwd = cwd or fixture_project_dir()  # `verify dev` reads the fixture dev, never the user's
     return subprocess.run(
         [sys.executable, "-m", "stacks", *args], capture_output=True, text=True, env=env, cwd=cwd, timeout=120
     )

@@ -12,6 +12,7 @@ from typing import Any
 import yaml
 
 from tests.components.k8s.jobs.fake_cluster import gpu_world, install, node, read_world
+from tests.stack_fixtures import fixture_project_dir, fixture_stack
 from tests.stacks.tools.verify.test_verify import launcher_pod, log, mpijob_object
 
 ROOT = Path(__file__).resolve().parents[4]
@@ -33,7 +34,7 @@ def verify(tmp_path: Path, world: dict[str, Any], *extra: str) -> subprocess.Com
         capture_output=True,
         text=True,
         env=env,
-        cwd=ROOT,
+        cwd=fixture_project_dir(),
         timeout=120,
     )
 
@@ -79,7 +80,7 @@ def test_a_worker_that_never_joined_and_a_not_ready_node_fail(tmp_path: Path) ->
 
 
 def test_the_gpu_operators_exporter_is_read_in_gpu_operator_mode(tmp_path: Path) -> None:
-    view = yaml.safe_load((ROOT / "Pulumi.dev.yaml").read_text())
+    view = yaml.safe_load((fixture_stack("dev")).read_text())
     env = view["config"]["vsphere-gpu-cluster:environment"]
     env["gpu"] = {
         "mode": "gpu-operator",
@@ -96,7 +97,7 @@ def test_the_gpu_operators_exporter_is_read_in_gpu_operator_mode(tmp_path: Path)
 
 
 def test_without_monitoring_only_the_device_plugins_view_is_judged(tmp_path: Path) -> None:
-    view = yaml.safe_load((ROOT / "Pulumi.dev.yaml").read_text())
+    view = yaml.safe_load((fixture_stack("dev")).read_text())
     view["config"]["vsphere-gpu-cluster:environment"]["monitoring"] = {"enabled": False}
     stack = tmp_path / "Pulumi.dev.yaml"
     stack.write_text(yaml.safe_dump(view))

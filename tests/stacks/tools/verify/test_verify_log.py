@@ -12,12 +12,15 @@ from pathlib import Path
 import pytest
 
 from stacks.tools.verify.logs import nccl_evidence, peak_bus_bandwidth
+from tests.stack_fixtures import fixture_project_dir, fixture_stack
 
 ROOT = Path(__file__).resolve().parents[4]
 SAMPLES = ROOT / "docs" / "samples"
 PASS_SAMPLE = SAMPLES / "fabric-check-roce-pass.log"
 FALLBACK_SAMPLE = SAMPLES / "fabric-check-socket-fallback-fail.log"
-FIXTURES = Path(__file__).resolve().parents[3] / "components" / "k8s" / "jobs" / "fixtures"  # shared with the jobs tests
+FIXTURES = (
+    Path(__file__).resolve().parents[3] / "components" / "k8s" / "jobs" / "fixtures"
+)  # shared with the jobs tests
 
 
 def verify(*args: str) -> subprocess.CompletedProcess[str]:
@@ -26,14 +29,15 @@ def verify(*args: str) -> subprocess.CompletedProcess[str]:
         [sys.executable, "-m", "stacks", "verify", *args],
         capture_output=True,
         text=True,
-        cwd=ROOT,
+        cwd=fixture_project_dir(),
         env={"PATH": "/nonexistent", "PYTHONDONTWRITEBYTECODE": "1"},
         timeout=120,
     )
 
 
 def test_the_shipped_roce_sample_passes() -> None:
-    result = verify("dev", "--log", str(PASS_SAMPLE.relative_to(ROOT)))
+    # The README runs it with the relative path in the project: tests/workflow/test_quick_start.py.
+    result = verify("dev", "--log", str(PASS_SAMPLE))
     assert result.returncode == 0, result.stdout + result.stderr
     assert "transport: IB [0]vmw_pvrdma0:1/RoCE (NCCL 2.27.6): roce, as configured" in result.stdout
     assert "state: the launcher's own verdict: PASS" in result.stdout
@@ -82,7 +86,7 @@ def test_a_benchmark_log_is_judged_as_the_benchmark() -> None:
 
 
 def test_a_log_of_something_else_fails_on_what_it_lacks() -> None:
-    result = verify("dev", "--log", "README.md")
+    result = verify("dev", "--log", str(ROOT / "README.md"))
     assert result.returncode == 1
     assert "neither nccl-tests nor benchmark output; judged as nccl-fabric-check-roce" in result.stdout
     assert "NCCL logged no network" in result.stdout
@@ -91,7 +95,7 @@ def test_a_log_of_something_else_fails_on_what_it_lacks() -> None:
 def test_the_stack_decides_what_is_expected(tmp_path: Path) -> None:
     # The same RoCE log judged against a stack whose jobs run over TCP fails by that stack's rule.
     stack = tmp_path / "Pulumi.qa.yaml"
-    stack.write_text((ROOT / "Pulumi.dev.yaml").read_text().replace("transport: roce", "transport: tcp"))
+    stack.write_text((fixture_stack("dev")).read_text().replace("transport: roce", "transport: tcp"))
     result = verify("qa", "--file", str(stack), "--log", str(PASS_SAMPLE))
     assert result.returncode == 1, result.stdout + result.stderr
     assert result.stdout.startswith("nccl-fabric-check-tcp:\n")
