@@ -57,8 +57,8 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
     mark_tiers(config, items)
 
 
-@pytest.hookimpl(wrapper=True)
-def pytest_runtest_setup(item: pytest.Item) -> Generator[None, None, None]:
+def _watched(item: pytest.Item) -> Generator[None, None, None]:
+    """Around one phase of a test: what it opens is recorded, then judged (`_refuse_user_stack_reads`)."""
     _opened.clear()  # what an earlier test read before it failed is not this one's
     _watching.append(True)
     try:
@@ -70,15 +70,13 @@ def pytest_runtest_setup(item: pytest.Item) -> Generator[None, None, None]:
 
 
 @pytest.hookimpl(wrapper=True)
+def pytest_runtest_setup(item: pytest.Item) -> Generator[None, None, None]:
+    return (yield from _watched(item))
+
+
+@pytest.hookimpl(wrapper=True)
 def pytest_runtest_call(item: pytest.Item) -> Generator[None, None, None]:
-    _opened.clear()
-    _watching.append(True)
-    try:
-        result = yield
-    finally:
-        _watching.pop()
-    _refuse_user_stack_reads(item)
-    return result
+    return (yield from _watched(item))
 
 
 @pytest.hookimpl(wrapper=True)
