@@ -49,7 +49,7 @@ SLOW_MODULES: dict[str, str] = {
     "tests/workflow/test_plan_comment.py": "the workflow's own plan step in child processes and scratch git clones",
     "tests/stacks/tools/verify/test_verify.py": "`python -m stacks verify` in child processes against a fake kubectl program",
     "tests/stacks/tools/availability/test_availability.py": "`verify --availability` in child processes with fake kubectl and ssh programs",
-    "tests/stacks/tools/clone/test_clone.py::test_the_documented_clone_leaves_these_tests_green": "runs pytest itself in a copy of the project",
+    "tests/test_user_stacks.py": "copies the repository and runs pytest itself there",
     "tests/workflow/test_test_tiers.py": "collects the whole suite twice, in child processes",
 }
 """Test modules, or single tests (`path::function`), paths from the repository root, in the `slow`

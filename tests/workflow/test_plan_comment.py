@@ -269,7 +269,8 @@ def _render_command(text: str) -> list[str]:
 
 def test_the_documented_local_command_is_the_workflows_step(tmp_path: Path) -> None:
     documented = _render_command((PROJECT / "docs" / "environments.md").read_text())
-    workflow = _render_command(PLAN_WORKFLOW.read_text())
+    # The plan is rendered by plan-comment.yml, with the default branch's code (issue 40 item 4).
+    workflow = _render_command((PROJECT / ".github" / "workflows" / "plan-comment.yml").read_text())
     assert [a for a in documented if a.startswith("--")] == [a for a in workflow if a.startswith("--")]
     assert documented[documented.index("--python") + 1] == workflow[workflow.index("--python") + 1]
     # Run as documented (OLD and the stack file filled in): the comment is the golden one.

@@ -179,6 +179,32 @@ def _template(
     vm.MarkAsTemplate()
 
 
+SIMULATOR_VCENTER_ADDRESS = "127.0.0.1"
+"""Where the simulated vCenter answers (scripts/simulator.sh): the one source its hosts'
+vSphereClient ruleset accepts once planted."""
+
+
+def harden_management_rulesets(si: Any, allowed: str, host_name: str | None = None) -> None:
+    """Each host's (or `host_name`'s) management rulesets as docs/security.md asks an administrator
+    to set them: vSphereClient limited to `allowed` (vCenter's address), CIMSLP disabled
+    (HostFirewallSystem.UpdateRuleset/DisableRuleset: vcsim/host_firewall.go). Preflight warns
+    about hosts left open (stacks/tools/preflight/checks/esxi_firewall.py)."""
+    from pyVmomi import vim
+
+    content = si.RetrieveContent()
+    view = content.viewManager.CreateContainerView(content.rootFolder, [vim.HostSystem], True)
+    try:
+        for host in view.view:
+            if host_name is not None and host.name != host_name:
+                continue
+            system = host.configManager.firewallSystem
+            spec = vim.host.Ruleset.RulesetSpec(allowedHosts=vim.host.Ruleset.IpList(allIp=False, ipAddress=[allowed]))
+            system.UpdateRuleset(id="vSphereClient", spec=spec)
+            system.DisableRuleset(id="CIMSLP")
+    finally:
+        view.Destroy()
+
+
 def plant(si: Any, env: Environment) -> list[str]:
     """Plant `env`'s folder parent and templates; what was planted, one line each."""
     from pyVmomi import vim
@@ -221,4 +247,6 @@ def plant(si: Any, env: Environment) -> list[str]:
         planted = [
             line + f", snapshot {env.vcenter.template_snapshot!r}" if "template" in line else line for line in planted
         ]
+    harden_management_rulesets(si, SIMULATOR_VCENTER_ADDRESS)
+    planted.append(f"hosts' vSphereClient ruleset limited to {SIMULATOR_VCENTER_ADDRESS}, CIMSLP off")
     return planted

@@ -24,6 +24,7 @@ from components.k8s.version_policy import (
     policy_for,
     today,
 )
+from tests.stack_fixtures import fixture_project_dir, fixture_stack
 
 REPO = Path(__file__).resolve().parents[3]
 
@@ -100,7 +101,7 @@ def test_an_unsupported_minor_is_refused_naming_the_newest() -> None:
 
 def _validate(tmp_path: Path, version: str, day: str) -> subprocess.CompletedProcess[str]:
     stack = tmp_path / "Pulumi.dev.yaml"
-    text = (REPO / "Pulumi.dev.yaml").read_text()
+    text = fixture_stack("dev").read_text()
     (marker,) = [line for line in text.splitlines() if line.strip().startswith("version: 1.")]
     stack.write_text(text.replace(marker, marker.split("version:")[0] + f"version: {version}"))
     return subprocess.run(
@@ -140,14 +141,14 @@ def test_stacks_images_lists_the_etcd_the_stack_runs(tmp_path: Path) -> None:
     from stacks.environment.stack_file import read_stack_file
     from stacks.tools.images.inventory import outside_plan_images
 
-    view = read_stack_file(REPO / "Pulumi.dev.yaml")
+    view = read_stack_file(fixture_stack("dev"))
     env = load_environment(view)
     assert ("registry.k8s.io/etcd:3.6.13-0", "kubeadm: etcd.local.imageTag") in outside_plan_images(env)
     at_1_37 = env.model_copy(update={"kubernetes": env.kubernetes.model_copy(update={"version": "1.37.1"})})
     assert ("registry.k8s.io/etcd:3.7.0-0", "kubeadm: etcd.local.imageTag") in outside_plan_images(at_1_37)
     result = subprocess.run(
         [sys.executable, "-m", "stacks", "images", "dev"],
-        capture_output=True, text=True, cwd=REPO, timeout=300,
+        capture_output=True, text=True, cwd=fixture_project_dir(), timeout=300,
     )  # fmt: skip
     assert result.returncode == 0, result.stderr
     assert "registry.k8s.io/etcd:3.6.13-0" in result.stdout

@@ -23,18 +23,20 @@ from stacks.environment.loader import (
     load_environment,
     read_stack_file,
 )
+from tests.stack_fixtures import fixture_stack
 
 PROJECT = Path(__file__).resolve().parents[3]
 SHIPPED = sorted(PROJECT.glob("Pulumi.*.yaml"))
 
 
 def _with(tmp_path: Path, stack: str, extra: str) -> Path:
-    text = (PROJECT / "Pulumi.dev.yaml").read_text().replace("config:\n", f"config:\n{extra}", 1)
+    text = fixture_stack("dev").read_text().replace("config:\n", f"config:\n{extra}", 1)
     path = tmp_path / f"Pulumi.{stack}.yaml"
     path.write_text(text)
     return path
 
 
+@pytest.mark.user_stacks  # holds for any valid edit of the user's stack files
 @pytest.mark.parametrize("path", SHIPPED, ids=lambda p: p.name)
 def test_no_shipped_stack_file_a_preview_runs_against_names_an_account(path: Path) -> None:
     view = read_stack_file(path)
@@ -82,6 +84,6 @@ def test_the_program_refuses_it_too(tmp_path: Path) -> None:
 
 
 def test_the_simulator_stack_may_name_its_public_login(tmp_path: Path) -> None:
-    sim = read_stack_file(PROJECT / "Pulumi.sim.yaml")
+    sim = read_stack_file(fixture_stack("sim"))
     assert sim.stack == "sim" and sim.has("vsphere:user")
     load_environment(ConfigView(values=sim.values, secret_keys=sim.secret_keys | {"vsphere:password"}, stack="sim"))

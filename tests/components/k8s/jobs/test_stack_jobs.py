@@ -79,7 +79,7 @@ def test_the_switch_runs_the_pytorch_benchmark_over_tcp_with_the_extra_env(
 def test_over_tcp_the_jobs_accept_the_node_networks(benchmark_plan: list[dict[str, Any]]) -> None:
     """Issue 41 item 1, as the program wires it: host-network workers connect back to mpirun in the
     launcher from node addresses, so the jobs' NetworkPolicy admits the stack's node networks."""
-    env = load_environment(read_stack_file(REPO / "Pulumi.dev.yaml"))
+    env = load_environment(read_stack_file(fixture_stack("dev")))
     [policy] = [o for o in benchmark_plan if o["kind"] == "NetworkPolicy" and o["metadata"]["namespace"] == "training"]
     sources = policy["spec"]["ingress"][0]["from"]
     blocks = {peer["ipBlock"]["cidr"] for peer in sources if "ipBlock" in peer}

@@ -34,6 +34,7 @@ from stacks.environment.loader import PROJECT, config_for_runtime, read_stack_fi
 from stacks.tools.plan.mock_runtime import ProgramRun, RecordedResource, run_program, run_project_main
 from stacks.tools.plan.mock_values import fake_outputs
 from tests.components.k8s.join.kubeadm_download import decrypt_bytes
+from tests.stack_fixtures import fixture_stack
 
 ROOT = Path(__file__).resolve().parents[4]
 VM = "vsphere:index/virtualMachine:VirtualMachine"
@@ -44,7 +45,7 @@ PRIVATE_KEY = "tls:index/privateKey:PrivateKey"
 
 @pytest.fixture(scope="module")
 def prod_run() -> ProgramRun:
-    config, secret_keys = config_for_runtime(read_stack_file(ROOT / "Pulumi.prod.yaml"), "test-placeholder-secret")
+    config, secret_keys = config_for_runtime(read_stack_file(fixture_stack("prod")), "test-placeholder-secret")
     with pytest.MonkeyPatch.context() as patch:
         patch.setenv("PULUMI_ERROR_OUTPUT_STRING", "true")
         return run_program(

@@ -65,7 +65,7 @@ def test_gpu_workers_get_the_nvidia_handler_only_in_device_plugin_mode() -> None
 def test_the_load_balancer_sources_and_the_rdma_subnet_reach_the_firewall() -> None:
     """Issue 41 items 3-4: `kubernetes.nodeFirewall.loadBalancerSources` opens the API server to the
     load balancer; the RDMA subnet is where pods are refused (the ESXi vmknics trust it)."""
-    view = read_stack_file(ROOT / "Pulumi.dev.yaml")
+    view = read_stack_file(fixture_stack("dev"))
     values = copy.deepcopy(dict(view.values))
     kubernetes = values[ENVIRONMENT_KEY].setdefault("kubernetes", {})
     kubernetes["controlPlaneEndpoint"] = "k8s-api.dev.example.com"

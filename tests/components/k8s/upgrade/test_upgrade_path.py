@@ -38,6 +38,7 @@ from stacks.wiring.rollout import control_plane_parts
 from tests.components.k8s.kube_double import KubeDouble, served
 from tests.components.k8s.node_bootstrap.cluster_settings import cluster_settings
 from tests.components.k8s.upgrade.test_cluster_upgrade import cluster, stored
+from tests.stack_fixtures import fixture_stack
 
 REPO = Path(__file__).resolve().parents[4]
 MEMBERS = ("cp-1", "cp-2", "cp-3")
@@ -167,7 +168,7 @@ def test_a_member_left_behind_refuses_the_next_line() -> None:
 
 
 def test_the_control_plane_rolls_when_the_etcd_tag_changes() -> None:
-    env = load_environment(read_stack_file(REPO / "Pulumi.prod.yaml"))
+    env = load_environment(read_stack_file(fixture_stack("prod")))
     assert len(env.control_plane.nodes) == 3
 
     def parts(version: str, environment: Environment = env) -> tuple[object, ...]:

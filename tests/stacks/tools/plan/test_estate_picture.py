@@ -67,7 +67,7 @@ def test_the_switch_port_group_networks_control_plane_and_cluster_are_named(prod
     control = _label_of(dot, "control_plane")
     assert control.startswith("control plane (3 VMs, placed by DRS)\ncp-1: VM prod-gpu-cp-1, mgmt 10.40.0.11")
     cluster = _label_of(dot, "kubernetes")
-    assert cluster.startswith("Kubernetes 1.33.6 (bootstrap), cluster prod-gpu-k8s")
+    assert cluster.startswith("Kubernetes 1.36.1 (bootstrap), cluster prod-gpu-k8s")
     assert "MPIJob training/nccl-fabric-check-roce" in _label_of(dot, "objects")
     assert "subgraph cluster_kubernetes" in dot and "lhead=cluster_kubernetes" in dot
 

@@ -27,6 +27,7 @@ import yaml
 from pyVim.connect import Disconnect, SmartConnect
 from pyVmomi import vim
 
+from stacks.tools.simulator.plant import harden_management_rulesets
 from tests.real_parts import unavailable
 
 ROOT = Path(__file__).resolve().parents[4]
@@ -196,22 +197,8 @@ as an administrator would set it); CIMSLP is off. Tests that open a host put thi
 
 
 def restrict_management_rulesets(si: Any, host_name: str | None = None) -> None:
-    """Each host's (or `host_name`'s) management rulesets as docs/security.md asks: vSphereClient
-    limited to MANAGEMENT_ALLOWED, CIMSLP disabled (UpdateRuleset/DisableRuleset: vcsim/host_firewall.go)."""
-    content = si.RetrieveContent()
-    view = content.viewManager.CreateContainerView(content.rootFolder, [vim.HostSystem], True)
-    try:
-        for host in view.view:
-            if host_name is not None and host.name != host_name:
-                continue
-            system = host.configManager.firewallSystem
-            spec = vim.host.Ruleset.RulesetSpec(
-                allowedHosts=vim.host.Ruleset.IpList(allIp=False, ipAddress=[MANAGEMENT_ALLOWED])
-            )
-            system.UpdateRuleset(id="vSphereClient", spec=spec)
-            system.DisableRuleset(id="CIMSLP")
-    finally:
-        view.Destroy()
+    """Each host's (or `host_name`'s) management rulesets limited to MANAGEMENT_ALLOWED, CIMSLP off."""
+    harden_management_rulesets(si, MANAGEMENT_ALLOWED, host_name)
 
 
 @dataclass(frozen=True)
