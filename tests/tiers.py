@@ -50,6 +50,10 @@ SLOW_MODULES: dict[str, str] = {
     "tests/stacks/tools/verify/test_verify.py": "`python -m stacks verify` in child processes against a fake kubectl program",
     "tests/stacks/tools/availability/test_availability.py": "`verify --availability` in child processes with fake kubectl and ssh programs",
     "tests/test_user_stacks.py": "copies the repository and runs pytest itself there",
+    "tests/stacks/tools/verify/test_verify_gpu_cli.py": "`python -m stacks verify` in child processes against a fake kubectl program",
+    "tests/stacks/tools/verify/test_verify_log.py": "`python -m stacks verify --log` in child processes",
+    "tests/stacks/tools/deploy_settings/test_deploy_settings.py": "`python -m stacks deploy-settings` and `plan` in child processes",
+    "tests/program/test_template_replicas.py": "whole-program runs of 32 and more workers under the mock runtime",
     "tests/workflow/test_test_tiers.py": "collects the whole suite twice, in child processes",
 }
 """Test modules, or single tests (`path::function`), paths from the repository root, in the `slow`
