@@ -26,6 +26,7 @@ from components.k8s.rollout.drain import NodeDrain
 from components.k8s.rollout.rollout import NodeRollout
 from components.vsphere.guestinfo_scrub import GuestinfoScrub
 from components.vsphere.node_pool import NodePool
+from components.vsphere.pki_delivery import InitPkiDelivery
 from components.vsphere.rdma_fabric import RdmaFabric
 from components.vsphere.template_copies.replicas import TemplateReplicas
 from stacks.wiring import kubernetes as k8s_wiring
@@ -94,6 +95,17 @@ if rollout is not None:
 
 # Kubernetes: one explicit provider, usable once the API server answers.
 if bootstrap is not None:
+    # The init node's keys: sealed to a key that node makes and posts, never in its user-data
+    # (components/vsphere/pki_delivery.py). It waits for nothing but that VM.
+    init_node = control_plane.nodes[bootstrap.init_node_name]
+    InitPkiDelivery(
+        f"pki-{bootstrap.init_node_name}",
+        vm_id=init_node.vm_id,
+        vm_name=init_node.vm_name,
+        node_name=bootstrap.init_node_name,
+        bundle=bootstrap.init_pki_bundle,
+        wait_seconds=env.kubernetes.rollout_timeout_minutes * 60,
+    )
     ready = ApiServerReady(
         "api-server-ready",
         k8s_wiring.api_ready_args(env, bootstrap),

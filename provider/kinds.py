@@ -39,6 +39,7 @@ from components.vsphere.dvs_host_member import DvsHostMember, DvsHostMemberProvi
 from components.vsphere.dvs_member_batch import MemberChange, Outcome, apply_member_changes
 from components.vsphere.guestinfo_scrub import GuestinfoScrub, GuestinfoScrubProvider
 from components.vsphere.host_graphics.resource import HostGraphicsMode, HostGraphicsModeProvider
+from components.vsphere.pki_delivery import InitPkiDelivery, InitPkiDeliveryProvider
 from components.vsphere.pvrdma_host import PvrdmaHostSettings, PvrdmaHostSettingsProvider
 from components.vsphere.template_copies.replica import TemplateReplica, TemplateReplicaProvider
 from components.vsphere.vgpu.attachment import VgpuAttachment, VgpuAttachmentProvider
@@ -54,6 +55,7 @@ HANDLERS: Mapping[str, Callable[[], handlers.ResourceHandlers]] = {
     TemplateReplica.TYPE: TemplateReplicaProvider,
     VgpuAttachment.TYPE: VgpuAttachmentProvider,
     GuestinfoScrub.TYPE: GuestinfoScrubProvider,
+    InitPkiDelivery.TYPE: InitPkiDeliveryProvider,
     ApiServerReady.TYPE: ApiServerReadyProvider,
     ClusterUpgrade.TYPE: ClusterUpgradeProvider,
     JoinTokenRotation.TYPE: JoinTokenRotationProvider,

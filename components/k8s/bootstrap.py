@@ -3,12 +3,14 @@
 Pulumi generates the trust material itself, then renders each node's cloud-init user-data:
 
 - the cluster CA, front-proxy CA and etcd CA (pulumi-tls `PrivateKey` + `SelfSignedCert`,
-  RSA-2048 like kubeadm's own, 10 years) and the service-account signing key; the first
-  control-plane node receives them in user-data and `kubeadm init` uses them instead of making
-  its own (kubeadm's "external CA files present" path). The other control-plane nodes receive no
-  key: a control-plane join token of two hours and a fresh certificate key
-  (`ControlPlaneJoinMaterial`), with which they download the keys from Secrets the stack writes
-  (components/k8s/join/control_plane.py, `node_bootstrap/kubeadm.py`; issue 40 item 5);
+  RSA-2048 like kubeadm's own, 10 years) and the service-account signing key. No node's
+  user-data carries them (issue 40 item 5). The first control-plane node receives them sealed to
+  a key it makes itself (`init_pki_bundle`, delivered by `InitPkiDelivery`:
+  node_bootstrap/pki_handoff.py) and `kubeadm init` uses them instead of making its own (kubeadm's
+  "external CA files present" path). The other control-plane nodes get a control-plane join token
+  of two hours and a fresh certificate key (`ControlPlaneJoinMaterial`), with which they download
+  the keys from Secrets the stack writes (components/k8s/join/control_plane.py,
+  `node_bootstrap/kubeadm.py`);
 - an admin client certificate (`CN=kubernetes-admin`, `O=kubeadm:cluster-admins`, 1 year,
   renewed by `pulumi up` within 30 days of expiry) signed by that CA, so Pulumi holds a working
   admin kubeconfig with no copy step;
@@ -41,6 +43,7 @@ fixed once the cluster exists.
 
 from __future__ import annotations
 
+import base64
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
@@ -58,6 +61,7 @@ from components.k8s.node_bootstrap import (
     UserDataRenderer,
     spki_sha256,
 )
+from components.k8s.node_bootstrap.pki_handoff import pki_bundle
 
 ETCD_CLIENT_NAME = "gpucluster-etcd-member-guard"
 CA_USES = ["cert_signing", "crl_signing", "digital_signature", "key_encipherment"]
@@ -169,8 +173,13 @@ class ClusterBootstrap(pulumi.ComponentResource):
     discovery_token_ca_cert_hash: pulumi.Output[str]
     """`sha256:<hex>` pin of the cluster CA, for `kubeadm join --discovery-token-ca-cert-hash`."""
     user_data: dict[str, pulumi.Output[str]]
-    """`#cloud-config` user-data keyed by node name, secret (holds a token, and on the first
-    control-plane node the CA keys). Feed it to `guestinfo.userdata` of that node's VM."""
+    """`#cloud-config` user-data keyed by node name, secret (holds a token; no key). Feed it to
+    `guestinfo.userdata` of that node's VM."""
+    init_node_name: str
+    """The control-plane node that runs `kubeadm init` (the first one)."""
+    init_pki_bundle: pulumi.Output[str]
+    """Base64 of the init node's keys (`pki_handoff.pki_bundle`), secret: what `InitPkiDelivery`
+    seals to the key that node makes."""
     api_server_url: pulumi.Output[str]
     """`https://<control_plane_endpoint>:<api_server_port>`."""
     api_server_host: str
@@ -243,18 +252,17 @@ class ClusterBootstrap(pulumi.ComponentResource):
             ).apply(_pki_from_pems)
         )
 
-        # Gathered once per role, not per node, and secret: every document rendered from them is
-        # secret too (apply keeps secretness). Only the init node gets key material; the other
-        # control-plane nodes a short-lived token and a certificate key (issue 40, item 5); workers
-        # the token and the pin only.
-        init_inputs: pulumi.Output[list[Any]] = pulumi.Output.secret(pulumi.Output.all(token, ca_hash, pki))
-        worker_inputs: pulumi.Output[list[Any]] = pulumi.Output.secret(pulumi.Output.all(token, ca_hash))
-        # One renderer per role, so what all of its nodes share is rendered once (UserDataRenderer).
-        init_renderer = init_inputs.apply(_user_data_renderer(spec))
-        worker_renderer = worker_inputs.apply(_user_data_renderer(spec))
+        # Gathered once, not per node, and secret: every document rendered from them is secret
+        # too (apply keeps secretness). No node gets key material in its user-data: the init node
+        # receives it sealed (init_pki_bundle), the other control-plane nodes a short-lived token
+        # and a certificate key (issue 40, item 5); workers the token and the pin only.
+        shared_inputs: pulumi.Output[list[Any]] = pulumi.Output.secret(pulumi.Output.all(token, ca_hash))
+        # One renderer for the init node and the workers, so what all of a role's nodes share is
+        # rendered once (UserDataRenderer).
+        renderer = shared_inputs.apply(_user_data_renderer(spec))
         user_data: dict[str, pulumi.Output[str]] = {}
         first, *joining = spec.control_plane_nodes
-        user_data[first.name] = init_renderer.apply(_render_for(first.name))
+        user_data[first.name] = renderer.apply(_render_for(first.name))
         self.control_plane_join = None
         if joining:
             material = ControlPlaneJoinMaterial.issue(self, name, cluster_ca.cert_pem, pki)
@@ -266,7 +274,11 @@ class ClusterBootstrap(pulumi.ComponentResource):
                 user_data[node.name] = joining_renderer.apply(_render_for(node.name))
             self.control_plane_join = material
         for node in spec.worker_nodes:
-            user_data[node.name] = worker_renderer.apply(_render_for(node.name))
+            user_data[node.name] = renderer.apply(_render_for(node.name))
+        self.init_node_name = first.name
+        self.init_pki_bundle = pulumi.Output.secret(
+            pki.apply(lambda value: base64.b64encode(pki_bundle(spec, value)).decode())
+        )
 
         self.api_server_host = spec.control_plane_endpoint
         self.api_server_port = spec.api_server_port
@@ -309,15 +321,10 @@ class ClusterBootstrap(pulumi.ComponentResource):
 
 
 def _user_data_renderer(spec: ClusterSpec) -> Callable[[list[Any]], UserDataRenderer]:
-    """A renderer of the cluster's user-data from `[token, ca_hash]` or `[token, ca_hash, pki]`."""
+    """A renderer of the init node's and the workers' user-data from `[token, ca_hash]`."""
 
     def renderer(values: list[Any]) -> UserDataRenderer:
-        return UserDataRenderer(
-            spec,
-            token=values[0],
-            ca_cert_hash=values[1],
-            pki=values[2] if len(values) > 2 else None,
-        )
+        return UserDataRenderer(spec, token=values[0], ca_cert_hash=values[1])
 
     return renderer
 
@@ -326,7 +333,7 @@ def _joining_renderer(spec: ClusterSpec) -> Callable[[list[Any]], UserDataRender
     """A renderer of the joining control-plane nodes' user-data from `[token, ca_hash, ControlPlaneJoin]`."""
 
     def renderer(values: list[Any]) -> UserDataRenderer:
-        return UserDataRenderer(spec, token=values[0], ca_cert_hash=values[1], pki=None, control_plane_join=values[2])
+        return UserDataRenderer(spec, token=values[0], ca_cert_hash=values[1], control_plane_join=values[2])
 
     return renderer
 

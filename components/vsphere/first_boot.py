@@ -6,8 +6,9 @@ NICs but cannot carry the kubeadm payload, and the cloud-init customization type
 21.3+, in every supported template OS) reads `guestinfo.metadata` (hostname, static network) and
 `guestinfo.userdata` (the bootstrap) from the VM's extraConfig, and the metadata key `redact` makes
 it blank the user-data key right after reading. That blanks the guest's view only: vCenter's copy
-(the VM's extraConfig, its .vmx) keeps the tokens and keys until `GuestinfoScrub`
-(`guestinfo_scrub`) removes them once the node has joined.
+(the VM's extraConfig, its .vmx) keeps the tokens until `GuestinfoScrub` (`guestinfo_scrub`)
+removes them once the guest has read them. No key is in it: the init node's arrive sealed
+(`pki_delivery`).
 
 NICs are matched by MAC address, which we set statically: interface names inside the guest
 depend on PCI slot numbering and the PVRDMA NIC's ethernet function uses the vmxnet3 driver too,
@@ -24,6 +25,8 @@ from ipaddress import IPv4Address, IPv4Network
 from typing import Literal
 
 NicRole = Literal["management", "rdma"]
+KEY_HANDOFF_METADATA = "gpucluster-key-handoff"
+KEY_HANDOFF_VERSION = "v1"
 
 # VMware reserves 00:50:56:00:00:00-00:50:56:3F:FF:FF for statically assigned MACs: 22 free bits.
 _ROLE_BIT = {"management": 0, "rdma": 1 << 21}
@@ -79,8 +82,24 @@ def metadata_document(
         # Blank the guest's guestinfo.userdata once read: it carries the bootstrap token and keys
         # (vCenter's copy goes with GuestinfoScrub, once the guest read it).
         "redact": ["userdata", "vendordata"],
+        # This VM's bootstrap asks for its keys (node_bootstrap/pki_handoff.py). A VM made by an
+        # earlier version got them in its user-data and keeps its metadata (the VM ignores changes
+        # to these keys): InitPkiDelivery tells the two apart by this.
+        KEY_HANDOFF_METADATA: KEY_HANDOFF_VERSION,
     }
     return json.dumps(document, sort_keys=True)
+
+
+def asks_for_its_keys(encoded_metadata: str | None) -> bool:
+    """Whether a VM's `guestinfo.metadata` (base64, as `guestinfo_extra_config` writes it) says
+    its bootstrap asks for its keys."""
+    if not encoded_metadata:
+        return False
+    try:
+        document = json.loads(base64.b64decode(encoded_metadata))
+    except ValueError:
+        return False
+    return isinstance(document, dict) and document.get(KEY_HANDOFF_METADATA) == KEY_HANDOFF_VERSION
 
 
 GUESTINFO_KEYS = (

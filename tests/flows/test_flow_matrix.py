@@ -36,13 +36,11 @@ from components.k8s.addons.prometheus import PROMETHEUS_LABELS, PrometheusSettin
 from components.k8s.jobs import FabricCheckJob, TrainingJobsArgs
 from components.k8s.jobs.pods import WorkerShape
 from components.k8s.jobs.training_jobs import render_training_guard
-from components.k8s.node_bootstrap import ClusterNode, ClusterPki, ClusterSpec, UserDataRenderer
+from components.k8s.node_bootstrap import ClusterNode, ClusterSpec, UserDataRenderer
 from components.k8s.node_bootstrap.paths import FIREWALL_RULES_PATH, FIREWALL_SYNC_SCRIPT_PATH
 from components.k8s.node_bootstrap.spec import NodeFirewall
 from tests.components.k8s.node_bootstrap.cluster_settings import (
     CONTROL_PLANE_JOIN,
-    PEM_FIELDS,
-    TEST_ENCRYPTION_KEYS,
     cluster_settings,
 )
 from tests.flows.netpol import Endpoint, allows
@@ -55,7 +53,6 @@ MATRIX = yaml.safe_load((ROOT / "docs" / "flows.yaml").read_text())
 MANAGEMENT, RDMA, POD_POOL = "10.10.0.0/24", "192.168.0.0/24", "10.244.0.0/16"
 ADMIN_NETWORK, LOAD_BALANCER_NETWORK = "172.20.0.0/16", "172.30.0.0/28"
 JOBS_NAMESPACE, TENANT_NAMESPACE, TRAINER_NAMESPACE = "training", "tenant-a", "kubeflow-system"
-PKI = ClusterPki(**{name: "x\n" for name in PEM_FIELDS}, secrets_encryption_keys=TEST_ENCRYPTION_KEYS)
 
 CONTROL_PLANE = {"cp-1": "10.10.0.11", "cp-2": "10.10.0.12", "cp-3": "10.10.0.13"}
 REPLACED_ADDRESS = "10.10.0.23"
@@ -147,7 +144,7 @@ def spec_for(shape: Shape, control_plane: Mapping[str, str], workers: Sequence[C
 
 
 def first_boot_files(spec: ClusterSpec, node: str) -> dict[str, str]:
-    renderer = UserDataRenderer(spec, token="abcdef.0123456789abcdef", ca_cert_hash="sha256:" + "0" * 64, pki=PKI,
+    renderer = UserDataRenderer(spec, token="abcdef.0123456789abcdef", ca_cert_hash="sha256:" + "0" * 64,
         control_plane_join=CONTROL_PLANE_JOIN,
     )
     document = yaml.load(renderer.render(node), Loader=getattr(yaml, "CSafeLoader", yaml.SafeLoader))

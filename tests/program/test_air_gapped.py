@@ -13,7 +13,7 @@ from typing import Any
 import pytest
 import yaml
 
-from components.k8s.node_bootstrap import ClusterPki, ClusterSpec, UserDataRenderer
+from components.k8s.node_bootstrap import ClusterSpec, UserDataRenderer
 from stacks.environment.cluster_spec import cluster_spec
 from stacks.environment.loader import (
     ENVIRONMENT_KEY,
@@ -24,7 +24,7 @@ from stacks.environment.loader import (
 )
 from stacks.tools.images.inventory import container_images, inventory, outside_plan_images
 from stacks.tools.plan.command import kubernetes_objects, plan_stack
-from tests.components.k8s.node_bootstrap.cluster_settings import CONTROL_PLANE_JOIN, PEM_FIELDS, TEST_ENCRYPTION_KEYS
+from tests.components.k8s.node_bootstrap.cluster_settings import CONTROL_PLANE_JOIN
 from tests.program.conftest import run_view, stack_view
 
 REGISTRY = "registry.site.example:5000/gpucluster"
@@ -133,11 +133,7 @@ def test_no_job_installs_or_fetches_anything_at_start(planned: tuple[ConfigView,
 def test_the_first_boot_fetches_and_pulls_only_from_the_mirror() -> None:
     env = load_environment(_mirrored())
     spec = cluster_spec(env, ClusterSpec)
-    pki = ClusterPki(
-        **{name: f"-----BEGIN TEST-----\n{name}\n-----END TEST-----\n" for name in PEM_FIELDS},
-        secrets_encryption_keys=TEST_ENCRYPTION_KEYS,
-    )
-    renderer = UserDataRenderer(spec, token="abcdef.0123456789abcdef", ca_cert_hash="sha256:" + "0" * 64, pki=pki,
+    renderer = UserDataRenderer(spec, token="abcdef.0123456789abcdef", ca_cert_hash="sha256:" + "0" * 64,
         control_plane_join=CONTROL_PLANE_JOIN,
     )
     for node in [*spec.control_plane_nodes, *spec.worker_nodes]:

@@ -33,6 +33,9 @@ from tests.provider.rpc import Lifecycle
 STATE = Path(__file__).parent / "fixtures" / "dev-dynamic-era.state.json"
 SECRET_SIG = "4dabf18193072939515e22adb298388d"
 OUR_KINDS = 15
+NEW_SINCE_THE_MIGRATION = frozenset({"gpucluster:vsphere:InitPkiDelivery"})
+"""Kinds added after the stacks moved off dynamic providers: no old state to find, created new
+(an existing init VM's delivery finishes at once: components/vsphere/pki_delivery.py)."""
 
 
 def _state_value(value: Any) -> Any:
@@ -68,7 +71,12 @@ def new_run() -> ProgramRun:
 
 
 def _ours(run: ProgramRun) -> list[RecordedResource]:
-    return [r for r in run.resources if r.custom and r.type.startswith("gpucluster:")]
+    """Our resources that existed as dynamic resources."""
+    return [
+        r
+        for r in run.resources
+        if r.custom and r.type.startswith("gpucluster:") and r.type not in NEW_SINCE_THE_MIGRATION
+    ]
 
 
 def _old_urn(resource: RecordedResource, old_type: str) -> str:

@@ -5,9 +5,10 @@ What each node gets (all through cloud-init's VMware datasource, `guestinfo.user
 - every node: the bootstrap script, its systemd unit, the node's settings for the script
   (`bootstrap.env`), the host settings (modules, sysctl, NetworkManager) and its kubeadm config;
   with a mirror, containerd's `hosts.toml` for the registry and the site CA (registry.py);
-- the first control-plane node: the shared cluster PKI, `InitConfiguration` +
-  `ClusterConfiguration` + `KubeletConfiguration`, the Calico `Installation`, and a control-plane
-  `JoinConfiguration` it uses instead of init when the cluster already runs (a replaced VM);
+- the first control-plane node: no key either. `InitConfiguration` + `ClusterConfiguration` +
+  `KubeletConfiguration`, the Calico `Installation`, and a control-plane `JoinConfiguration` it
+  uses instead of init when the cluster already runs (a replaced VM); its keys reach it sealed to
+  a key it makes itself (pki_handoff.py);
 - every other control-plane node: no long-lived key. A short-lived control-plane join token and a
   certificate key in a `JoinConfiguration` with `controlPlane.certificateKey` (kubeadm downloads
   the shared PKI from the `kubeadm-certs` Secret), the same two in a 0600 settings file and the
@@ -88,37 +89,19 @@ def _host_file(path: str, name: str, permissions: str = "0644") -> dict[str, str
     return _file(path, host_files.host_file(name), permissions)
 
 
-def _pki_files(pki: ClusterPki) -> list[dict[str, str]]:
-    """The shared control-plane PKI, staged under the names kubeadm expects (keys 0600)."""
-    d = paths.PKI_STAGING_DIR
+def _api_server_files() -> list[dict[str, str]]:
+    """The API server's admission and audit settings (api_server.py). Its encryption settings
+    hold keys: the init node receives them sealed (pki_handoff.py), a joining control-plane node
+    fetches them (control_plane_join.py)."""
     return [
-        _file(f"{d}/ca.crt", pki.ca_cert_pem, "0644"),
-        _file(f"{d}/ca.key", pki.ca_key_pem, "0600"),
-        _file(f"{d}/front-proxy-ca.crt", pki.front_proxy_ca_cert_pem, "0644"),
-        _file(f"{d}/front-proxy-ca.key", pki.front_proxy_ca_key_pem, "0600"),
-        _file(f"{d}/etcd/ca.crt", pki.etcd_ca_cert_pem, "0644"),
-        _file(f"{d}/etcd/ca.key", pki.etcd_ca_key_pem, "0600"),
-        _file(f"{d}/sa.key", pki.service_account_key_pem, "0600"),
-        _file(f"{d}/sa.pub", pki.service_account_pub_pem, "0644"),
-    ]
-
-
-def _api_server_files(spec: ClusterSpec, pki: ClusterPki | None) -> list[dict[str, str]]:
-    """The API server's admission, audit and (with `pki`: the init node) encryption settings
-    (api_server.py). A joining control-plane node fetches its encryption settings instead."""
-    files = [
         _host_file(paths.ADMISSION_CONFIG_PATH, host_files.ADMISSION_CONFIGURATION),
         _host_file(paths.AUDIT_POLICY_PATH, host_files.AUDIT_POLICY),
     ]
-    if pki is not None:
-        # 0600: the keys that encrypt every Secret in etcd.
-        files.append(_file(paths.ENCRYPTION_CONFIG_PATH, render_encryption_configuration(spec, pki), "0600"))
-    return files
 
 
 def render_encryption_configuration(spec: ClusterSpec, pki: ClusterPki) -> str:
-    """The API server's EncryptionConfiguration: a file on the init node, a sealed Secret for the
-    joining control-plane nodes (control_plane_join.py)."""
+    """The API server's EncryptionConfiguration: sealed to the init node (pki_handoff.py), a sealed
+    Secret for the joining control-plane nodes (control_plane_join.py)."""
     return dump_yaml(encryption_configuration(spec.secrets_encryption_key_names, pki.secrets_encryption_keys))
 
 
@@ -152,18 +135,18 @@ def render_user_data(
     *,
     token: str,
     ca_cert_hash: str,
-    pki: ClusterPki | None,
     control_plane_join: ControlPlaneJoin | None = None,
 ) -> str:
     """The `#cloud-config` user-data of one node.
 
-    `pki` is required for the init node, `control_plane_join` for the other control-plane nodes
-    (they receive no long-lived key); workers need neither. The result contains credentials: callers must keep it secret. To render many nodes
-    from the same credentials, use one `UserDataRenderer`.
+    `control_plane_join` is required for the control-plane nodes other than the first. No node's
+    user-data carries a long-lived key (the init node's arrive sealed: pki_handoff.py), but every
+    one carries a token: callers must keep it secret. To render many nodes from the same
+    credentials, use one `UserDataRenderer`.
     """
-    return UserDataRenderer(
-        spec, token=token, ca_cert_hash=ca_cert_hash, pki=pki, control_plane_join=control_plane_join
-    ).render(node_name)
+    return UserDataRenderer(spec, token=token, ca_cert_hash=ca_cert_hash, control_plane_join=control_plane_join).render(
+        node_name
+    )
 
 
 _RUNCMD = [
@@ -179,13 +162,13 @@ class UserDataRenderer:
     """Renders the user-data of any number of nodes from one set of cluster credentials.
 
     Most of a node's document is the same for every node of its role: the bootstrap script, the
-    systemd unit, the host settings and, on control-plane nodes, the staged PKI. Each `write_files`
+    systemd unit, the host settings and, on control-plane nodes, the API server's settings. Each `write_files`
     entry is YAML-emitted once per distinct content and reused; emitting them again for every
     node was most of the time spent rendering at hundreds of workers (BENCHMARKS.md, finding 13).
     The document is the same, byte for byte, as emitting it whole: an entry of a block sequence
     that is a mapping's value is written exactly as the same entry of a top-level sequence.
 
-    It keeps credentials (in the emitted PKI entries): keep it no longer than its documents.
+    It keeps credentials (the tokens in the emitted entries): keep it no longer than its documents.
     """
 
     def __init__(
@@ -194,7 +177,6 @@ class UserDataRenderer:
         *,
         token: str,
         ca_cert_hash: str,
-        pki: ClusterPki | None,
         control_plane_join: ControlPlaneJoin | None = None,
     ) -> None:
         if not BOOTSTRAP_TOKEN_PATTERN.match(token):
@@ -204,7 +186,6 @@ class UserDataRenderer:
         self._spec = spec
         self._token = token
         self._ca_cert_hash = ca_cert_hash
-        self._pki = pki
         self._control_plane_join = control_plane_join
         self._emitted_files: dict[tuple[tuple[str, str], ...], str] = {}
 
@@ -232,8 +213,10 @@ class UserDataRenderer:
         elif role == "control-plane":
             cp_join = self._control_plane_join
             if cp_join is None:
-                raise ValueError(f"control-plane node {node_name!r} needs its control-plane join (token, certificate key)")
-            files.extend(_api_server_files(spec, None))
+                raise ValueError(
+                    f"control-plane node {node_name!r} needs its control-plane join (token, certificate key)"
+                )
+            files.extend(_api_server_files())
             files.extend(_control_plane_join_files(cp_join, ca_cert_hash))
             kubeadm_docs = [
                 kubeadm_join_document(
@@ -245,11 +228,8 @@ class UserDataRenderer:
                     certificate_key=cp_join.certificate_key,
                 )
             ]
-        else:  # the init node: the one VM whose user-data still carries the keys (docs/security.md)
-            if self._pki is None:
-                raise ValueError(f"control-plane node {node_name!r} needs the shared PKI")
-            files.extend(_pki_files(self._pki))
-            files.extend(_api_server_files(spec, self._pki))
+        else:  # the init node: its keys arrive sealed to a key it makes (pki_handoff.py)
+            files.extend(_api_server_files())
             kubeadm_docs = kubeadm_init_documents(spec, token=token)
             # Used instead of init only when the cluster already runs (a replaced VM): the
             # same control-plane join as every other control-plane node. 0600: the token.
@@ -270,9 +250,7 @@ class UserDataRenderer:
                 files.append(_host_file(paths.FIREWALL_SYNC_SCRIPT_PATH, host_files.FIREWALL_SYNC_SCRIPT, "0700"))
                 files.append(_host_file(paths.FIREWALL_SYNC_UNIT_PATH, host_files.FIREWALL_SYNC_UNIT))
                 files.append(_host_file(paths.FIREWALL_SYNC_TIMER_PATH, host_files.FIREWALL_SYNC_TIMER))
-                files.append(
-                    _host_file(paths.KUBELET_WANTS_FIREWALL_SYNC_PATH, host_files.KUBELET_WANTS_FIREWALL_SYNC)
-                )
+                files.append(_host_file(paths.KUBELET_WANTS_FIREWALL_SYNC_PATH, host_files.KUBELET_WANTS_FIREWALL_SYNC))
         # 0600: the kubeadm config holds the bootstrap token.
         files.append(_file(paths.KUBEADM_CONFIG_PATH, dump_yaml_documents(kubeadm_docs), "0600"))
         files.append(_file(paths.BOOTSTRAP_ENV_PATH, render_bootstrap_env(spec, role, node), "0644"))

@@ -2,8 +2,8 @@
 the way pulumi-vsphere makes its VMs (sim_deploy.py, terraform_vm.py: the program's real
 user-data in the reconfigure's extraConfig). Every VM's extraConfig as vCenter holds it, and every
 reconfigure vCenter recorded in its event log with the spec it applied, hold no private key and no
-Secrets encryption key for any VM but the first control-plane node's (docs/security.md, "What
-stays in vCenter").
+Secrets encryption key for any VM, the first control-plane node's included (docs/security.md,
+"What stays in vCenter").
 """
 
 from __future__ import annotations
@@ -88,18 +88,11 @@ def _control_plane(deployment: Deployment) -> dict[str, Any]:
     return vms
 
 
-def test_no_joining_control_plane_vm_ever_shows_a_key_in_vcenter(si: Any, deployment: Deployment) -> None:
+def test_no_control_plane_vm_ever_shows_a_key_in_vcenter(si: Any, deployment: Deployment) -> None:
+    """Not even the init VM's: its keys arrive sealed (test_vcsim_init_pki_delivery.py)."""
     keys = _encryption_keys(deployment)
     for name, vm in _control_plane(deployment).items():
-        if name == "control-plane-master":
-            continue
         for where, text in (("extraConfig", _extra_config_now(vm)), ("events", _reconfigure_events(si, vm))):
             assert "#cloud-config" in text, (name, where)  # the user-data is there to check
             assert "PRIVATE KEY" not in text, (name, where)
             assert not [k for k in keys if k in text], (name, where)
-
-
-def test_the_init_vm_is_the_documented_exception(si: Any, deployment: Deployment) -> None:
-    init = _control_plane(deployment)["control-plane-master"]
-    assert "PRIVATE KEY" in _extra_config_now(init)
-    assert "PRIVATE KEY" in _reconfigure_events(si, init)

@@ -406,8 +406,78 @@ stage_gpu() {
   containerd_keeps_its_settings
 }
 
+# --- the init node: its keys, sealed to a key made here, never in user-data ----------------------
+# No cluster runs yet whose TLS could carry them, and everything in user-data is readable in
+# vCenter. So this node makes an RSA key, posts its certificate to the VM's guestinfo, and the stack
+# answers with the shared PKI and the Secrets encryption keys sealed to it (CMS EnvelopedData),
+# then removes both from the VM (node_bootstrap/pki_handoff.py, vsphere/pki_delivery.py). The key
+# never leaves this directory and is deleted once the envelope is open: no copy of the envelope
+# (vCenter's events, vmware.log) opens after that. A replaced first node receives its keys the
+# same way, whether it then inits or joins.
+guestinfo_get() {  # guestinfo_get KEY: a guestinfo value, or nothing when the VM has none
+  vmware-rpctool "info-get guestinfo.$1" 2>/dev/null || true
+}
+
+pki_handoff_dir=$state_dir/pki-handoff
+
+certificate_fingerprint() {  # certificate_fingerprint CERT: sha256:<hex> of its DER
+  openssl x509 -in "$1" -outform der | sha256sum | sed 's/ .*//; s/^/sha256:/'
+}
+
+# Tells the stack the keys arrived (it stops waiting and removes the envelope), then forgets the
+# certificate. Failing here leaves the certificate, so the next run (the unit restarts it) answers.
+acknowledge_pki() {
+  vmware-rpctool "info-set guestinfo.gpucluster.pki.received $(certificate_fingerprint "$pki_handoff_dir/handoff.crt")" >/dev/null ||
+    die "could not tell the stack this node's keys arrived (vmware-rpctool info-set)"
+  rm -rf "$pki_handoff_dir"
+}
+
+receive_pki() {
+  local dir=$pki_handoff_dir request envelope n=0 delay=5
+  if [ -f "$pki_staging/ca.key" ] && [ -f "$encryption_config" ]; then
+    [ ! -f "$dir/handoff.crt" ] || acknowledge_pki
+    return 0
+  fi
+  (umask 077 && mkdir -p "$dir")
+  if [ ! -f "$dir/handoff.key" ]; then
+    (umask 077 && openssl req -x509 -newkey rsa:3072 -nodes -days 7 -subj "/CN=gpucluster-pki-handoff" \
+      -keyout "$dir/handoff.key.part" -out "$dir/handoff.crt" 2>/dev/null) ||
+      die "could not make the key the stack seals this node's keys to (openssl req)"
+    mv "$dir/handoff.key.part" "$dir/handoff.key"
+  fi
+  request=$(openssl x509 -in "$dir/handoff.crt" -outform der | openssl base64 -A)
+  vmware-rpctool "info-set guestinfo.gpucluster.pki.request $request" >/dev/null ||
+    die "could not post this node's key request to guestinfo (vmware-rpctool; is open-vm-tools running?)"
+  log "asked the stack for this node's keys (certificate $(certificate_fingerprint "$dir/handoff.crt")); waiting for pulumi up to deliver them"
+  until envelope=$(guestinfo_get gpucluster.pki.envelope) && [ -n "$envelope" ] &&
+    printf '%s' "$envelope" | openssl base64 -d -A >"$dir/envelope.der" &&
+    (umask 077 && openssl cms -decrypt -binary -inform DER -in "$dir/envelope.der" \
+      -inkey "$dir/handoff.key" -recip "$dir/handoff.crt" -out "$dir/bundle.tgz" 2>/dev/null); do
+    n=$((n + 1))
+    [ "$n" -lt 120 ] || die "no sealed keys for this node after $n checks: run pulumi up (InitPkiDelivery delivers them)"
+    # An envelope for an earlier certificate does not open: the stack answers the request above.
+    log "sealed keys not delivered yet (check $n); next check in ${delay}s"
+    sleep "$delay"
+    delay=$((delay * 2 > 30 ? 30 : delay * 2))
+  done
+  rm -rf "$dir/open"
+  (umask 077 && mkdir -p "$dir/open" &&
+    tar -xzf "$dir/bundle.tgz" -C "$dir/open" --no-same-owner --no-same-permissions \
+      ca.crt ca.key front-proxy-ca.crt front-proxy-ca.key etcd/ca.crt etcd/ca.key sa.key sa.pub \
+      encryption-configuration.yaml) || die "the sealed keys opened but are not the bundle the stack makes"
+  chmod 0644 "$dir/open/ca.crt" "$dir/open/front-proxy-ca.crt" "$dir/open/etcd/ca.crt" "$dir/open/sa.pub"
+  mkdir -p "${encryption_config%/*}"
+  mv "$dir/open/encryption-configuration.yaml" "$encryption_config"
+  rm -rf "$pki_staging"
+  mv "$dir/open" "$pki_staging"
+  # The key first: from here on no copy of the envelope opens.
+  rm -f "$dir/handoff.key" "$dir/envelope.der" "$dir/bundle.tgz"
+  log "received this node's keys, sealed to its own key"
+  acknowledge_pki
+}
+
 # --- control plane: the shared PKI, then kubeadm init or join -------------------------------------
-# Only the init node's user-data stages the PKI (its replacement joins with it); the other
+# Only the init node stages the PKI (received above; its replacement joins with it); the other
 # control-plane nodes' kubeadm join downloads it from kubeadm-certs with their certificate key.
 install_pki() {
   [ -d "$pki_staging" ] || return 0
@@ -706,6 +776,7 @@ main() {
   stage_host
   stage_rdma
   stage_gpu
+  [ "$role" != init ] || receive_pki
   if [ "$role" = init ] && first_node_joins; then
     # Exactly what the other control-plane nodes do. Not Calico, nor kubeadm's addons or token:
     # they are cluster state, applied once by the first init and kept in etcd; re-applying the

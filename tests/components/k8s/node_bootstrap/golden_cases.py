@@ -60,9 +60,9 @@ CASES = {
 
 
 def render(case: str) -> str:
-    return UserDataRenderer(
-        SPEC, token=TOKEN, ca_cert_hash=CA_HASH, pki=PKI, control_plane_join=CONTROL_PLANE_JOIN
-    ).render(CASES[case])
+    return UserDataRenderer(SPEC, token=TOKEN, ca_cert_hash=CA_HASH, control_plane_join=CONTROL_PLANE_JOIN).render(
+        CASES[case]
+    )
 
 
 def golden_path(case: str, folder: Path = GOLDEN) -> Path:

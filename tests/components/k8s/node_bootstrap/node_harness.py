@@ -14,6 +14,7 @@ import re
 import shutil
 import signal
 import subprocess
+import sys
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -21,6 +22,10 @@ from typing import Any
 import yaml
 
 from components.k8s.node_bootstrap.paths import BOOTSTRAP_ENV_PATH, BOOTSTRAP_SCRIPT_PATH, BOOTSTRAP_UNIT_PATH
+from components.k8s.node_bootstrap.pki_handoff import pki_bundle
+from components.k8s.node_bootstrap.spec import ClusterPki, ClusterSpec
+
+REPOSITORY_ROOT = Path(__file__).resolve().parents[4]
 
 STANDIN = Path(__file__).parent / "standins" / "standin.sh"
 STANDIN_NAMES = (
@@ -41,8 +46,10 @@ STANDIN_NAMES = (
     "apt-get",
     "rpm",
     "update-ca-trust",
+    "vmware-rpctool",
 )
-TOOLS = ("bash", "cat", "cmp", "cp", "grep", "mkdir", "mv", "openssl", "rm", "sed", "sha256sum", "touch", "tr")
+TOOLS = ("bash", "cat", "chmod", "cmp", "cp", "grep", "gzip", "mkdir", "mv", "openssl", "rm", "sed", "sha256sum")
+TOOLS += ("tar", "touch", "tr")
 
 TOOLKIT_DEFAULT_CONFIG = """#accept-nvidia-visible-devices-as-volume-mounts = false
 #accept-nvidia-visible-devices-envvar-when-unprivileged = true
@@ -165,6 +172,16 @@ class Node:
             path.chmod(int(entry["permissions"], 8))
 
     # --- the world around the node -------------------------------------------------------------
+    def stack_delivers_pki(self, spec: ClusterSpec, pki: ClusterPki) -> None:
+        """The stack's `InitPkiDelivery` for this (init) node: it answers the node's key request
+        in guestinfo with `pki` sealed to the node's certificate (standins: vmware-rpctool)."""
+        (self.sim / "pki-bundle").write_bytes(pki_bundle(spec, pki))
+
+    def guestinfo(self, key: str) -> str | None:
+        """A guestinfo value of this VM as vCenter sees it, or None."""
+        path = self.sim / "guestinfo" / key
+        return path.read_text() if path.exists() else None
+
     def set(self, name: str, value: Any = "") -> None:
         (self.sim / name).write_text(f"{value}\n")
 
@@ -240,6 +257,10 @@ class Node:
             "PATH": self.path,
             "HOSTNAME": self.hostname,
             "LC_ALL": "C",
+            # The stand-in vmware-rpctool answers a key request with the program's own sealing
+            # code (pki_responder.py), as the stack's InitPkiDelivery would.
+            "GPUCLUSTER_TEST_PYTHON": sys.executable,
+            "PYTHONPATH": str(REPOSITORY_ROOT),
         }
         result = subprocess.run(
             [str(self.file(service["ExecStart"]))],

@@ -10,6 +10,8 @@ from __future__ import annotations
 
 import base64
 import fnmatch
+import io
+import tarfile
 from typing import Any
 
 import pytest
@@ -24,6 +26,7 @@ from components.k8s.node_bootstrap.paths import (
     ENCRYPTION_CONFIG_PATH,
     KUBEADM_CONFIG_PATH,
 )
+from components.k8s.node_bootstrap.pki_handoff import ENCRYPTION_CONFIG_MEMBER, pki_bundle
 from tests.components.k8s.node_bootstrap.cluster_settings import (
     CONTROL_PLANE_JOIN,
     PEM_FIELDS,
@@ -43,8 +46,9 @@ def pki(keys: dict[str, str] | None = None) -> ClusterPki:
 
 def files(node: str, spec: ClusterSpec | None = None, keys: dict[str, str] | None = None) -> dict[str, dict[str, Any]]:
     renderer = UserDataRenderer(
-        spec or ClusterSpec(**cluster_settings()), token=TOKEN, ca_cert_hash=CA_HASH,
-        pki=pki(keys),
+        spec or ClusterSpec(**cluster_settings()),
+        token=TOKEN,
+        ca_cert_hash=CA_HASH,
         control_plane_join=CONTROL_PLANE_JOIN,
     )
     document = yaml.safe_load(renderer.render(node))
@@ -57,17 +61,24 @@ def cluster_configuration(node: str = "cp-1") -> dict[str, Any]:
     return cluster
 
 
-def encryption(node: str = "cp-1", **kwargs: Any) -> dict[str, Any]:
-    found = files(node, **kwargs)[ENCRYPTION_CONFIG_PATH]
-    assert found["permissions"] == "0600"
-    return yaml.safe_load(found["content"])
+def encryption(spec: ClusterSpec | None = None, keys: dict[str, str] | None = None) -> dict[str, Any]:
+    """The EncryptionConfiguration the init node receives sealed (pki_handoff.py), 0600 in the bundle."""
+    bundle = pki_bundle(spec or ClusterSpec(**cluster_settings()), pki(keys))
+    with tarfile.open(fileobj=io.BytesIO(bundle), mode="r:gz") as tar:
+        member = tar.getmember(ENCRYPTION_CONFIG_MEMBER)
+        assert member.mode == 0o600
+        extracted = tar.extractfile(member)
+        assert extracted is not None
+        return yaml.safe_load(extracted.read())
 
 
 # --- Secrets encryption (item 4) --------------------------------------------------------------
 def test_control_plane_nodes_encrypt_secrets_with_the_stacks_key() -> None:
-    config = encryption("cp-1")
+    config = encryption()
     assert config["apiVersion"] == "apiserver.config.k8s.io/v1" and config["kind"] == "EncryptionConfiguration"
-    # A joining control-plane node fetches the same file (issue 40 item 5): none in its user-data.
+    # The init node receives it sealed, a joining control-plane node fetches the same file (issue
+    # 40 item 5): none in any user-data.
+    assert ENCRYPTION_CONFIG_PATH not in files("cp-1")
     assert ENCRYPTION_CONFIG_PATH not in files("cp-2")
     [resource] = config["resources"]
     assert resource["resources"] == ["secrets"]
@@ -94,7 +105,7 @@ def test_rotation_lists_keys_in_the_stacks_order_first_one_encrypts() -> None:
 def test_a_key_name_without_key_material_is_refused() -> None:
     spec = ClusterSpec(**cluster_settings(secrets_encryption_key_names=["key-1", "key-2"]))
     with pytest.raises(ValueError, match="key-2"):
-        files("cp-1", spec=spec)
+        encryption(spec=spec)
 
 
 @pytest.mark.parametrize(
@@ -126,7 +137,6 @@ def test_the_api_server_reads_every_file_from_a_mounted_directory() -> None:
         written = files(node)
         for path in (ADMISSION_CONFIG_PATH, AUDIT_POLICY_PATH):
             assert path in written and path.startswith(API_SERVER_CONFIG_DIR + "/"), (node, path)
-    assert ENCRYPTION_CONFIG_PATH in files("cp-1")
 
 
 # --- Pod Security defaults (item 3) -----------------------------------------------------------

@@ -59,9 +59,7 @@ def make_spec(**overrides: Any) -> ClusterSpec:
 
 
 def user_data(spec: ClusterSpec, node: str) -> dict[str, Any]:
-    text = render_user_data(
-        spec, node, token=TOKEN, ca_cert_hash=CA_HASH, pki=PKI, control_plane_join=CONTROL_PLANE_JOIN
-    )
+    text = render_user_data(spec, node, token=TOKEN, ca_cert_hash=CA_HASH, control_plane_join=CONTROL_PLANE_JOIN)
     assert text.startswith("#cloud-config\n")
     document = yaml.safe_load(text)
     assert isinstance(document, dict)
@@ -237,48 +235,32 @@ def test_control_plane_taint_is_kept_unless_scheduling_there_is_allowed() -> Non
 # ------------------------------------------------------------------------------------------
 
 
-def test_file_modes_keep_keys_and_token_root_only() -> None:
+def test_file_modes_keep_the_token_root_only() -> None:
     cp = files(user_data(make_spec(), "cp-1"))
     for path, entry in cp.items():
-        if path.endswith(".key") or path == KUBEADM_CONFIG_PATH:
+        if path == KUBEADM_CONFIG_PATH:
             assert entry["permissions"] == "0600", path
         assert entry["owner"] == "root:root"
     assert cp[BOOTSTRAP_SCRIPT_PATH]["permissions"] == "0700"
-    key_names = {p.rsplit("/pki/", 1)[1] for p in cp if "/pki/" in p}
-    assert key_names == {
-        "ca.crt",
-        "ca.key",
-        "front-proxy-ca.crt",
-        "front-proxy-ca.key",
-        "etcd/ca.crt",
-        "etcd/ca.key",
-        "sa.key",
-        "sa.pub",
-    }
-    assert cp[next(p for p in cp if p.endswith("/pki/ca.key"))]["content"] == PKI.ca_key_pem
 
 
-def test_workers_receive_no_key_material() -> None:
-    text = render_user_data(
-        make_spec(), "gpu-1", token=TOKEN, ca_cert_hash=CA_HASH, pki=PKI, control_plane_join=CONTROL_PLANE_JOIN
-    )
-    assert not [path for path in files(yaml.safe_load(text)) if "/pki/" in path]
-    for name in PEM_FIELDS:
-        assert getattr(PKI, name).strip() not in text
-    for key in PKI.secrets_encryption_keys.values():
-        assert key not in text
+@pytest.mark.parametrize("node", ["cp-1", "cp-2", "gpu-1"])
+def test_no_node_receives_key_material_in_its_user_data(node: str) -> None:
+    """Issue 40 item 5: not even the node that runs kubeadm init (its keys arrive sealed to a key
+    it makes: pki_handoff.py). The renderer is not given them at all."""
+    text = render_user_data(make_spec(), node, token=TOKEN, ca_cert_hash=CA_HASH, control_plane_join=CONTROL_PLANE_JOIN)
+    assert not [path for path in files(yaml.safe_load(text)) if "/pki/" in path or "encryption" in path]
+    assert "PRIVATE KEY" not in text
 
 
-def test_control_plane_nodes_require_the_pki() -> None:
-    with pytest.raises(ValueError, match="needs the shared PKI"):
-        render_user_data(make_spec(), "cp-1", token=TOKEN, ca_cert_hash=CA_HASH, pki=None)
+def test_joining_control_plane_nodes_require_their_join() -> None:
     with pytest.raises(ValueError, match="needs its control-plane join"):
-        render_user_data(make_spec(), "cp-2", token=TOKEN, ca_cert_hash=CA_HASH, pki=PKI)
+        render_user_data(make_spec(), "cp-2", token=TOKEN, ca_cert_hash=CA_HASH)
 
 
 def test_a_joining_control_plane_node_gets_no_private_key_and_no_encryption_key() -> None:
     text = render_user_data(
-        make_spec(), "cp-2", token=TOKEN, ca_cert_hash=CA_HASH, pki=PKI, control_plane_join=CONTROL_PLANE_JOIN
+        make_spec(), "cp-2", token=TOKEN, ca_cert_hash=CA_HASH, control_plane_join=CONTROL_PLANE_JOIN
     )
     assert not [path for path in files(yaml.safe_load(text)) if "/pki/" in path or "encryption" in path]
     for name in PEM_FIELDS:
@@ -377,7 +359,7 @@ def test_bootstrap_token_format() -> None:
 
 def test_render_rejects_a_malformed_token() -> None:
     with pytest.raises(ValueError, match="bootstrap token"):
-        render_user_data(make_spec(), "gpu-1", token="nope", ca_cert_hash=CA_HASH, pki=None)
+        render_user_data(make_spec(), "gpu-1", token="nope", ca_cert_hash=CA_HASH)
 
 
 @pytest.mark.parametrize(
@@ -453,13 +435,13 @@ def test_allowed_kubelet_labels_pass() -> None:
 
 def test_one_renderer_for_every_node_writes_each_document_as_emitting_it_whole_would() -> None:
     spec = make_spec()
-    renderer = UserDataRenderer(spec, token=TOKEN, ca_cert_hash=CA_HASH, pki=PKI, control_plane_join=CONTROL_PLANE_JOIN)
+    renderer = UserDataRenderer(spec, token=TOKEN, ca_cert_hash=CA_HASH, control_plane_join=CONTROL_PLANE_JOIN)
     names = [node.name for node in (*spec.control_plane_nodes, *spec.worker_nodes)]
     # Twice round, so every node is also rendered after others have filled the shared entries.
     for name in names + names:
         text = renderer.render(name)
         assert text == render_user_data(
-            spec, name, token=TOKEN, ca_cert_hash=CA_HASH, pki=PKI, control_plane_join=CONTROL_PLANE_JOIN
+            spec, name, token=TOKEN, ca_cert_hash=CA_HASH, control_plane_join=CONTROL_PLANE_JOIN
         )
         assert text == "#cloud-config\n" + dump_yaml(yaml.safe_load(text))
         assert yaml.safe_load(text)["hostname"] == name

@@ -4,7 +4,9 @@ from __future__ import annotations
 
 import base64
 import hashlib
+import io
 import json
+import tarfile
 from typing import Any
 
 import pulumi
@@ -44,6 +46,7 @@ def bootstrap_program(args: ClusterBootstrapArgs | None = None) -> ProgramRun:
         pulumi.export("kubeconfig", bootstrap.kubeconfig)
         pulumi.export("caCertificatePem", bootstrap.ca_certificate_pem)
         pulumi.export("caCertHash", bootstrap.discovery_token_ca_cert_hash)
+        pulumi.export("initPkiBundle", bootstrap.init_pki_bundle)
         pulumi.export("apiServerUrl", bootstrap.api_server_url)
         for node, user_data in bootstrap.user_data.items():
             pulumi.export(f"userData-{node}", user_data)
@@ -226,10 +229,15 @@ def test_user_data_carries_the_generated_token_and_the_ca_pin(run: ProgramRun) -
     assert join["discovery"]["bootstrapToken"]["token"] == expected_token
     assert join["discovery"]["bootstrapToken"]["caCertHashes"] == [expected_pin]
 
-    first = yaml.safe_load(plain(run.stack_outputs["userData-cp-1"]))
-    ca_key = next(f for f in first["write_files"] if f["path"].endswith("/pki/ca.key"))
-    assert ca_key["content"] == fake_pem_output("c-ca-key", "privateKeyPem")
-    assert ca_key["permissions"] == "0600"
+    # The init node's keys are not in its user-data but in the bundle InitPkiDelivery seals to it.
+    assert "PRIVATE KEY" not in plain(run.stack_outputs["userData-cp-1"])
+    assert rpc.is_rpc_secret(run.stack_outputs["initPkiBundle"])
+    with tarfile.open(
+        fileobj=io.BytesIO(base64.b64decode(plain(run.stack_outputs["initPkiBundle"]))), mode="r:gz"
+    ) as tar:
+        ca_key = tar.extractfile("ca.key")
+        assert ca_key is not None
+        assert ca_key.read().decode() == fake_pem_output("c-ca-key", "privateKeyPem")
 
 
 def test_invalid_args_are_rejected_before_any_resource() -> None:

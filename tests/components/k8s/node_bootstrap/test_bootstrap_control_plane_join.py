@@ -79,7 +79,7 @@ def test_the_fetched_file_is_the_one_the_init_node_has(tmp_path: Path) -> None:
             "key-2": "c2Vjb25kIGtleSBvZiAzMiBieXRlcyBleGFjdGx5IQ==",
         },
     )
-    renderer = UserDataRenderer(spec, token=TOKEN, ca_cert_hash=CA_HASH, pki=pki, control_plane_join=CONTROL_PLANE_JOIN)
+    renderer = UserDataRenderer(spec, token=TOKEN, ca_cert_hash=CA_HASH, control_plane_join=CONTROL_PLANE_JOIN)
     node = Node(tmp_path, renderer.render("cp-2"), "cp-2")
     node.with_containerd()
     node.set("api-up")

@@ -70,7 +70,7 @@ def cluster(state: FakeApiServer, **changes: Any) -> Iterator[None]:
 def joining_node(tmp_path: Path, state: FakeApiServer, ca_pem: str) -> Node:
     spec = make_spec(control_plane_endpoint="127.0.0.1", api_server_port=state.port)
     join = ControlPlaneJoin(token=CP_TOKEN, certificate_key=CERTIFICATE_KEY, ca_cert_pem=ca_pem)
-    renderer = UserDataRenderer(spec, token=TOKEN, ca_cert_hash=_pin(ca_pem), pki=PKI, control_plane_join=join)
+    renderer = UserDataRenderer(spec, token=TOKEN, ca_cert_hash=_pin(ca_pem), control_plane_join=join)
     node = Node(tmp_path, renderer.render("cp-2"), "cp-2", without=("curl",))
     (Path(node.path) / "curl").symlink_to(shutil.which("curl") or "curl")
     node.with_containerd()

@@ -30,7 +30,6 @@ def gpu_worker(tmp_path: Path, **spec: object) -> Node:
         ClusterSpec(**cluster_settings(**spec)),
         token="abc123.0123456789abcdef",
         ca_cert_hash="sha256:" + "ab" * 32,
-        pki=PKI,
     )
     node = Node(tmp_path / "gpu-1", renderer.render("gpu-1"), "gpu-1")
     node.with_containerd()

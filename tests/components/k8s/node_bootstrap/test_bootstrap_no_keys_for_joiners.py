@@ -1,10 +1,10 @@
-"""Issue 40 item 5: no long-lived private key reaches vCenter for a joining control-plane node.
+"""Issue 40 item 5: no long-lived private key reaches vCenter in any node's user-data.
 
 Played on prod's real program (three control-plane nodes) under the mocks: every VM's extraConfig
 as the program registers it, which is what pulumi-vsphere writes to vCenter at create (the
 ReconfigVM_Task of tests/components/vsphere/terraform_vm.py) and what the VMX then logs at
-power-on. Only the first control-plane node, which runs `kubeadm init`, still carries the keys
-(docs/security.md, "What stays in vCenter").
+power-on. Not even the first control-plane node, which runs `kubeadm init`: its keys go to
+`InitPkiDelivery`, which seals them to a key the node makes (node_bootstrap/pki_handoff.py).
 """
 
 from __future__ import annotations
@@ -12,6 +12,8 @@ from __future__ import annotations
 import base64
 import binascii
 import contextlib
+import io
+import tarfile
 from pathlib import Path
 from typing import Any
 
@@ -29,7 +31,8 @@ from components.k8s.node_bootstrap.control_plane_join import (
     derived_keys,
     mac_of,
 )
-from components.k8s.node_bootstrap.paths import CONTROL_PLANE_JOIN_ENV_PATH, ENCRYPTION_CONFIG_PATH
+from components.k8s.node_bootstrap.paths import CONTROL_PLANE_JOIN_ENV_PATH
+from components.k8s.node_bootstrap.pki_handoff import BUNDLE_MEMBERS, ENCRYPTION_CONFIG_MEMBER
 from stacks.environment.loader import PROJECT, config_for_runtime, read_stack_file
 from stacks.tools.plan.mock_runtime import ProgramRun, RecordedResource, run_program, run_project_main
 from stacks.tools.plan.mock_values import fake_outputs
@@ -41,6 +44,7 @@ VM = "vsphere:index/virtualMachine:VirtualMachine"
 RANDOM_BYTES = "random:index/randomBytes:RandomBytes"
 SECRET = "kubernetes:core/v1:Secret"
 PRIVATE_KEY = "tls:index/privateKey:PrivateKey"
+INIT_PKI_DELIVERY = "gpucluster:vsphere:InitPkiDelivery"
 
 
 @pytest.fixture(scope="module")
@@ -98,12 +102,10 @@ def _role(extra: dict[str, Any]) -> str:
     return "control-plane" if "controlPlane" in kinds["JoinConfiguration"] else "worker"
 
 
-def test_no_private_key_or_encryption_key_in_any_joining_nodes_extra_config(prod_run: ProgramRun) -> None:
+def test_no_private_key_or_encryption_key_in_any_nodes_extra_config(prod_run: ProgramRun) -> None:
     keys = _encryption_keys(prod_run)
     leaks = []
     for name, (_, extra) in _node_vms(prod_run).items():
-        if _role(extra) == "init":
-            continue  # the documented exception (module docstring)
         text = _decoded_values(extra)
         if "PRIVATE KEY" in text:
             leaks.append(f"{name}: a PEM private key in extraConfig")
@@ -111,10 +113,34 @@ def test_no_private_key_or_encryption_key_in_any_joining_nodes_extra_config(prod
     assert leaks == []
 
 
-def test_the_init_node_is_the_only_exception(prod_run: ProgramRun) -> None:
+def test_no_private_key_in_any_vms_extra_config_not_even_the_init_nodes(prod_run: ProgramRun) -> None:
+    """The init node's keys arrive sealed to a key it makes (InitPkiDelivery): not in user-data."""
     holders = [name for name, (_, extra) in _node_vms(prod_run).items() if "PRIVATE KEY" in _decoded_values(extra)]
-    inits = [name for name, (_, extra) in _node_vms(prod_run).items() if _role(extra) == "init"]
-    assert holders == inits
+    assert holders == []
+    encryption_keys = _encryption_keys(prod_run)
+    for name, (_, extra) in _node_vms(prod_run).items():
+        decoded = _decoded_values(extra)
+        assert not [key for key in encryption_keys if key in decoded], name
+
+
+def _delivered_bundle(run: ProgramRun) -> dict[str, str]:
+    """What InitPkiDelivery seals to the init node: its bundle input, secret, by member name."""
+    (delivery,) = run.by_type(INIT_PKI_DELIVERY)
+    assert rpc.is_rpc_secret(delivery.inputs["bundle"])
+    bundle = base64.b64decode(delivery.plain_inputs()["bundle"])
+    with tarfile.open(fileobj=io.BytesIO(bundle), mode="r:gz") as tar:
+        return {
+            member.name: tar.extractfile(member).read().decode()  # type: ignore[union-attr]
+            for member in tar.getmembers()
+        }
+
+
+def test_the_init_nodes_keys_go_to_its_own_vm_sealed(prod_run: ProgramRun) -> None:
+    (delivery,) = prod_run.by_type(INIT_PKI_DELIVERY)
+    init = next(vm for vm, extra in _node_vms(prod_run).values() if _role(extra) == "init")
+    assert delivery.plain_inputs()["vm_name"] == init.plain_inputs()["name"]
+    assert "PRIVATE KEY" in _delivered_bundle(prod_run)["ca.key"]
+    assert list(_delivered_bundle(prod_run)) == list(BUNDLE_MEMBERS)
 
 
 # --- what the program writes into the cluster for them instead ---------------------------------
@@ -172,7 +198,7 @@ def test_both_secrets_are_owned_by_the_short_lived_token_and_readable_only_by_it
     assert [s["name"] for s in binding.plain_inputs()["subjects"]] == [CONTROL_PLANE_JOIN_GROUP]
 
 
-def test_the_sealed_encryption_config_is_the_init_nodes_file(prod_run: ProgramRun) -> None:
+def test_the_sealed_encryption_config_is_what_the_init_node_receives(prod_run: ProgramRun) -> None:
     joining = _joining_node(prod_run)
     settings = dict(line.split("=", 1) for line in _files(joining)[CONTROL_PLANE_JOIN_ENV_PATH].splitlines() if line)
     sealed = _secret_named(prod_run, ENCRYPTION_CONFIG_SECRET)
@@ -182,5 +208,4 @@ def test_the_sealed_encryption_config_is_the_init_nodes_file(prod_run: ProgramRu
     assert mac_of(data, mac_key) == data["mac"]
     decryptor = Cipher(algorithms.AES(encryption_key), modes.CTR(bytes.fromhex(data["iv"]))).decryptor()
     plain = decryptor.update(base64.b64decode(data["ciphertext"])) + decryptor.finalize()
-    init = next(extra for _, extra in _node_vms(prod_run).values() if _role(extra) == "init")
-    assert plain.decode() == _files(init)[ENCRYPTION_CONFIG_PATH]
+    assert plain.decode() == _delivered_bundle(prod_run)[ENCRYPTION_CONFIG_MEMBER]

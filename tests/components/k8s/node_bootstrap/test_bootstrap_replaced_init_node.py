@@ -47,9 +47,10 @@ def three_cp_spec(**overrides: object) -> ClusterSpec:
 
 def first_node(tmp_path: Path, *, spec: ClusterSpec | None = None) -> Node:
     renderer = UserDataRenderer(
-        spec or three_cp_spec(), token=TOKEN, ca_cert_hash=CA_HASH, pki=PKI, control_plane_join=CONTROL_PLANE_JOIN
+        spec or three_cp_spec(), token=TOKEN, ca_cert_hash=CA_HASH, control_plane_join=CONTROL_PLANE_JOIN
     )
     node = Node(tmp_path, renderer.render("cp-1"), "cp-1")
+    node.stack_delivers_pki(spec or three_cp_spec(), PKI)
     node.with_containerd()
     return node
 
@@ -93,9 +94,7 @@ def assert_joined_not_initialised(node: Node) -> None:
 def test_the_init_node_gets_the_other_control_plane_addresses_and_a_control_plane_join() -> None:
     spec = three_cp_spec()
     document = yaml.safe_load(
-        UserDataRenderer(
-            spec, token=TOKEN, ca_cert_hash=CA_HASH, pki=PKI, control_plane_join=CONTROL_PLANE_JOIN
-        ).render("cp-1")
+        UserDataRenderer(spec, token=TOKEN, ca_cert_hash=CA_HASH, control_plane_join=CONTROL_PLANE_JOIN).render("cp-1")
     )
     files = {entry["path"]: entry for entry in document["write_files"]}
     assert bootstrap_env(spec, "init", find_node(spec, "cp-1"))["GPUCLUSTER_CONTROL_PLANE_PEERS"] == f"{CP2},{CP3}"
@@ -114,9 +113,7 @@ def test_the_init_node_gets_the_other_control_plane_addresses_and_a_control_plan
         "caCertHashes": [CA_HASH],
     }
     cp2 = yaml.safe_load(
-        UserDataRenderer(
-            spec, token=TOKEN, ca_cert_hash=CA_HASH, pki=PKI, control_plane_join=CONTROL_PLANE_JOIN
-        ).render("cp-2")
+        UserDataRenderer(spec, token=TOKEN, ca_cert_hash=CA_HASH, control_plane_join=CONTROL_PLANE_JOIN).render("cp-2")
     )
     cp2_files = {entry["path"]: entry for entry in cp2["write_files"]}
     (cp2_join,) = yaml.safe_load_all(cp2_files[KUBEADM_CONFIG_PATH]["content"])

@@ -49,7 +49,7 @@ def make_node(
     """`pvrdma`: the RDMA device's name when the bootstrap starts (GPU worker only); by default a
     RHEL-family template's, whose rdma-core keeps kernel names."""
     renderer = UserDataRenderer(
-        spec or make_spec(), token=TOKEN, ca_cert_hash=CA_HASH, pki=PKI, control_plane_join=CONTROL_PLANE_JOIN
+        spec or make_spec(), token=TOKEN, ca_cert_hash=CA_HASH, control_plane_join=CONTROL_PLANE_JOIN
     )
     node = Node(tmp_path / name, renderer.render(name), name, without=without)
     node.with_containerd()
@@ -60,6 +60,8 @@ def make_node(
         node.set("api-up")  # the first control-plane node is up: the others can join
     if node_role(spec or make_spec(), name) == "control-plane":
         stack_wrote_the_secrets(node, spec or make_spec(), PKI, CONTROL_PLANE_JOIN)
+    if node_role(spec or make_spec(), name) == "init":
+        node.stack_delivers_pki(spec or make_spec(), PKI)
     return node
 
 

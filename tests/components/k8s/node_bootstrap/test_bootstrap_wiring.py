@@ -32,7 +32,6 @@ def node_env(view: ConfigView, node: str) -> dict[str, str]:
         args,
         token="abc123.0123456789abcdef",
         ca_cert_hash="sha256:" + "a" * 64,
-        pki=PKI,
         control_plane_join=CONTROL_PLANE_JOIN,
     )
     text = renderer.render(node)

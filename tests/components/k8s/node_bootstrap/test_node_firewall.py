@@ -73,7 +73,6 @@ def written(node: str, cluster: ClusterSpec) -> dict[str, str]:
         cluster,
         token="abcdef.0123456789abcdef",
         ca_cert_hash="sha256:" + "0" * 64,
-        pki=PKI,
         control_plane_join=CONTROL_PLANE_JOIN,
     )
     return {f["path"]: f["content"] for f in yaml.safe_load(renderer.render(node))["write_files"]}

@@ -158,9 +158,10 @@ def _boot_init_node(view: ConfigView, site: Site, base: Path) -> Node:
         **{name: f"-----BEGIN TEST-----\n{name}\n-----END TEST-----\n" for name in PEM_FIELDS},
         secrets_encryption_keys=TEST_ENCRYPTION_KEYS,
     )
-    renderer = UserDataRenderer(spec, token="abcdef.0123456789abcdef", ca_cert_hash="sha256:" + "0" * 64, pki=pki)
+    renderer = UserDataRenderer(spec, token="abcdef.0123456789abcdef", ca_cert_hash="sha256:" + "0" * 64)
     name = spec.control_plane_nodes[0].name
     node = Node(base, renderer.render(name), name)
+    node.stack_delivers_pki(spec, pki)
     default = subprocess.run([containerd, "config", "default"], capture_output=True, text=True, check=True).stdout
     node.file("/etc/containerd/config.toml").parent.mkdir(parents=True, exist_ok=True)
     node.file("/etc/containerd/config.toml").write_text(default.replace("SystemdCgroup = false", "SystemdCgroup = true"))

@@ -563,6 +563,40 @@ run_nvidia_ctk() {
   fi
 }
 
+# vmware-rpctool "info-get guestinfo.KEY" | "info-set guestinfo.KEY VALUE": the VM's guestinfo,
+# as files under $SIM/guestinfo (what vCenter shows as the VM's extraConfig). Like the real one,
+# info-get of a key the VM lacks prints "No value found" and fails. The stack is there too: once
+# the test made it deliver ($SIM/pki-bundle), the init node's envelope is the answer to its
+# request (pki_responder.py, the program's sealing code), written as InitPkiDelivery writes it.
+run_vmware_rpctool() {
+  local command=$1 verb key value store=$SIM/guestinfo
+  verb=${command%% *}
+  mkdir -p "$store"
+  case $verb in
+    info-get)
+      key=${command#info-get }
+      if [ "$key" = guestinfo.gpucluster.pki.envelope ] && [ -f "$SIM/pki-bundle" ] &&
+        [ -f "$store/guestinfo.gpucluster.pki.request" ] && [ ! -f "$SIM/withhold-pki" ] &&
+        ! one_shot fail-delivery once; then
+        "${GPUCLUSTER_TEST_PYTHON:?}" -m tests.components.k8s.node_bootstrap.pki_responder "$SIM" || return 1
+      fi
+      [ -f "$store/$key" ] || {
+        echo "No value found" >&2
+        return 1
+      }
+      cat "$store/$key"
+      echo
+      ;;
+    info-set)
+      key=${command#info-set }
+      value=${key#* }
+      key=${key%% *}
+      printf '%s' "$value" >"$store/$key"
+      ;;
+    *) fail "vmware-rpctool: unexpected command: $command" ;;
+  esac
+}
+
 status=0
 case $name in
   kubeadm) run_kubeadm "$@" || status=1 ;;
@@ -586,6 +620,7 @@ case $name in
     esac
     ;;
   swapoff | sleep) ;;
+  vmware-rpctool) run_vmware_rpctool "$@" || status=1 ;;
   update-ca-trust) [ "$*" = extract ] || fail "update-ca-trust: unexpected arguments: $*" || status=1 ;;
   dnf | yum | apt-get | rpm) fail "the bootstrap must not install packages: $name $*" || status=1 ;;
   *) fail "no stand-in for $name" || status=1 ;;

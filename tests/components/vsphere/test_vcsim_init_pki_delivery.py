@@ -1,0 +1,259 @@
+"""InitPkiDelivery against the vCenter simulator (issue 40 item 5): the init node's keys reach it
+sealed to a key it made, and vCenter never holds one in plain text.
+
+The provider runs as the plugin runs it (its own session, configured like the engine does). The
+guest is a thread doing what the bootstrap's `receive_pki` does, with the real openssl for the
+key, the certificate and `cms -decrypt`, and the real tar; only its guestinfo calls are a double
+(docs/tests.md): `info-set` becomes a reconfigure of the VM's extraConfig, which is where vCenter
+shows a value the guest set (vm-operator reads guest-set keys from `config.extraConfig`), and
+`info-get` reads extraConfig. The script's own run of the same exchange, against the program's
+sealing code, is tests/components/k8s/node_bootstrap/test_bootstrap_pki_handoff.py.
+"""
+
+from __future__ import annotations
+
+import base64
+import binascii
+import contextlib
+import hashlib
+import io
+import subprocess
+import tarfile
+import threading
+import time
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+from pyVmomi import vim
+
+from components.k8s.node_bootstrap.pki_handoff import (
+    BUNDLE_MEMBERS,
+    ENVELOPE_KEY,
+    RECEIVED_KEY,
+    REQUEST_KEY,
+    pki_bundle,
+)
+from components.vcenter.errors import VsphereError
+from components.vsphere.first_boot import guestinfo_extra_config, metadata_document
+from components.vsphere.pki_delivery import DeliveryWait, InitPkiDeliveryProvider
+from components.vsphere.provider_base import RetryPolicy
+from tests.components.k8s.node_bootstrap.cluster_settings import PEM_FIELDS, TEST_ENCRYPTION_KEYS, cluster_settings
+from tests.components.vsphere.conftest import TEMPLATE_VM
+from tests.components.vsphere.vm_helpers import clone, destroy, power_on, reconfigure, unique
+
+pytestmark = pytest.mark.vcsim
+
+FAST_RETRY = RetryPolicy(attempts=3, base_delay=0.05, max_delay=0.2, max_total=20)
+FAST_WAIT = DeliveryWait(poll_seconds=0.2)
+USER_DATA = "#cloud-config\nhostname: master\n"
+
+
+def _pki() -> Any:
+    from components.k8s.node_bootstrap import ClusterPki, ClusterSpec
+
+    spec = ClusterSpec(**cluster_settings())
+    pki = ClusterPki(
+        **{name: f"-----BEGIN RSA PRIVATE KEY-----\n{name}\n-----END RSA PRIVATE KEY-----\n" for name in PEM_FIELDS},
+        secrets_encryption_keys=TEST_ENCRYPTION_KEYS,
+    )
+    return pki_bundle(spec, pki)
+
+
+BUNDLE = _pki()
+
+
+def _metadata(*, asks: bool = True) -> str:
+    document = metadata_document(instance_id="dev-master", hostname="master", nics=[], dns_servers=[], dns_domain="lab")
+    return document if asks else document.replace('"gpucluster-key-handoff": "v1", ', "")
+
+
+def _extra(vm: Any) -> dict[str, str]:
+    return {str(o.key): str(o.value) for o in vm.config.extraConfig or []}
+
+
+def _readable(values: list[str]) -> str:
+    texts = []
+    for value in values:
+        texts.append(value)
+        with contextlib.suppress(binascii.Error, UnicodeDecodeError):
+            texts.append(base64.b64decode(value, validate=True).decode())
+    return "\n".join(texts)
+
+
+def _events(si: Any, vm: Any) -> str:
+    spec = vim.event.EventFilterSpec(entity=vim.event.EventFilterSpec.ByEntity(entity=vm, recursion="self"))
+    found = si.RetrieveContent().eventManager.QueryEvents(spec)
+    return _readable(
+        [str(o.value) for e in found if isinstance(e, vim.event.VmReconfiguredEvent) for o in e.configSpec.extraConfig or []]
+    )
+
+
+@pytest.fixture
+def init_vm(find: Callable[[Any, str], Any], extended: Any) -> Iterator[Any]:
+    vm = clone(find(vim.VirtualMachine, TEMPLATE_VM), unique("pki"))
+    extra = guestinfo_extra_config(_metadata(), USER_DATA)
+    reconfigure(vm, extraConfig=[vim.option.OptionValue(key=k, value=v) for k, v in extra.items()])
+    power_on(vm)
+    yield vm
+    with contextlib.suppress(Exception):
+        destroy(vm)
+
+
+@pytest.fixture
+def provider(configured: Callable[..., Any]) -> InitPkiDeliveryProvider:
+    return configured(InitPkiDeliveryProvider(retry=FAST_RETRY, wait=FAST_WAIT))
+
+
+def _props(vm: Any, wait_seconds: float = 30) -> dict[str, Any]:
+    return {
+        "vm_id": vm.config.uuid,
+        "vm_name": vm.name,
+        "node_name": "master",
+        "bundle": base64.b64encode(BUNDLE).decode(),
+        "wait_seconds": wait_seconds,
+    }
+
+
+class Guest:
+    """What `receive_pki` does on the node (real openssl and tar; guestinfo through vCenter)."""
+
+    def __init__(self, vm: Any, home: Path) -> None:
+        self.vm, self.home = vm, home
+        self.staged: dict[str, bytes] = {}
+        self.error: BaseException | None = None
+        self.key = home / "handoff.key"
+        self.cert = home / "handoff.crt"
+
+    def make_key(self) -> str:
+        subprocess.run(
+            ["openssl", "req", "-x509", "-newkey", "rsa:3072", "-nodes", "-days", "7", "-subj", "/CN=gpucluster-pki-handoff",
+             "-keyout", str(self.key), "-out", str(self.cert)],
+            check=True, capture_output=True,
+        )  # fmt: skip
+        der = subprocess.run(["openssl", "x509", "-in", str(self.cert), "-outform", "der"], check=True, capture_output=True).stdout
+        return base64.b64encode(der).decode()
+
+    def info_set(self, key: str, value: str) -> None:
+        reconfigure(self.vm, extraConfig=[vim.option.OptionValue(key=key, value=value)])
+
+    def _opened(self, envelope: str | None) -> bool:
+        if not envelope:
+            return False
+        (self.home / "envelope.der").write_bytes(base64.b64decode(envelope))
+        decrypted = subprocess.run(
+            ["openssl", "cms", "-decrypt", "-binary", "-inform", "DER", "-in", str(self.home / "envelope.der"),
+             "-inkey", str(self.key), "-recip", str(self.cert), "-out", str(self.home / "bundle.tgz")],
+            capture_output=True,
+        )  # fmt: skip
+        return decrypted.returncode == 0
+
+    def receive(self, request: str) -> None:
+        try:
+            self.info_set(REQUEST_KEY, request)
+            deadline = time.monotonic() + 30
+            # As the script's loop: until an envelope is there and opens with this node's key (one
+            # sealed to an earlier certificate does not).
+            while not self._opened(_extra(self.vm).get(ENVELOPE_KEY)):
+                assert time.monotonic() < deadline, "no envelope that opens"
+                time.sleep(0.2)
+            opened = self.home / "open"
+            opened.mkdir()
+            subprocess.run(["tar", "-xzf", str(self.home / "bundle.tgz"), "-C", str(opened), *BUNDLE_MEMBERS], check=True)
+            self.staged = {name: (opened / name).read_bytes() for name in BUNDLE_MEMBERS}
+            self.key.unlink()
+            fingerprint = hashlib.sha256(base64.b64decode(request)).hexdigest()
+            self.info_set(RECEIVED_KEY, f"sha256:{fingerprint}")
+        except BaseException as exc:  # reported by the test
+            self.error = exc
+
+
+def _bundle_members() -> dict[str, bytes]:
+    with tarfile.open(fileobj=io.BytesIO(BUNDLE), mode="r:gz") as tar:
+        return {m.name: tar.extractfile(m).read() for m in tar.getmembers()}  # type: ignore[union-attr]
+
+
+def _deliver_with(guest: Guest, provider: InitPkiDeliveryProvider, props: dict[str, Any], request: str) -> Any:
+    thread = threading.Thread(target=guest.receive, args=(request,))
+    thread.start()
+    try:
+        return provider.create(provider.check({}, props).inputs)
+    finally:
+        thread.join(60)
+        assert guest.error is None, guest.error
+
+
+def test_the_init_node_receives_its_keys_and_vcenter_never_holds_one(
+    si: Any, init_vm: Any, provider: InitPkiDeliveryProvider, tmp_path: Path
+) -> None:
+    guest = Guest(init_vm, tmp_path)
+    created = _deliver_with(guest, provider, _props(init_vm), guest.make_key())
+    assert guest.staged == _bundle_members()
+    assert b"PRIVATE KEY" in guest.staged["ca.key"]
+    # What a vCenter reader sees, now and in the event log: only public values and ciphertext.
+    for where, text in (("extraConfig", _readable(list(_extra(init_vm).values()))), ("events", _events(si, init_vm))):
+        assert "PRIVATE KEY" not in text, where
+        assert TEST_ENCRYPTION_KEYS["key-1"] not in text, where
+    left = _extra(init_vm)
+    assert ENVELOPE_KEY not in left and REQUEST_KEY not in left
+    assert created.outs["certificate_fingerprint"] == left[RECEIVED_KEY]
+    assert created.outs["keys_present"] == [RECEIVED_KEY]
+
+
+def test_a_rerun_after_the_delivery_finds_the_answer_and_delivers_nothing_again(
+    si: Any, init_vm: Any, provider: InitPkiDeliveryProvider, tmp_path: Path
+) -> None:
+    guest = Guest(init_vm, tmp_path)
+    _deliver_with(guest, provider, _props(init_vm), guest.make_key())
+    again = provider.create(provider.check({}, _props(init_vm, wait_seconds=1)).inputs)
+    assert again.outs["certificate_fingerprint"] == _extra(init_vm)[RECEIVED_KEY]
+    assert ENVELOPE_KEY not in _extra(init_vm)
+
+
+def test_a_stale_request_is_answered_again_when_the_node_posts_its_own(
+    si: Any, init_vm: Any, provider: InitPkiDeliveryProvider, tmp_path: Path
+) -> None:
+    """A request the node cannot open (a certificate copied with a template) is answered, and so
+    is the node's own when it comes: only its answer ends the wait."""
+    stale_home = tmp_path / "stale"
+    stale_home.mkdir()
+    Guest(init_vm, stale_home).info_set(REQUEST_KEY, Guest(init_vm, stale_home).make_key())
+    (tmp_path / "node").mkdir()
+    guest = Guest(init_vm, tmp_path / "node")
+    request = guest.make_key()
+
+    def post_later() -> None:
+        time.sleep(1.0)
+        guest.receive(request)
+
+    thread = threading.Thread(target=post_later)
+    thread.start()
+    created = provider.create(provider.check({}, _props(init_vm)).inputs)
+    thread.join(60)
+    assert guest.error is None, guest.error
+    assert guest.staged == _bundle_members()
+    assert created.outs["certificate_fingerprint"] == "sha256:" + hashlib.sha256(base64.b64decode(request)).hexdigest()
+
+
+def test_a_node_that_never_asks_fails_the_run_naming_the_vm(init_vm: Any, provider: InitPkiDeliveryProvider) -> None:
+    with pytest.raises(VsphereError, match=rf"VM {init_vm.name}: its node did not ask for its keys"):
+        provider.create(provider.check({}, _props(init_vm, wait_seconds=1)).inputs)
+
+
+def test_an_init_vm_made_before_the_sealed_delivery_is_left_alone(
+    init_vm: Any, provider: InitPkiDeliveryProvider
+) -> None:
+    """An existing cluster's init VM: its metadata has no marker (the VM ignores metadata changes)."""
+    extra = guestinfo_extra_config(_metadata(asks=False), USER_DATA)
+    reconfigure(init_vm, extraConfig=[vim.option.OptionValue(key="guestinfo.metadata", value=extra["guestinfo.metadata"])])
+    created = provider.create(provider.check({}, _props(init_vm, wait_seconds=1)).inputs)
+    assert created.outs["certificate_fingerprint"] == ""
+    assert ENVELOPE_KEY not in _extra(init_vm)
+
+
+def test_delete_removes_every_handoff_key(init_vm: Any, provider: InitPkiDeliveryProvider, tmp_path: Path) -> None:
+    guest = Guest(init_vm, tmp_path)
+    created = _deliver_with(guest, provider, _props(init_vm), guest.make_key())
+    provider.delete(created.id, created.outs)
+    assert not [k for k in _extra(init_vm) if k.startswith("guestinfo.gpucluster.pki.")]
