@@ -1,15 +1,15 @@
 """GuestinfoScrub: once a node's guest has read its first-boot user-data, remove it from the VM's
 extraConfig; and if the guest never does, remove it when the wait runs out.
 
-Why: every node's user-data carries the join token (and a control-plane node's more:
-`components.k8s.node_bootstrap.user_data`). It reaches the guest as `guestinfo.userdata` in the
-VM's extraConfig (`first_boot`), which anyone with read access to the VM in vCenter (any role with
-System.Read on it: `config.extraConfig` is an ordinary VM property), to its datastore (the `.vmx`
-file) or to its backups can read. cloud-init's `redact` does not close that: it overwrites the key
+Why: every node's user-data carries a join token (a joining control-plane node's a certificate
+key too; no node's a private key: `components.k8s.node_bootstrap.user_data`). It reaches the
+guest as `guestinfo.userdata` in the VM's extraConfig (`first_boot`), which anyone with read
+access to the VM in vCenter (any role with System.Read on it: `config.extraConfig` is an ordinary
+VM property), to its datastore (the `.vmx` file) or to its backups can read. cloud-init's `redact` does not close that: it overwrites the key
 from inside the guest through VMware Tools (`vmware-rpctool "info-set guestinfo.userdata ---"`,
 cloudinit/sources/DataSourceVMware.py, `guestinfo_redact_keys`), a guest-side variable that
-reaches the `.vmx` only when the VM is next power-cycled (open-vm-tools issue 288), so vCenter
-keeps showing the original until then; on a VM whose cloud-init never ran, forever.
+reaches the `.vmx` file only when the VM is next power-cycled (open-vm-tools issue 288), and a VM
+whose cloud-init never ran keeps the original forever.
 pulumi-vsphere never blanks it either: the VM ignores changes to these keys (`node_pool`).
 Cluster API's vSphere provider leaves it in place (kubernetes-sigs/cluster-api-provider-vsphere
 issue 582, open).

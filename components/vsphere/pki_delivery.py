@@ -39,7 +39,12 @@ from pyVmomi import vim
 
 from components import resource_handlers as handlers
 from components.gpucluster_resource import GpuclusterResource
-from components.k8s.node_bootstrap.pki_handoff import (
+from components.vcenter.errors import VsphereError
+from components.vcenter.lookups import find_vm_by_uuid
+from components.vcenter.tasks import wait_for_task
+from components.vsphere.first_boot import asks_for_its_keys
+from components.vsphere.guestinfo_scrub import RECONFIGURE_TIMEOUT_SECONDS, remove_keys
+from components.vsphere.key_handoff import (
     ENVELOPE_KEY,
     HANDOFF_KEYS,
     RECEIVED_KEY,
@@ -48,12 +53,11 @@ from components.k8s.node_bootstrap.pki_handoff import (
     request_fingerprint,
     seal_bundle,
 )
-from components.vcenter.errors import VsphereError
-from components.vcenter.lookups import find_vm_by_uuid
-from components.vcenter.tasks import wait_for_task
-from components.vsphere.first_boot import asks_for_its_keys
-from components.vsphere.guestinfo_scrub import RECONFIGURE_TIMEOUT_SECONDS, remove_keys
 from components.vsphere.provider_base import RetryPolicy, VsphereProvider, is_unknown, public_props
+
+SETINFO_DISABLE = "isolation.tools.setinfo.disable"
+"""A VM setting of VMware's hardening guidance ("prevent guests from writing name-value pairs to
+the configuration file"); VMX keys are case-insensitive, so it is compared in lower case."""
 
 
 @dataclass(frozen=True)
@@ -175,23 +179,33 @@ class InitPkiDeliveryProvider(VsphereProvider):
 
         return self.run(op, what=f"remove the key handoff from VM {label}")
 
-    def _predates_the_handoff(self, vm_id: str, label: str) -> bool:
-        """A VM made before this delivery existed: its metadata lacks the marker (first_boot), it
-        got its keys in its user-data long ago and will never ask."""
+    def _first_look(self, vm_id: str, label: str) -> tuple[bool, bool]:
+        """(whether the VM was made before this delivery existed: its metadata lacks the marker
+        (first_boot), it got its keys in its user-data long ago and will never ask; whether the
+        VM forbids its guest to set guestinfo, so the request could never come)."""
 
-        def op(si: Any) -> bool:
+        def op(si: Any) -> tuple[bool, bool]:
             vm = find_vm_by_uuid(si, vm_id)
             if vm is None:
                 raise VsphereError(f"VM {label} (BIOS UUID {vm_id}) not found in vCenter", object_name=label)
-            metadata = next((str(o.value) for o in vm.config.extraConfig or [] if o.key == "guestinfo.metadata"), None)
-            return not asks_for_its_keys(metadata)
+            options = {str(o.key).lower(): str(o.value) for o in vm.config.extraConfig or []}
+            forbidden = options.get(SETINFO_DISABLE, "").strip().lower() == "true"
+            return not asks_for_its_keys(options.get("guestinfo.metadata")), forbidden
 
         return self.run(op, what=f"read the first-boot metadata of VM {label}")
 
     def create(self, props: dict[str, Any]) -> handlers.CreateResult:
         vm_id: str = props["vm_id"]
         label = props.get("vm_name") or vm_id
-        if self._predates_the_handoff(vm_id, label):
+        predates, forbidden = self._first_look(vm_id, label)
+        if forbidden and not predates:
+            raise VsphereError(
+                f"VM {label} has {SETINFO_DISABLE} = TRUE, so its node cannot ask for its keys through guestinfo. "
+                "Remove that setting from the template the control-plane VMs are cloned from (vCenter: the template's "
+                "Edit Settings > Advanced Parameters), or from this VM, then run pulumi up again",
+                object_name=label,
+            )
+        if predates:
             pulumi.log.info(
                 f"VM {label} was made before its keys were delivered sealed (its first boot read them from "
                 "user-data): nothing to deliver. Replacing it (a rollout) gives it the sealed delivery"

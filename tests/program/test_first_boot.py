@@ -78,6 +78,8 @@ def test_metadata_document_shape() -> None:
         )
     )
     assert document == {
+        # The VM's bootstrap asks for its keys (InitPkiDelivery tells older VMs apart by this).
+        "gpucluster-key-handoff": "v1",
         "instance-id": "dev-gpu-worker-1",
         "local-hostname": "worker-1",
         "network": {

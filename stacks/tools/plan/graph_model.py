@@ -42,6 +42,7 @@ PLUMBING_WORDS = {
     "RolloutSettle": "settle",
     "NodeJoined": "join wait",
     "GuestinfoScrub": "guestinfo scrub",
+    "InitPkiDelivery": "sealed key delivery",
 }
 """How a folded plumbing type is named in its node's box; a type not listed is named as it is."""
 

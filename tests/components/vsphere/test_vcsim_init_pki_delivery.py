@@ -3,7 +3,7 @@ sealed to a key it made, and vCenter never holds one in plain text.
 
 The provider runs as the plugin runs it (its own session, configured like the engine does). The
 guest is a thread doing what the bootstrap's `receive_pki` does, with the real openssl for the
-key, the certificate and `cms -decrypt`, and the real tar; only its guestinfo calls are a double
+key, the certificate, the unwrap (`pkeyutl`, OAEP), the HMAC and the decryption, and the real tar; only its guestinfo calls are a double
 (docs/tests.md): `info-set` becomes a reconfigure of the VM's extraConfig, which is where vCenter
 shows a value the guest set (vm-operator reads guest-set keys from `config.extraConfig`), and
 `info-get` reads extraConfig. The script's own run of the same exchange, against the program's
@@ -28,15 +28,10 @@ from typing import Any
 import pytest
 from pyVmomi import vim
 
-from components.k8s.node_bootstrap.pki_handoff import (
-    BUNDLE_MEMBERS,
-    ENVELOPE_KEY,
-    RECEIVED_KEY,
-    REQUEST_KEY,
-    pki_bundle,
-)
+from components.k8s.node_bootstrap.pki_handoff import BUNDLE_MEMBERS, pki_bundle
 from components.vcenter.errors import VsphereError
 from components.vsphere.first_boot import guestinfo_extra_config, metadata_document
+from components.vsphere.key_handoff import ENVELOPE_KEY, RECEIVED_KEY, REQUEST_KEY
 from components.vsphere.pki_delivery import DeliveryWait, InitPkiDeliveryProvider
 from components.vsphere.provider_base import RetryPolicy
 from tests.components.k8s.node_bootstrap.cluster_settings import PEM_FIELDS, TEST_ENCRYPTION_KEYS, cluster_settings
@@ -128,7 +123,7 @@ class Guest:
 
     def make_key(self) -> str:
         subprocess.run(
-            ["openssl", "req", "-x509", "-newkey", "rsa:3072", "-nodes", "-days", "7", "-subj", "/CN=gpucluster-pki-handoff",
+            ["openssl", "req", "-x509", "-newkey", "rsa:2048", "-nodes", "-days", "7", "-subj", "/CN=gpucluster-pki-handoff",
              "-keyout", str(self.key), "-out", str(self.cert)],
             check=True, capture_output=True,
         )  # fmt: skip
@@ -138,16 +133,35 @@ class Guest:
     def info_set(self, key: str, value: str) -> None:
         reconfigure(self.vm, extraConfig=[vim.option.OptionValue(key=key, value=value)])
 
+    def _openssl(self, *args: str, stdin: bytes = b"") -> bytes:
+        return subprocess.run(["openssl", *args], input=stdin, check=True, capture_output=True).stdout
+
     def _opened(self, envelope: str | None) -> bool:
+        """As the script's `open_envelope`: the key unwrapped with `pkeyutl` (OAEP), the HMAC
+        checked with `dgst`, the bundle decrypted with `enc`; False when it is not for this key."""
         if not envelope:
             return False
-        (self.home / "envelope.der").write_bytes(base64.b64decode(envelope))
-        decrypted = subprocess.run(
-            ["openssl", "cms", "-decrypt", "-binary", "-inform", "DER", "-in", str(self.home / "envelope.der"),
-             "-inkey", str(self.key), "-recip", str(self.cert), "-out", str(self.home / "bundle.tgz")],
-            capture_output=True,
-        )  # fmt: skip
-        return decrypted.returncode == 0
+        version, wrapped, iv, ciphertext, mac = envelope.split(".")
+        assert version == "v1"
+        (self.home / "wrapped.bin").write_bytes(base64.b64decode(wrapped))
+        try:
+            key = self._openssl(
+                "pkeyutl", "-decrypt", "-inkey", str(self.key), "-in", str(self.home / "wrapped.bin"),
+                "-pkeyopt", "rsa_padding_mode:oaep", "-pkeyopt", "rsa_oaep_md:sha256", "-pkeyopt", "rsa_mgf1_md:sha256",
+            ).hex()  # fmt: skip
+        except subprocess.CalledProcessError:
+            return False
+
+        def hmac_hex(hex_key: str, data: str) -> str:
+            out = self._openssl("dgst", "-sha256", "-mac", "HMAC", "-macopt", f"hexkey:{hex_key}", "-r", stdin=data.encode())
+            return out.decode().split()[0]
+
+        enc_key = hmac_hex(key, "gpucluster pki-handoff aes-256-ctr")
+        mac_key = hmac_hex(key, "gpucluster pki-handoff hmac-sha256")
+        assert hmac_hex(mac_key, f"{iv}:{ciphertext}") == mac
+        bundle = self._openssl("enc", "-d", "-aes-256-ctr", "-K", enc_key, "-iv", iv, stdin=base64.b64decode(ciphertext))
+        (self.home / "bundle.tgz").write_bytes(bundle)
+        return True
 
     def receive(self, request: str) -> None:
         try:
@@ -250,6 +264,16 @@ def test_an_init_vm_made_before_the_sealed_delivery_is_left_alone(
     created = provider.create(provider.check({}, _props(init_vm, wait_seconds=1)).inputs)
     assert created.outs["certificate_fingerprint"] == ""
     assert ENVELOPE_KEY not in _extra(init_vm)
+
+
+def test_a_vm_that_forbids_guest_info_set_fails_at_once_naming_the_setting(
+    init_vm: Any, provider: InitPkiDeliveryProvider
+) -> None:
+    reconfigure(init_vm, extraConfig=[vim.option.OptionValue(key="isolation.tools.setInfo.disable", value="TRUE")])
+    started = time.monotonic()
+    with pytest.raises(VsphereError, match=r"isolation\.tools\.setinfo\.disable = TRUE"):
+        provider.create(provider.check({}, _props(init_vm, wait_seconds=600)).inputs)
+    assert time.monotonic() - started < 60  # not the whole wait
 
 
 def test_delete_removes_every_handoff_key(init_vm: Any, provider: InitPkiDeliveryProvider, tmp_path: Path) -> None:

@@ -409,11 +409,12 @@ stage_gpu() {
 # --- the init node: its keys, sealed to a key made here, never in user-data ----------------------
 # No cluster runs yet whose TLS could carry them, and everything in user-data is readable in
 # vCenter. So this node makes an RSA key, posts its certificate to the VM's guestinfo, and the stack
-# answers with the shared PKI and the Secrets encryption keys sealed to it (CMS EnvelopedData),
-# then removes both from the VM (node_bootstrap/pki_handoff.py, vsphere/pki_delivery.py). The key
+# answers with the shared PKI and the Secrets encryption keys sealed to it (open_envelope),
+# then removes both from the VM (components/vsphere/key_handoff.py, pki_delivery.py). The key
 # never leaves this directory and is deleted once the envelope is open: no copy of the envelope
 # (vCenter's events, vmware.log) opens after that. A replaced first node receives its keys the
-# same way, whether it then inits or joins.
+# same way, whether it then inits or joins. Only what the openssl command line opens, and only
+# algorithms a FIPS-mode template allows (RSA-OAEP, AES-CTR, HMAC-SHA256).
 guestinfo_get() {  # guestinfo_get KEY: a guestinfo value, or nothing when the VM has none
   vmware-rpctool "info-get guestinfo.$1" 2>/dev/null || true
 }
@@ -432,30 +433,68 @@ acknowledge_pki() {
   rm -rf "$pki_handoff_dir"
 }
 
+# open_envelope ENVELOPE: the bundle sealed to this node's key, into $pki_handoff_dir/bundle.tgz.
+# `v1.<RSA-OAEP-wrapped key>.<iv>.<AES-256-CTR ciphertext>.<HMAC-SHA256>` (pki_handoff.py): the
+# fresh key unwrapped with this node's RSA key, then the joining nodes' encrypt-then-MAC scheme
+# under keys derived from it. Says why when it does not open (sealed to an earlier certificate, cut).
+open_envelope() {
+  local dir=$pki_handoff_dir version wrapped iv ciphertext mac key enc_key mac_key
+  IFS=. read -r version wrapped iv ciphertext mac <<<"$1"
+  if [ "$version" != v1 ] || [ -z "$mac" ]; then
+    log "the sealed keys in guestinfo are not in a form this script opens (version '$version')" >&2
+    return 1
+  fi
+  printf '%s' "$wrapped" | openssl base64 -d -A >"$dir/wrapped.bin"
+  key=$(openssl pkeyutl -decrypt -inkey "$dir/handoff.key" -in "$dir/wrapped.bin" -pkeyopt rsa_padding_mode:oaep \
+    -pkeyopt rsa_oaep_md:sha256 -pkeyopt rsa_mgf1_md:sha256 2>"$dir/openssl.err" | od -An -v -tx1 | tr -d ' \n') || key=
+  if [ "${#key}" -ne 64 ]; then
+    log "the sealed keys in guestinfo are not sealed to this node's key (an answer to an earlier request?): $(sed -n 1p "$dir/openssl.err")" >&2
+    return 1
+  fi
+  enc_key=$(printf '%s' "gpucluster pki-handoff aes-256-ctr" | hmac_hex "$key")
+  mac_key=$(printf '%s' "gpucluster pki-handoff hmac-sha256" | hmac_hex "$key")
+  if [ "$(printf '%s:%s' "$iv" "$ciphertext" | hmac_hex "$mac_key")" != "$mac" ]; then
+    log "the sealed keys in guestinfo open with this node's key but are not intact (HMAC)" >&2
+    return 1
+  fi
+  (umask 077 && printf '%s' "$ciphertext" | openssl base64 -d -A |
+    openssl enc -d -aes-256-ctr -K "$enc_key" -iv "$iv" >"$dir/bundle.tgz")
+}
+
 receive_pki() {
-  local dir=$pki_handoff_dir request envelope n=0 delay=5
+  local dir=$pki_handoff_dir request envelope seen="" n=0 delay=5 tool
   if [ -f "$pki_staging/ca.key" ] && [ -f "$encryption_config" ]; then
     [ ! -f "$dir/handoff.crt" ] || acknowledge_pki
     return 0
   fi
+  for tool in openssl tar gzip od vmware-rpctool; do
+    command -v "$tool" >/dev/null ||
+      die "$tool is missing: the first control-plane node needs it to receive its keys (templates/rocky9/ks.cfg installs it: rebuild the template)"
+  done
   (umask 077 && mkdir -p "$dir")
   if [ ! -f "$dir/handoff.key" ]; then
-    (umask 077 && openssl req -x509 -newkey rsa:3072 -nodes -days 7 -subj "/CN=gpucluster-pki-handoff" \
-      -keyout "$dir/handoff.key.part" -out "$dir/handoff.crt" 2>/dev/null) ||
-      die "could not make the key the stack seals this node's keys to (openssl req)"
+    (umask 077 && openssl req -x509 -newkey rsa:2048 -nodes -days 7 -subj "/CN=gpucluster-pki-handoff" \
+      -keyout "$dir/handoff.key.part" -out "$dir/handoff.crt" 2>"$dir/openssl.err") ||
+      die "could not make the key the stack seals this node's keys to: $(sed -n 1p "$dir/openssl.err")"
     mv "$dir/handoff.key.part" "$dir/handoff.key"
   fi
   request=$(openssl x509 -in "$dir/handoff.crt" -outform der | openssl base64 -A)
-  vmware-rpctool "info-set guestinfo.gpucluster.pki.request $request" >/dev/null ||
-    die "could not post this node's key request to guestinfo (vmware-rpctool; is open-vm-tools running?)"
-  log "asked the stack for this node's keys (certificate $(certificate_fingerprint "$dir/handoff.crt")); waiting for pulumi up to deliver them"
-  until envelope=$(guestinfo_get gpucluster.pki.envelope) && [ -n "$envelope" ] &&
-    printf '%s' "$envelope" | openssl base64 -d -A >"$dir/envelope.der" &&
-    (umask 077 && openssl cms -decrypt -binary -inform DER -in "$dir/envelope.der" \
-      -inkey "$dir/handoff.key" -recip "$dir/handoff.crt" -out "$dir/bundle.tgz" 2>/dev/null); do
+  log "asking the stack for this node's keys (certificate $(certificate_fingerprint "$dir/handoff.crt")); pulumi up delivers them"
+  while :; do
+    # Posted again whenever guestinfo holds another request (one copied with a template, or set
+    # by someone else): the stack answers the latest.
+    if [ "$(guestinfo_get gpucluster.pki.request)" != "$request" ]; then
+      vmware-rpctool "info-set guestinfo.gpucluster.pki.request $request" >/dev/null ||
+        die "could not post this node's key request to guestinfo (vmware-rpctool info-set; a VM with isolation.tools.setinfo.disable=TRUE forbids it)"
+    fi
+    envelope=$(guestinfo_get gpucluster.pki.envelope)
+    # Each envelope is tried once: one that did not open will not open later.
+    if [ -n "$envelope" ] && [ "$envelope" != "$seen" ]; then
+      seen=$envelope
+      open_envelope "$envelope" && break
+    fi
     n=$((n + 1))
     [ "$n" -lt 120 ] || die "no sealed keys for this node after $n checks: run pulumi up (InitPkiDelivery delivers them)"
-    # An envelope for an earlier certificate does not open: the stack answers the request above.
     log "sealed keys not delivered yet (check $n); next check in ${delay}s"
     sleep "$delay"
     delay=$((delay * 2 > 30 ? 30 : delay * 2))
@@ -471,7 +510,7 @@ receive_pki() {
   rm -rf "$pki_staging"
   mv "$dir/open" "$pki_staging"
   # The key first: from here on no copy of the envelope opens.
-  rm -f "$dir/handoff.key" "$dir/envelope.der" "$dir/bundle.tgz"
+  rm -f "$dir/handoff.key" "$dir/wrapped.bin" "$dir/bundle.tgz"
   log "received this node's keys, sealed to its own key"
   acknowledge_pki
 }

@@ -213,6 +213,10 @@ def _kind_seconds_holds(
         return kind, (d.linked_clone if linked else d.full_clone) + d.snapshot, holds
     if resource.type == "gpucluster:kubernetes:ApiServerReady":
         return "guest boot + kubeadm init", d.guest_boot + d.kubeadm_init, {}
+    if resource.type == "gpucluster:vsphere:InitPkiDelivery":
+        # Waits for the init node's boot to ask for its keys, then one reconfigure; in parallel
+        # with (and shorter than) ApiServerReady, which waits for kubeadm init after it.
+        return "guest boot + key delivery", d.guest_boot + d.vm_reconfigure, {}
     if resource.type == "kubernetes:yaml/v2:ConfigGroup":
         objs = resource.inputs.get("objs") or []
         kinds = {o.get("kind") for o in (objs if isinstance(objs, list) else [objs]) if isinstance(o, Mapping)}

@@ -48,7 +48,7 @@ STANDIN_NAMES = (
     "update-ca-trust",
     "vmware-rpctool",
 )
-TOOLS = ("bash", "cat", "chmod", "cmp", "cp", "grep", "gzip", "mkdir", "mv", "openssl", "rm", "sed", "sha256sum")
+TOOLS = ("bash", "cat", "chmod", "cmp", "cp", "grep", "gzip", "mkdir", "mv", "od", "openssl", "rm", "sed", "sha256sum")
 TOOLS += ("tar", "touch", "tr")
 
 TOOLKIT_DEFAULT_CONFIG = """#accept-nvidia-visible-devices-as-volume-mounts = false

@@ -11,7 +11,7 @@ from __future__ import annotations
 import sys
 from pathlib import Path
 
-from components.k8s.node_bootstrap.pki_handoff import ENVELOPE_KEY, REQUEST_KEY, seal_bundle
+from components.vsphere.key_handoff import ENVELOPE_KEY, REQUEST_KEY, seal_bundle
 
 
 def respond(sim: Path) -> None:

@@ -13,8 +13,15 @@ from pathlib import Path
 import pytest
 
 from components.k8s.node_bootstrap.paths import ENCRYPTION_CONFIG_PATH
-from components.k8s.node_bootstrap.pki_handoff import ENVELOPE_KEY, RECEIVED_KEY, REQUEST_KEY
-from components.k8s.node_bootstrap.user_data import render_encryption_configuration
+from components.k8s.node_bootstrap.pki_handoff import BUNDLE_MEMBERS
+from components.k8s.node_bootstrap.user_data import render_bootstrap_script, render_encryption_configuration
+from components.vsphere.key_handoff import (
+    ENCRYPTION_KEY_LABEL,
+    ENVELOPE_KEY,
+    MAC_KEY_LABEL,
+    RECEIVED_KEY,
+    REQUEST_KEY,
+)
 from tests.components.k8s.node_bootstrap.test_bootstrap_script_runs import (
     PKI,
     assert_bootstrapped,
@@ -95,3 +102,16 @@ def test_a_power_cut_after_the_keys_arrived_answers_on_the_next_boot(tmp_path: P
     assert request and fresh.guestinfo(RECEIVED_KEY) == _fingerprint(request)
     assert fresh.lines("deliveries") == ["delivered"]  # the keys were not asked for twice
     assert_bootstrapped(fresh)
+
+
+def test_the_script_spells_the_channel_and_the_bundle_as_the_program_does() -> None:
+    """The script cannot import them: its guestinfo keys, key labels and tar members are read back."""
+    script = render_bootstrap_script()
+    assert f"info-set {REQUEST_KEY} " in script
+    assert f"info-set {RECEIVED_KEY} " in script
+    assert f"guestinfo_get {ENVELOPE_KEY.removeprefix('guestinfo.')}" in script
+    for label in (ENCRYPTION_KEY_LABEL, MAC_KEY_LABEL):
+        assert f'"{label.decode()}"' in script
+    (extract,) = [line for line in script.splitlines() if "ca.crt ca.key front-proxy-ca.crt" in line]
+    members = [*extract.split(), "encryption-configuration.yaml"]
+    assert tuple(m for m in members if m != "\\") == BUNDLE_MEMBERS
