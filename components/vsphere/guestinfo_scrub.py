@@ -59,7 +59,7 @@ from components.gpucluster_resource import GpuclusterResource
 from components.vcenter.errors import VsphereError
 from components.vcenter.lookups import find_vm_by_uuid
 from components.vcenter.tasks import wait_for_task
-from components.vsphere.provider_base import RetryPolicy, VsphereProvider, is_unknown, public_props
+from components.vsphere.provider_base import RetryPolicy, VsphereProvider, check_vm_id, is_unknown, public_props
 
 SECRET_GUESTINFO_KEYS = ("guestinfo.userdata", "guestinfo.userdata.encoding")
 """The extraConfig keys that carry (or describe) the user-data; `first_boot.GUESTINFO_KEYS` has
@@ -97,16 +97,17 @@ def secret_keys_present(vm: Any) -> list[str]:
     return [key for key in SECRET_GUESTINFO_KEYS if key in present]
 
 
+def set_extra_config(vm: Any, values: dict[str, str], *, what: str) -> None:
+    """Set extraConfig keys of a VM, an empty value removing its key (VirtualMachineConfigSpec.
+    extraConfig). Needs VirtualMachine.Config.AdvancedConfig on the VM; a powered-on VM takes it
+    (no restart), and its guest reads a `guestinfo.*` key so set with `info-get`."""
+    spec = vim.vm.ConfigSpec(extraConfig=[vim.option.OptionValue(key=key, value=value) for key, value in values.items()])
+    wait_for_task(vm.ReconfigVM_Task(spec=spec), timeout=RECONFIGURE_TIMEOUT_SECONDS, object_name=vm.name, what=what)
+
+
 def remove_keys(vm: Any, keys: list[str]) -> None:
-    """Remove extraConfig keys: each sent with an empty value (VirtualMachineConfigSpec.extraConfig).
-    Needs VirtualMachine.Config.AdvancedConfig on the VM; a powered-on VM takes it (no restart)."""
-    spec = vim.vm.ConfigSpec(extraConfig=[vim.option.OptionValue(key=key, value="") for key in keys])
-    wait_for_task(
-        vm.ReconfigVM_Task(spec=spec),
-        timeout=RECONFIGURE_TIMEOUT_SECONDS,
-        object_name=vm.name,
-        what="removing first-boot secrets from extraConfig",
-    )
+    """Remove extraConfig keys: each sent with an empty value."""
+    set_extra_config(vm, dict.fromkeys(keys, ""), what="removing first-boot secrets from extraConfig")
 
 
 # ---------------------------------------------------------------------------------------------
@@ -122,13 +123,7 @@ class GuestinfoScrubProvider(VsphereProvider):
 
     def check(self, _olds: dict[str, Any], news: dict[str, Any]) -> handlers.CheckResult:
         inputs = public_props(news)
-        failures: list[handlers.CheckFailure] = []
-        vm_id = inputs.get("vm_id")
-        if not is_unknown(vm_id):
-            if not isinstance(vm_id, str) or not vm_id.strip():
-                failures.append(handlers.CheckFailure("vm_id", "must be a VM BIOS UUID"))
-            else:
-                inputs["vm_id"] = vm_id.strip().lower()
+        failures = check_vm_id(inputs)
         wait_seconds = inputs.get("wait_seconds")
         known = wait_seconds is not None and not is_unknown(wait_seconds)
         if known and (isinstance(wait_seconds, bool) or not isinstance(wait_seconds, int | float) or wait_seconds < 0):

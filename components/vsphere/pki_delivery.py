@@ -35,15 +35,13 @@ from dataclasses import dataclass
 from typing import Any
 
 import pulumi
-from pyVmomi import vim
 
 from components import resource_handlers as handlers
 from components.gpucluster_resource import GpuclusterResource
 from components.vcenter.errors import VsphereError
 from components.vcenter.lookups import find_vm_by_uuid
-from components.vcenter.tasks import wait_for_task
 from components.vsphere.first_boot import asks_for_its_keys
-from components.vsphere.guestinfo_scrub import RECONFIGURE_TIMEOUT_SECONDS, remove_keys
+from components.vsphere.guestinfo_scrub import remove_keys, set_extra_config
 from components.vsphere.key_handoff import (
     ENVELOPE_KEY,
     HANDOFF_KEYS,
@@ -53,7 +51,7 @@ from components.vsphere.key_handoff import (
     request_fingerprint,
     seal_bundle,
 )
-from components.vsphere.provider_base import RetryPolicy, VsphereProvider, is_unknown, public_props
+from components.vsphere.provider_base import RetryPolicy, VsphereProvider, check_vm_id, is_unknown, public_props
 
 SETINFO_DISABLE = "isolation.tools.setinfo.disable"
 """A VM setting of VMware's hardening guidance ("prevent guests from writing name-value pairs to
@@ -91,13 +89,7 @@ def delivered(values: dict[str, str]) -> bool:
 
 def write_envelope(vm: Any, envelope: str) -> None:
     """Set the envelope on the (running) VM: the guest reads it with `info-get`."""
-    spec = vim.vm.ConfigSpec(extraConfig=[vim.option.OptionValue(key=ENVELOPE_KEY, value=envelope)])
-    wait_for_task(
-        vm.ReconfigVM_Task(spec=spec),
-        timeout=RECONFIGURE_TIMEOUT_SECONDS,
-        object_name=vm.name,
-        what="writing the init node's sealed keys to guestinfo",
-    )
+    set_extra_config(vm, {ENVELOPE_KEY: envelope}, what="writing the init node's sealed keys to guestinfo")
 
 
 class InitPkiDeliveryProvider(VsphereProvider):
@@ -109,13 +101,7 @@ class InitPkiDeliveryProvider(VsphereProvider):
 
     def check(self, _olds: dict[str, Any], news: dict[str, Any]) -> handlers.CheckResult:
         inputs = public_props(news)
-        failures: list[handlers.CheckFailure] = []
-        vm_id = inputs.get("vm_id")
-        if not is_unknown(vm_id):
-            if not isinstance(vm_id, str) or not vm_id.strip():
-                failures.append(handlers.CheckFailure("vm_id", "must be a VM BIOS UUID"))
-            else:
-                inputs["vm_id"] = vm_id.strip().lower()
+        failures = check_vm_id(inputs)
         bundle = inputs.get("bundle")
         if not is_unknown(bundle):
             try:

@@ -50,6 +50,18 @@ def public_props(props: Mapping[str, Any]) -> dict[str, Any]:
     return {k: v for k, v in props.items() if not k.startswith("__")}
 
 
+def check_vm_id(inputs: dict[str, Any]) -> list[handlers.CheckFailure]:
+    """Check a `vm_id` input (a VM's BIOS UUID, pulumi-vsphere's VM id) and normalise it in place
+    to vCenter's lower case; an unknown one (a preview before the VM exists) passes."""
+    vm_id = inputs.get("vm_id")
+    if is_unknown(vm_id):
+        return []
+    if not isinstance(vm_id, str) or not vm_id.strip():
+        return [handlers.CheckFailure("vm_id", "must be a VM BIOS UUID")]
+    inputs["vm_id"] = vm_id.strip().lower()
+    return []
+
+
 CONFIG_OPERATION_TIMEOUT = "gpucluster:vcenterTimeoutSeconds"
 """The plugin's setting (provider input `vcenterTimeoutSeconds`) for `RetryPolicy.max_total`:
 the wall-clock bound of every vCenter operation, logins and retries included. Tests set a few

@@ -36,7 +36,7 @@ from components.gpucluster_resource import GpuclusterResource
 from components.vcenter.errors import VsphereError
 from components.vcenter.lookups import find_vm_by_uuid
 from components.vcenter.tasks import wait_for_task
-from components.vsphere.provider_base import RetryPolicy, VsphereProvider, is_unknown, public_props
+from components.vsphere.provider_base import RetryPolicy, VsphereProvider, check_vm_id, is_unknown, public_props
 from components.vsphere.vgpu.devices import (
     VgpuDevice,
     VgpuPlan,
@@ -202,13 +202,7 @@ class VgpuAttachmentProvider(VsphereProvider):
 
     def check(self, _olds: dict[str, Any], news: dict[str, Any]) -> handlers.CheckResult:
         inputs = public_props(news)
-        failures: list[handlers.CheckFailure] = []
-        vm_id = inputs.get("vm_id")
-        if not is_unknown(vm_id):
-            if not isinstance(vm_id, str) or not vm_id.strip():
-                failures.append(handlers.CheckFailure("vm_id", "must be a VM BIOS UUID"))
-            else:
-                inputs["vm_id"] = vm_id.strip().lower()
+        failures = check_vm_id(inputs)
         profiles = inputs.get("profiles")
         if not is_unknown(profiles):
             if (

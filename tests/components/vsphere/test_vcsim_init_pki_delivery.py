@@ -13,7 +13,6 @@ sealing code, is tests/components/k8s/node_bootstrap/test_bootstrap_pki_handoff.
 from __future__ import annotations
 
 import base64
-import binascii
 import contextlib
 import hashlib
 import io
@@ -36,6 +35,7 @@ from components.vsphere.pki_delivery import DeliveryWait, InitPkiDeliveryProvide
 from components.vsphere.provider_base import RetryPolicy
 from tests.components.k8s.node_bootstrap.cluster_settings import PEM_FIELDS, TEST_ENCRYPTION_KEYS, cluster_settings
 from tests.components.vsphere.conftest import TEMPLATE_VM
+from tests.components.vsphere.test_vcsim_control_plane_keys import _readable, _reconfigure_events
 from tests.components.vsphere.vm_helpers import clone, destroy, power_on, reconfigure, unique
 
 pytestmark = pytest.mark.vcsim
@@ -66,23 +66,6 @@ def _metadata(*, asks: bool = True) -> str:
 
 def _extra(vm: Any) -> dict[str, str]:
     return {str(o.key): str(o.value) for o in vm.config.extraConfig or []}
-
-
-def _readable(values: list[str]) -> str:
-    texts = []
-    for value in values:
-        texts.append(value)
-        with contextlib.suppress(binascii.Error, UnicodeDecodeError):
-            texts.append(base64.b64decode(value, validate=True).decode())
-    return "\n".join(texts)
-
-
-def _events(si: Any, vm: Any) -> str:
-    spec = vim.event.EventFilterSpec(entity=vim.event.EventFilterSpec.ByEntity(entity=vm, recursion="self"))
-    found = si.RetrieveContent().eventManager.QueryEvents(spec)
-    return _readable(
-        [str(o.value) for e in found if isinstance(e, vim.event.VmReconfiguredEvent) for o in e.configSpec.extraConfig or []]
-    )
 
 
 @pytest.fixture
@@ -206,7 +189,7 @@ def test_the_init_node_receives_its_keys_and_vcenter_never_holds_one(
     assert guest.staged == _bundle_members()
     assert b"PRIVATE KEY" in guest.staged["ca.key"]
     # What a vCenter reader sees, now and in the event log: only public values and ciphertext.
-    for where, text in (("extraConfig", _readable(list(_extra(init_vm).values()))), ("events", _events(si, init_vm))):
+    for where, text in (("extraConfig", _readable(list(_extra(init_vm).values()))), ("events", _reconfigure_events(si, init_vm))):
         assert "PRIVATE KEY" not in text, where
         assert TEST_ENCRYPTION_KEYS["key-1"] not in text, where
     left = _extra(init_vm)
