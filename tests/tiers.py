@@ -55,6 +55,13 @@ SLOW_MODULES: dict[str, str] = {
     "tests/stacks/tools/deploy_settings/test_deploy_settings.py": "`python -m stacks deploy-settings` and `plan` in child processes",
     "tests/program/test_template_replicas.py": "whole-program runs of 32 and more workers under the mock runtime",
     "tests/workflow/test_test_tiers.py": "collects the whole suite twice, in child processes",
+    "tests/program/test_first_boot.py::test_every_address_of_a_subnet_gets_its_own_mac": "two million MACs, one by one",
+    "tests/components/k8s/node_bootstrap/test_bootstrap_script_runs.py::test_a_boot_cut_at_any_step_recovers_on_the_next_boot": (
+        "the bootstrap cut at every call that changes the node, two boots each: dozens of script runs a test"
+    ),
+    "tests/components/k8s/node_bootstrap/test_bootstrap_replaced_init_node.py::test_a_replaced_first_node_cut_at_any_step_never_inits": (
+        "the bootstrap cut at every call that changes the node, two boots each"
+    ),
 }
 """Test modules, or single tests (`path::function`), paths from the repository root, in the `slow`
 tier though they reach no real program: each takes seconds, mostly child processes of our own
