@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 
 from components.k8s.node_bootstrap.paths import ENCRYPTION_CONFIG_PATH
-from components.k8s.node_bootstrap.pki_handoff import BUNDLE_MEMBERS
+from components.k8s.node_bootstrap.pki_handoff import BUNDLE_MEMBERS, pki_bundle
 from components.k8s.node_bootstrap.user_data import render_bootstrap_script, render_encryption_configuration
 from components.vsphere.key_handoff import (
     ENCRYPTION_KEY_LABEL,
@@ -21,6 +21,7 @@ from components.vsphere.key_handoff import (
     MAC_KEY_LABEL,
     RECEIVED_KEY,
     REQUEST_KEY,
+    seal_bundle,
 )
 from tests.components.k8s.node_bootstrap.test_bootstrap_script_runs import (
     PKI,
@@ -115,3 +116,21 @@ def test_the_script_spells_the_channel_and_the_bundle_as_the_program_does() -> N
     (extract,) = [line for line in script.splitlines() if "ca.crt ca.key front-proxy-ca.crt" in line]
     members = [*extract.split(), "encryption-configuration.yaml"]
     assert tuple(m for m in members if m != "\\") == BUNDLE_MEMBERS
+
+
+def test_an_envelope_altered_on_the_way_is_refused_by_its_hmac(tmp_path: Path) -> None:
+    """Sealed to this node's key, then a ciphertext byte flipped: not one file is staged from it."""
+    node = make_node(tmp_path, "cp-1")
+    node.set("withhold-pki")
+    assert node.start().returncode != 0  # posts its request, waits, gives up for now
+    request = node.guestinfo(REQUEST_KEY)
+    assert request
+    version, wrapped, iv, ciphertext, mac = seal_bundle(pki_bundle(make_spec(), PKI), request).split(".")
+    raw = base64.b64decode(ciphertext)
+    flipped = base64.b64encode(bytes([raw[0] ^ 1]) + raw[1:]).decode()
+    (node.sim / "guestinfo" / ENVELOPE_KEY).write_text(".".join((version, wrapped, iv, flipped, mac)))
+    run = node.start()
+    assert run.returncode != 0
+    assert "not intact (HMAC)" in run.output
+    assert not node.file("/var/lib/gpucluster/pki/ca.key").exists()
+    assert node.guestinfo(RECEIVED_KEY) is None
