@@ -6,21 +6,24 @@ extraConfig, which any vCenter reader sees, the VMX writes into vmware.log at po
 keeps in its reconfigure events: there is no cluster yet whose TLS it could fetch them over. So
 the node asks for them with a public key of its own, through the same guestinfo channel:
 
-1. The bootstrap script (components/k8s/node_bootstrap/files/gpucluster-bootstrap.sh, `receive_pki`) makes an RSA key and a
-   self-signed certificate for it under /var/lib/gpucluster (0700), and publishes the certificate
-   as `guestinfo.gpucluster.pki.request` (`vmware-rpctool "info-set ..."`). A value the guest sets
-   shows in the VM's `config.extraConfig` (VMware's VM Operator reads guest-set guestinfo keys from
-   there: vm-operator pkg/providers/vsphere/vmlifecycle/update_status.go, its GuestInfo readiness
-   probe and cloud-init's `guestinfo.local-ipv4`).
+1. The bootstrap script (components/k8s/node_bootstrap/files/gpucluster-bootstrap.sh,
+   `receive_pki`) makes an RSA key and a self-signed certificate for it under
+   /var/lib/gpucluster (0700), and publishes the certificate as
+   `guestinfo.gpucluster.pki.request` (`vmware-rpctool "info-set ..."`). A value the guest sets
+   shows in the VM's `config.extraConfig`: VMware's VM Operator reads guest-set keys from there
+   (its GuestInfo readiness probe, pkg/prober/probe/guestinfo.go, reads
+   `config.extraConfig["guestinfo.<key>"]`, which its docs have the guest set with
+   `vmware-rpctool "info-set guestinfo.ready true"`; pkg/providers/vsphere/vmlifecycle/
+   update_status.go reads cloud-init's guest-set `guestinfo.local-ipv4` the same way).
 2. The stack (`InitPkiDelivery`, components/vsphere/pki_delivery.py) reads that certificate from
-   the VM, seals the PKI bundle (components/k8s/node_bootstrap/pki_handoff.py) to it and writes the envelope to the VM as
-   `guestinfo.gpucluster.pki.envelope` (`ReconfigVM_Task`; the guest reads extraConfig set on a
-   running VM with `info-get`: govmomi issue 223). The envelope: a fresh 32-byte key wrapped with
-   RSA-OAEP (SHA-256) to the certificate's key, and the bundle under it as the joining
-   control-plane nodes' Secret is sealed (AES-256-CTR, then HMAC-SHA256 over IV and ciphertext,
-   both keys derived from the fresh one; components/k8s/node_bootstrap/control_plane_join.py), with
-   labels of its own. Only what
-   the openssl command line opens (`pkeyutl -decrypt` with OAEP, `enc -aes-256-ctr`, `dgst -hmac`)
+   the VM, seals the PKI bundle (components/k8s/node_bootstrap/pki_handoff.py) to it and writes
+   the envelope to the VM as `guestinfo.gpucluster.pki.envelope` (`ReconfigVM_Task`; the guest
+   reads extraConfig set on a running VM with `info-get`: govmomi issue 223). The envelope: a
+   fresh 32-byte key wrapped with RSA-OAEP (SHA-256) to the certificate's key, and the bundle
+   under it as the joining control-plane nodes' Secret is sealed (AES-256-CTR, then HMAC-SHA256
+   over IV and ciphertext, both keys derived from the fresh one;
+   components/k8s/node_bootstrap/control_plane_join.py), with labels of its own. Only what the
+   openssl command line opens (`pkeyutl -decrypt` with OAEP, `enc -aes-256-ctr`, `dgst -hmac`)
    and only algorithms a FIPS-mode template still allows: not CMS, whose RSA key transport is
    PKCS#1 v1.5 in `cryptography`'s `PKCS7EnvelopeBuilder`.
 3. The node opens it (the script's `open_envelope`), stages the files, deletes its key and
