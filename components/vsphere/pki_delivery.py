@@ -18,6 +18,9 @@ Why the request is trusted: only the VM's guest and whoever may write its extraC
 and both already control the node (pki_handoff.py). Every value read or written is public or
 ciphertext: a refresh or a failed run leaves no key in vCenter.
 
+The handoff keys are no drift for the VM resource: terraform-provider-vsphere reads back only the
+extraConfig keys its configuration names (virtual_machine_config_structure.go, `flattenExtraConfig`).
+
 `read` reports whether the VM still holds any of the handoff keys; the VM gone, the resource is
 gone. `delete` removes what is left of them. A new VM (a replaced init node) is a new delivery.
 
