@@ -77,3 +77,11 @@ def find_vm_by_uuid(si: Any, uuid: str) -> Any | None:
     """The VM whose BIOS UUID (`config.uuid`) is `uuid`: what pulumi-vsphere uses as its VM id."""
     index = si.RetrieveContent().searchIndex
     return index.FindByUuid(datacenter=None, uuid=uuid, vmSearch=True, instanceUuid=False)
+
+
+def require_vm_by_uuid(si: Any, uuid: str, label: str) -> Any:
+    """`find_vm_by_uuid`, failing with the VM's name (`label`) and id when it is gone."""
+    vm = find_vm_by_uuid(si, uuid)
+    if vm is None:
+        raise VsphereError(f"VM {label} (BIOS UUID {uuid}) not found in vCenter", object_name=label)
+    return vm

@@ -57,7 +57,7 @@ from pyVmomi import vim
 from components import resource_handlers as handlers
 from components.gpucluster_resource import GpuclusterResource
 from components.vcenter.errors import VsphereError
-from components.vcenter.lookups import find_vm_by_uuid
+from components.vcenter.lookups import find_vm_by_uuid, require_vm_by_uuid
 from components.vcenter.tasks import wait_for_task
 from components.vsphere.provider_base import RetryPolicy, VsphereProvider, check_vm_id, is_unknown, public_props
 
@@ -177,9 +177,7 @@ class GuestinfoScrubProvider(VsphereProvider):
         label = props.get("vm_name") or vm_id
 
         def op(si: Any) -> list[str]:
-            vm = find_vm_by_uuid(si, vm_id)
-            if vm is None:
-                raise VsphereError(f"VM {label} (BIOS UUID {vm_id}) not found in vCenter", object_name=label)
+            vm = require_vm_by_uuid(si, vm_id, label)
             present = secret_keys_present(vm)
             if present:
                 remove_keys(vm, present)

@@ -42,7 +42,7 @@ import pulumi
 from components import resource_handlers as handlers
 from components.gpucluster_resource import GpuclusterResource
 from components.vcenter.errors import VsphereError
-from components.vcenter.lookups import find_vm_by_uuid
+from components.vcenter.lookups import find_vm_by_uuid, require_vm_by_uuid
 from components.vsphere.first_boot import asks_for_its_keys
 from components.vsphere.guestinfo_scrub import remove_keys, set_extra_config
 from components.vsphere.key_handoff import (
@@ -131,25 +131,20 @@ class InitPkiDeliveryProvider(VsphereProvider):
             "vm_name": props.get("vm_name") or "",
             "node_name": props.get("node_name") or "",
             "wait_seconds": props.get("wait_seconds"),
-            "bundle": props["bundle"],
             "certificate_fingerprint": fingerprint,
             "keys_present": keys_present,
         }
 
     def _values(self, vm_id: str, label: str) -> dict[str, str]:
         def op(si: Any) -> dict[str, str]:
-            vm = find_vm_by_uuid(si, vm_id)
-            if vm is None:
-                raise VsphereError(f"VM {label} (BIOS UUID {vm_id}) not found in vCenter", object_name=label)
+            vm = require_vm_by_uuid(si, vm_id, label)
             return handoff_values(vm)
 
         return self.run(op, what=f"read the key request of VM {label}")
 
     def _send(self, vm_id: str, label: str, envelope: str) -> None:
         def op(si: Any) -> None:
-            vm = find_vm_by_uuid(si, vm_id)
-            if vm is None:
-                raise VsphereError(f"VM {label} (BIOS UUID {vm_id}) not found in vCenter", object_name=label)
+            vm = require_vm_by_uuid(si, vm_id, label)
             write_envelope(vm, envelope)
 
         self.run(op, what=f"deliver the sealed keys to VM {label}")
@@ -174,9 +169,7 @@ class InitPkiDeliveryProvider(VsphereProvider):
         VM forbids its guest to set guestinfo, so the request could never come)."""
 
         def op(si: Any) -> tuple[bool, bool]:
-            vm = find_vm_by_uuid(si, vm_id)
-            if vm is None:
-                raise VsphereError(f"VM {label} (BIOS UUID {vm_id}) not found in vCenter", object_name=label)
+            vm = require_vm_by_uuid(si, vm_id, label)
             options = {str(o.key).lower(): str(o.value) for o in vm.config.extraConfig or []}
             forbidden = options.get(SETINFO_DISABLE, "").strip().lower() == "true"
             return not asks_for_its_keys(options.get("guestinfo.metadata")), forbidden

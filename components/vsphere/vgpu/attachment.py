@@ -34,7 +34,7 @@ import pulumi
 from components import resource_handlers as handlers
 from components.gpucluster_resource import GpuclusterResource
 from components.vcenter.errors import VsphereError
-from components.vcenter.lookups import find_vm_by_uuid
+from components.vcenter.lookups import find_vm_by_uuid, require_vm_by_uuid
 from components.vcenter.tasks import wait_for_task
 from components.vsphere.provider_base import RetryPolicy, VsphereProvider, check_vm_id, is_unknown, public_props
 from components.vsphere.vgpu.devices import (
@@ -254,9 +254,7 @@ class VgpuAttachmentProvider(VsphereProvider):
         extra_config: dict[str, str] = dict(props.get("extra_config") or {})
 
         def op(si: Any) -> dict[str, Any]:
-            vm = find_vm_by_uuid(si, vm_id)
-            if vm is None:
-                raise VsphereError(f"VM {vm_name} (BIOS UUID {vm_id}) not found in vCenter", object_name=vm_name)
+            vm = require_vm_by_uuid(si, vm_id, vm_name)
             check_profiles_offered(vm, profiles)
             converge(
                 vm,
