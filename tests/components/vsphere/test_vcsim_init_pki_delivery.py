@@ -29,7 +29,8 @@ from pyVmomi import vim
 
 from components.k8s.node_bootstrap.pki_handoff import BUNDLE_MEMBERS, pki_bundle
 from components.vcenter.errors import VsphereError
-from components.vsphere.first_boot import guestinfo_extra_config, metadata_document
+from components.vsphere.first_boot import asks_for_its_keys, guestinfo_extra_config, metadata_document
+from components.vsphere.guestinfo_scrub import GuestinfoScrubProvider
 from components.vsphere.key_handoff import ENVELOPE_KEY, RECEIVED_KEY, REQUEST_KEY
 from components.vsphere.pki_delivery import DeliveryWait, InitPkiDeliveryProvider
 from components.vsphere.provider_base import RetryPolicy
@@ -264,3 +265,29 @@ def test_delete_removes_every_handoff_key(init_vm: Any, provider: InitPkiDeliver
     created = _deliver_with(guest, provider, _props(init_vm), guest.make_key())
     provider.delete(created.id, created.outs)
     assert not [k for k in _extra(init_vm) if k.startswith("guestinfo.gpucluster.pki.")]
+
+
+def test_the_scrub_and_the_delivery_on_the_same_vm_at_once_leave_each_other_alone(
+    init_vm: Any, provider: InitPkiDeliveryProvider, configured: Callable[..., Any], tmp_path: Path
+) -> None:
+    """`pulumi up` runs the init VM's GuestinfoScrub beside its delivery: two reconfigures of one VM,
+    different keys. Neither may undo the other's (the metadata marker stays; the answer stays)."""
+    scrub = configured(GuestinfoScrubProvider(retry=FAST_RETRY))
+    scrubbed: list[Any] = []
+    scrubber = threading.Thread(
+        target=lambda: scrubbed.append(
+            scrub.create({"vm_id": init_vm.config.uuid, "vm_name": init_vm.name, "node_name": "master"})
+        )
+    )
+    guest = Guest(init_vm, tmp_path)
+    request = guest.make_key()
+    scrubber.start()
+    created = _deliver_with(guest, provider, _props(init_vm), request)
+    scrubber.join(60)
+    assert scrubbed and scrubbed[0].outs["keys_present"] == []
+    assert guest.staged == _bundle_members()
+    left = _extra(init_vm)
+    assert "guestinfo.userdata" not in left
+    assert asks_for_its_keys(left["guestinfo.metadata"])
+    assert left[RECEIVED_KEY] == created.outs["certificate_fingerprint"]
+    assert REQUEST_KEY not in left and ENVELOPE_KEY not in left
