@@ -21,7 +21,13 @@ boot. What each port answers (docs/flows.md has every connection, with its upstr
   networks and the load balancer's sources (its source NAT and health checks);
 - NodePorts (30000-32767, TCP and UDP): the node, pod and admin networks and the load balancer's
   sources, filtered before kube-proxy's translation (prerouting, ahead of `dstnat`): after it the
-  packet carries the backend's port, not the NodePort.
+  packet carries the backend's port, not the NodePort. Only new connections: Calico masquerades
+  a pod's connection to an address outside every IP pool with `MASQUERADE --random-fully`
+  (felix/rules/nat.go `NATOutgoingChain`, `MasqAction`; felix/environment/feature_detect.go turns
+  `MASQFullyRandom` on for iptables >= 1.6.2 and kernel >= 3.14, so on Rocky 9), which picks the
+  node's source port from 1024-65535; about 4 % of those land in 30000-32767, and their replies
+  reach this chain addressed to the node, before conntrack's un-NAT (dstnat, -100). conntrack
+  (priority -200) has already marked them established, so they pass (issue 51 item 1).
 
 Pods: with Calico's `natOutgoing` a pod's connection to another node leaves its own node with the
 node's address, so the destination cannot tell a pod from a node. The table's forward chain drops
@@ -126,6 +132,10 @@ def render_firewall(spec: ClusterSpec, firewall: NodeFirewall) -> str:
         "  chain node_ports {",
         "    # Before kube-proxy's DNAT (dstnat, -100): after it the port is the backend's.",
         "    type filter hook prerouting priority mangle; policy accept;",
+        "    # Replies to the node's masqueraded pod connections come back to a random node port,",
+        "    # this range included, before their un-NAT (see the module's docstring): only a new",
+        "    # connection is a NodePort's.",
+        "    ct state established,related accept",
         f"    fib daddr type local meta l4proto {{ tcp, udp }} th dport {NODE_PORTS} ip saddr != @front drop",
         f"    fib daddr type local meta nfproto ipv6 meta l4proto {{ tcp, udp }} th dport {NODE_PORTS} drop",
         "  }",

@@ -46,3 +46,20 @@ def test_etcd_peers_are_the_control_plane_alone() -> None:
     assert drops == [f"tcp dport {ETCD_PEER_PORT} ip saddr != @control_plane drop"]
     [elements] = re.findall(r"set control_plane \{[^}]*elements = \{([^}]*)\}", ruleset, re.S)
     assert elements.strip() == "10.10.0.50/31"  # cp-1 and cp-2 (10.10.0.50, .51), merged by the renderer
+
+
+def _chain(ruleset: str, name: str) -> list[str]:
+    [body] = re.findall(rf"chain {name} \{{\n(.*?)\n  \}}", ruleset, re.S)
+    return [line.strip() for line in body.splitlines() if line.strip() and not line.strip().startswith("#")]
+
+
+def test_node_port_drops_spare_replies_to_connections_the_node_masqueraded() -> None:
+    """Calico masquerades pods' outgoing connections `--random-fully`, so a reply may come back to
+    a node port in 30000-32767 (issue 51 item 1): the chain sees it before the un-NAT and must let
+    established and related packets through, dropping only what opens a connection."""
+    rules = _chain(_ruleset(), "node_ports")
+    assert rules[0].startswith("type filter hook prerouting priority mangle")
+    drops = [i for i, rule in enumerate(rules) if rule.endswith(" drop")]
+    assert drops, rules
+    exemptions = [i for i, rule in enumerate(rules) if rule == "ct state established,related accept"]
+    assert exemptions and exemptions[0] < drops[0], f"no conntrack exemption ahead of the NodePort drops: {rules}"
