@@ -11,10 +11,9 @@ Pods are wired as Calico wires them (docs.tigera.io/calico/latest/reference/faq,
 container have a route to 169.254.1.1?"): a veth whose host end answers ARP by proxy, the pod's
 /32 routed to it, the pod's default route via 169.254.1.1; each node routes the other nodes' pod
 blocks via their management address (what Calico programs inside one subnet). Calico's
-`natOutgoing` is played by one nftables rule with Felix's own condition (source in an IP pool,
-destination in none: felix/rules/nat.go, `cali-nat-outgoing`, MASQUERADE): a double of Calico's
-data plane, listed in docs/tests.md. Calico's own policy enforcement is not played: the
-NetworkPolicies are judged by tests/flows/netpol.py.
+`natOutgoing` is played by one nftables rule with Felix's own condition and action (`nat_outgoing`,
+below): a double of Calico's data plane, listed in docs/tests.md. Calico's own policy enforcement
+is not played: the NetworkPolicies are judged by tests/flows/netpol.py.
 
 Connections are real: listeners bind the ports in the destination's namespace, probes connect
 from the source's (TCP connect, UDP echo), all at once with one deadline. Both run on threads of
@@ -78,21 +77,37 @@ def _in_thread(work: Callable[[], T]) -> T:
     return cast(T, value)
 
 
-class Listeners:
-    """Listening sockets in many namespaces, served by one thread: TCP accepts, UDP echoes."""
+IPIP = 4
+"""IP-in-IP's IP protocol number (Calico's IPIP encapsulation)."""
+IPIP_PROBE, IPIP_ECHO = b"probe", b"echo"
 
-    def __init__(self, ports: Mapping[str, tuple[Iterable[int], Iterable[int]]]) -> None:
+
+def _raw_payload(packet: bytes) -> bytes:
+    """A raw IPv4 socket reads the IP header too (raw(7)); its length is in the first byte."""
+    return packet[(packet[0] & 0x0F) * 4 :]
+
+
+class Listeners:
+    """Listening sockets in many namespaces, served by one thread: TCP accepts, UDP echoes, and
+    IP-in-IP (protocol 4) packets echoed from a raw socket."""
+
+    def __init__(self, ports: Mapping[str, tuple[Iterable[int], Iterable[int]]], ipip: Iterable[str] = ()) -> None:
         self.selector = selectors.DefaultSelector()
         self.stop = threading.Event()
 
         def open_all() -> None:
+            for namespace in sorted(set(ipip)):
+                enter(namespace)
+                s = socket.socket(socket.AF_INET, socket.SOCK_RAW, IPIP)
+                s.setblocking(False)
+                self.selector.register(s, selectors.EVENT_READ, "ipip")
             for namespace, (tcp, udp) in ports.items():
                 enter(namespace)
                 for port in sorted(set(tcp)):
                     s = socket.socket()
                     s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
                     s.bind(("0.0.0.0", port))
-                    s.listen(64)
+                    s.listen(1024)  # a sweep opens hundreds at once; a full backlog drops SYNs
                     s.setblocking(False)
                     self.selector.register(s, selectors.EVENT_READ, "tcp")
                 for port in sorted(set(udp)):
@@ -112,6 +127,11 @@ class Listeners:
                 try:
                     if key.data == "tcp":
                         sock.accept()[0].close()
+                    elif key.data == "ipip":
+                        # Every protocol-4 packet to this namespace: echo probes, not echoes.
+                        packet, peer = sock.recvfrom(256)
+                        if _raw_payload(packet) == IPIP_PROBE:
+                            sock.sendto(IPIP_ECHO, peer)
                     else:
                         data, peer = sock.recvfrom(64)
                         sock.sendto(data, peer)
@@ -145,6 +165,38 @@ class Probe:
     target: str
     port: int
     protocol: str = "tcp"
+    """tcp, udp or ipip (an IP-in-IP packet, echoed: `port` is unused)."""
+    source_port: int = 0
+    """The probe's own port; 0: the kernel picks one."""
+
+
+def nat_outgoing(pod_pool: str, *, keep_source_port: bool = False) -> str:
+    """Calico's `natOutgoing` as an nftables table for a node.
+
+    Felix's rule (felix/rules/nat.go, `NATOutgoingChain` and `makeNATOutgoingRuleIPTables`): source
+    in a natOutgoing pool, destination in no pool, action `MasqAction`, which felix renders as
+    `MASQUERADE --random-fully` when `MASQFullyRandom` is detected (felix/iptables/actions.go;
+    felix/environment/feature_detect.go: iptables >= 1.6.2 and kernel >= 3.14, so every supported
+    node OS) and Calico's nftables data plane as `masquerade fully-random`, this rule
+    (felix/nftables/actions.go). Both set the kernel's NF_NAT_RANGE_PROTO_RANDOM_FULLY: the node's
+    source port is drawn at random from 1024-65535 (net/netfilter/nf_nat_core.c,
+    `nf_nat_l4proto_unique_tuple`), whichever port the pod used.
+
+    `keep_source_port`: the same rule with its port range narrowed to the pod's own source port
+    (TCP and UDP), so a test can put the node's port where it wants (every NodePort, say) instead
+    of waiting for the random draw to land there. Everything else (the match, the masquerade, the
+    flag, conntrack's un-NAT of the reply) is unchanged."""
+    match = f"ip saddr {pod_pool} ip daddr != {pod_pool}"
+    forced = f"    {match} meta l4proto {{ tcp, udp }} masquerade to :th sport fully-random\n" if keep_source_port else ""
+    return (
+        "table ip calico-double {\n"
+        "  chain nat-outgoing {\n"
+        "    type nat hook postrouting priority srcnat; policy accept;\n"
+        f"{forced}"
+        f"    {match} masquerade fully-random\n"
+        "  }\n"
+        "}\n"
+    )
 
 
 class Lab:
@@ -231,19 +283,14 @@ class Lab:
             self.ip(name, "route", "add", "default", "dev", first)
         return name
 
-    def node(self, role: str, management: str, rdma: str | None, pod_pool: str) -> str:
-        """A node: forwards, and masquerades what its pods send outside every IP pool (natOutgoing)."""
+    def node(
+        self, role: str, management: str, rdma: str | None, pod_pool: str, *, keep_source_port: bool = False
+    ) -> str:
+        """A node: forwards, and masquerades what its pods send outside every IP pool (natOutgoing,
+        as Calico does: `nat_outgoing`)."""
         name = self.machine(role, [management], [rdma] if rdma else [])
         self.sysctl(name, "net.ipv4.ip_forward", "1")
-        self.load(
-            name,
-            "table ip calico-double {\n"
-            "  chain nat-outgoing {\n"
-            "    type nat hook postrouting priority srcnat; policy accept;\n"
-            f"    ip saddr {pod_pool} ip daddr != {pod_pool} masquerade\n"
-            "  }\n"
-            "}\n",
-        )
+        self.load(name, nat_outgoing(pod_pool, keep_source_port=keep_source_port))
         return name
 
     def pod(self, role: str, node: str, address: str) -> str:
@@ -274,9 +321,10 @@ class Lab:
         self.processes.append(process)
         return process
 
-    def listen(self, ports: Mapping[str, tuple[Iterable[int], Iterable[int]]]) -> None:
-        """Listeners on (TCP, UDP) ports in each namespace, until `close`."""
-        self.listeners.append(Listeners(ports))
+    def listen(self, ports: Mapping[str, tuple[Iterable[int], Iterable[int]]], ipip: Iterable[str] = ()) -> None:
+        """Listeners on (TCP, UDP) ports in each namespace, and IP-in-IP echoes in the `ipip`
+        namespaces, until `close`."""
+        self.listeners.append(Listeners(ports, ipip))
 
     def exec(self, namespace: str, *command: str, env: dict[str, str] | None = None) -> str:
         result = subprocess.run(
@@ -317,10 +365,19 @@ def _probe_all(probes: Sequence[Probe]) -> list[bool]:
     result: dict[int, bool] = {}
     for i, p in enumerate(probes):
         enter(p.namespace)
+        if p.protocol == "ipip":
+            # Not connected: a connected raw socket takes the ICMP error the target's kernel sends
+            # when no tunnel claims the packet (net/ipv4/tunnel4.c) as its own error (raw_err).
+            raw = socket.socket(socket.AF_INET, socket.SOCK_RAW, IPIP)
+            raw.setblocking(False)
+            raw.bind((p.source, 0))
+            raw.sendto(IPIP_PROBE, (p.target, 0))
+            selector.register(raw, selectors.EVENT_READ, i)
+            continue
         kind = socket.SOCK_STREAM if p.protocol == "tcp" else socket.SOCK_DGRAM
         sock = socket.socket(socket.AF_INET, kind)
         sock.setblocking(False)
-        sock.bind((p.source, 0))
+        sock.bind((p.source, p.source_port))
         if p.protocol == "tcp":
             code = sock.connect_ex((p.target, p.port))
             if code not in (0, errno.EINPROGRESS):
@@ -342,6 +399,11 @@ def _probe_all(probes: Sequence[Probe]) -> list[bool]:
             sock = cast(socket.socket, key.fileobj)
             if sock.type == socket.SOCK_STREAM:
                 result[key.data] = sock.getsockopt(socket.SOL_SOCKET, socket.SO_ERROR) == 0
+            elif sock.type == socket.SOCK_RAW:
+                packet, peer = sock.recvfrom(256)
+                if peer[0] != probes[key.data].target or _raw_payload(packet) != IPIP_ECHO:
+                    continue  # another probe's packet or echo: keep waiting for this one's
+                result[key.data] = True
             else:
                 try:
                     result[key.data] = sock.recv(64) == b"probe"
