@@ -45,6 +45,8 @@ class Calico(Protocol):
     def block_size(self) -> int: ...
     @property
     def operator_manifest_url(self) -> str | None: ...
+    @property
+    def encapsulation(self) -> str: ...
 
 
 class ClusterSpec(Protocol):
@@ -151,6 +153,13 @@ def _taint_errors(where: str, taints: Sequence[Taint]) -> list[str]:
         if taint.effect not in ("NoSchedule", "PreferNoSchedule", "NoExecute"):
             errors.append(f"{where}: taint {taint.key!r} has an unknown effect {taint.effect!r}")
     return errors
+
+
+_ALWAYS_ENCAPSULATED = ("VXLAN", "IPIP")
+"""Calico pool modes that tunnel even between nodes of one subnet. A tunnelled packet a node sends
+leaves from its tunnel device, whose address Calico allocates from the pool and felix sets on
+the device (felix/dataplane/linux/ipip_mgr.go `configureIPIPDevice`, vxlan_mgr.go likewise;
+projectcalico/calico#1987), so the pods behind it see the node as a pod address."""
 
 
 def validate_spec(spec: ClusterSpec) -> list[str]:
@@ -263,6 +272,14 @@ def validate_spec(spec: ClusterSpec) -> list[str]:
         errors.append(f"calico.version: {spec.calico.version!r} is not a tag like 'v3.31.3'")
     if not 20 <= spec.calico.block_size <= 32:
         errors.append(f"calico.block_size: {spec.calico.block_size} is outside 20..32")
+    if spec.calico.encapsulation in _ALWAYS_ENCAPSULATED:
+        mode = spec.calico.encapsulation
+        errors.append(
+            f"calico.encapsulation: {mode!r} tunnels between every two nodes, so a node reaches other nodes' "
+            f"pods from its tunnel address (inside pod_cidr), which the NetworkPolicies that admit nodes by "
+            f"address refuse (the dcgm-exporter's API servers, the TCP jobs' node networks; "
+            f"projectcalico/calico#3665); use '{mode}CrossSubnet' with every node in one subnet"
+        )
     url = spec.calico.operator_manifest_url
     if url is not None and not _ENV_FILE_SAFE_URL.match(url):
         errors.append(

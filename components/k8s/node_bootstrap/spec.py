@@ -71,7 +71,9 @@ class CalicoSettings:
     `kubernetes.cni.operatorManifestUrl`)."""
     encapsulation: Literal["VXLAN", "VXLANCrossSubnet", "IPIP", "IPIPCrossSubnet", "None"] = "VXLANCrossSubnet"
     """Pod traffic encapsulation. Default `VXLANCrossSubnet`: no overlay inside one L2 segment,
-    VXLAN (UDP 4789) across subnets; needs no BGP peering with the physical network."""
+    VXLAN (UDP 4789) across subnets; needs no BGP peering with the physical network. `VXLAN` and
+    `IPIP` are refused: they tunnel between nodes of one subnet too, and a node's tunnelled packets
+    carry its tunnel address, which NetworkPolicies admitting nodes by address refuse (checks.py)."""
     block_size: int = 26
     """Per-node pod address block (IPv4 prefix length). Default 26 (64 pods per block)."""
     registry: str | None = None

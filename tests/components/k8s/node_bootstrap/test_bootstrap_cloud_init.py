@@ -278,14 +278,14 @@ def test_hostname_fqdn_and_ssh_keys() -> None:
 
 
 def test_calico_installation_uses_the_pod_cidr_and_the_kubelet_node_ip() -> None:
-    spec = make_spec(calico=CalicoSettings(encapsulation="IPIP"))
+    spec = make_spec(calico=CalicoSettings(encapsulation="IPIPCrossSubnet"))
     cp = files(user_data(spec, "cp-1"))
     (installation,) = [
         doc for doc in yaml.safe_load_all(cp["/etc/kubernetes/calico-installation.yaml"]["content"]) if doc
     ]
     network = installation["spec"]["calicoNetwork"]
     assert network["ipPools"][0]["cidr"] == "10.244.0.0/16"
-    assert network["ipPools"][0]["encapsulation"] == "IPIP"
+    assert network["ipPools"][0]["encapsulation"] == "IPIPCrossSubnet"
     assert network["nodeAddressAutodetectionV4"] == {"kubernetes": "NodeInternalIP"}
     assert bootstrap_env(user_data(spec, "cp-1"))["GPUCLUSTER_CALICO_MANIFEST"] == (
         "https://raw.githubusercontent.com/projectcalico/calico/v3.31.3/manifests/tigera-operator.yaml"
