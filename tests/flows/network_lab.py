@@ -94,6 +94,9 @@ class Listeners:
     def __init__(self, ports: Mapping[str, tuple[Iterable[int], Iterable[int]]], ipip: Iterable[str] = ()) -> None:
         self.selector = selectors.DefaultSelector()
         self.stop = threading.Event()
+        self.accepted: list[tuple[int, str]] = []
+        """(local port, peer address) of every TCP connection accepted: the source as the
+        destination saw it, after every NAT and tunnel on the way."""
 
         def open_all() -> None:
             for namespace in sorted(set(ipip)):
@@ -126,7 +129,9 @@ class Listeners:
                 sock = cast(socket.socket, key.fileobj)
                 try:
                     if key.data == "tcp":
-                        sock.accept()[0].close()
+                        connection, peer = sock.accept()
+                        self.accepted.append((sock.getsockname()[1], peer[0]))
+                        connection.close()
                     elif key.data == "ipip":
                         # Every protocol-4 packet to this namespace: echo probes, not echoes.
                         packet, peer = sock.recvfrom(256)
@@ -162,6 +167,8 @@ class Probe:
 
     namespace: str
     source: str
+    """The address the probe binds; "0.0.0.0" leaves it to the route, as a program that does not
+    bind (the API server, Open MPI's daemons) leaves it."""
     target: str
     port: int
     protocol: str = "tcp"
@@ -321,10 +328,14 @@ class Lab:
         self.processes.append(process)
         return process
 
-    def listen(self, ports: Mapping[str, tuple[Iterable[int], Iterable[int]]], ipip: Iterable[str] = ()) -> None:
+    def listen(
+        self, ports: Mapping[str, tuple[Iterable[int], Iterable[int]]], ipip: Iterable[str] = ()
+    ) -> Listeners:
         """Listeners on (TCP, UDP) ports in each namespace, and IP-in-IP echoes in the `ipip`
         namespaces, until `close`."""
-        self.listeners.append(Listeners(ports, ipip))
+        listeners = Listeners(ports, ipip)
+        self.listeners.append(listeners)
+        return listeners
 
     def exec(self, namespace: str, *command: str, env: dict[str, str] | None = None) -> str:
         result = subprocess.run(
