@@ -1,10 +1,11 @@
 """Issue 51 item 2: the overlay shape, and why validate refuses it.
 
 Two nodes in different subnets with Calico's VXLAN between them, wired as felix wires it
-(felix/dataplane/linux/vxlan_mgr.go: the `vxlan.calico` device, VNI 4096 on UDP 4789 without
-learning, the node's tunnel address from its pod block on the device, and per remote node a
-permanent neighbour entry for its tunnel address, a forwarding-database entry to its node address
-and its pod block routed `via <its tunnel address> onlink`). A node's connection to a pod behind
+(felix/dataplane/linux/vxlan_mgr.go: the `vxlan.calico` device with the node's VTEP MAC, VNI and
+port (FelixConfiguration's defaults 4096 and 4789), its parent device and address, learning off,
+the node's tunnel address from its pod block on the device, and each remote pod block routed via
+that node's tunnel address (`TargetTypeVXLAN`, on-link); felix/vxlanfdb: per remote node a
+neighbour entry for its tunnel address and a forwarding-database entry to its node address). A node's connection to a pod behind
 the other node then leaves from `vxlan.calico`, so the kernel gives it the tunnel address (the
 output device's address, net/ipv4/route.c `inet_select_addr`), and the pod sees a pod address where
 the stack's NetworkPolicies expect a node's (projectcalico/calico#3665, #1987): `verify`'s pod
