@@ -123,6 +123,14 @@ class Listeners:
         self.thread = threading.Thread(target=self._serve, daemon=True)
         self.thread.start()
 
+    def wait_accepted(self, count: int, timeout_s: float = 2.0) -> list[tuple[int, str]]:
+        """`accepted` once it holds `count` connections (or at `timeout_s`): a client's connect
+        completes in the kernel before this thread gets to accept it."""
+        until = time.monotonic() + timeout_s
+        while len(self.accepted) < count and time.monotonic() < until:
+            time.sleep(0.01)
+        return list(self.accepted)
+
     def _serve(self) -> None:
         while not self.stop.is_set():
             for key, _ in self.selector.select(0.05):

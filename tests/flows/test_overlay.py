@@ -114,7 +114,7 @@ def test_through_the_tunnel_a_node_reaches_pods_from_a_pod_address_the_policies_
         ]
     )
     assert connected == [True, True], "the lab's tunnel does not carry the nodes' connections"
-    seen = dict(listeners.accepted)
+    seen = dict(listeners.wait_accepted(2))
     assert seen == {METRICS_PORT: NODES["cp-1"][2], 40000: NODES["gpu-1"][2]}, seen
 
     # The stack's own policies for a stack whose nodes are these (control plane at cp-1's address).
