@@ -131,7 +131,7 @@ def login(conn: VcenterConnection, *, timeout: float = LOGIN_TIMEOUT_S, http_tim
         raise
 
 
-class PooledStub(SoapStubAdapter):  # type: ignore[misc]
+class PooledStub(SoapStubAdapter):
     """pyVmomi's SOAP stub, whose pool takes a connection back free of the deadline of the call that
     used it (components/vcenter/deadline.py, `release`): the next operation to take it from the pool
     (`GetConnection`) is bound by its own deadline only."""
