@@ -132,9 +132,9 @@ func (dvsMemberHook) PutObject(obj mo.Reference) {
 	}
 }
 
+// isReconfigureDvs: before or after the task-name hook renamed it (vcsim/task_names.go).
 func isReconfigureDvs(descriptionID string) bool {
-	return descriptionID == "DistributedVirtualSwitch.reconfigureDvs" ||
-		descriptionID == "VmwareDistributedVirtualSwitch.reconfigureDvs"
+	return vcenterTaskID(descriptionID) == "DistributedVirtualSwitch.reconfigure"
 }
 
 func (dvsMemberHook) UpdateObject(mo.Reference, []types.PropertyChange) {}

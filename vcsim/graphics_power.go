@@ -117,7 +117,7 @@ func (gpuPowerHook) PutObject(obj mo.Reference) {
 	}
 	entity := *task.Info.Entity
 	run := task.Execute
-	switch task.Info.DescriptionId {
+	switch vcenterTaskID(task.Info.DescriptionId) { // before or after vcsim/task_names.go's hook
 	case "VirtualMachine.powerOn":
 		task.Execute = func(t *simulator.Task) (types.AnyType, types.BaseMethodFault) {
 			if vm, ok := simulator.Map.Get(entity).(*simulator.VirtualMachine); ok {

@@ -219,6 +219,7 @@ func main() {
 	}
 	registerGpuPowerHook()
 	registerDvsMemberHook()
+	registerTaskNameHook()
 	extendAuthorization() // vcsim/privileges.go
 	extendHostsForPreflight(pnics) // vcsim/preflight.go
 

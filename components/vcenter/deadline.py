@@ -13,6 +13,13 @@ are `BoundedHTTPConnection`s: before each request they refuse to start past the 
 its own deadline passed) and shorten the socket timeout to what is left; while the request runs,
 one watchdog thread shuts down the socket of every connection whose deadline passed, which wakes a
 blocked read at once (shutdown(2) on Linux: a blocked recv returns end of file).
+
+A connection serves one operation at a time, not one for life: pyVmomi returns it to the
+session's pool after each answer (`SoapStubAdapter.ReturnConnection`), where any other operation
+takes it next (`GetConnection`). So a connection belongs to the deadline of the request it runs
+now, from that request's start (`_bound`) until it goes back to the pool (`release`), and a
+deadline shuts only the connections it still owns: another operation's call on a connection this
+one used before keeps its own bound (issue 51: B, with 30 s left, lost its socket when A's passed).
 """
 
 from __future__ import annotations
@@ -60,24 +67,46 @@ class Deadline:
         with self._lock:
             self._connections.add(connection)
         if self.expired:
-            _shut(connection)
+            _shut(connection, self)
 
     def expire(self) -> None:
-        """The watchdog's act: every watched connection's socket is shut down."""
+        """The watchdog's act: the socket of every connection this deadline still owns is shut down."""
         with self._lock:
             if self._closed:
                 return
             self.expired = True
             connections = list(self._connections)
         for connection in connections:
-            _shut(connection)
+            _shut(connection, self)
 
 
-def _shut(connection: http.client.HTTPConnection) -> None:
-    sock = connection.sock
-    if sock is not None:
-        with contextlib.suppress(OSError):
-            sock.shutdown(socket.SHUT_RDWR)
+_OWNERS: weakref.WeakKeyDictionary[http.client.HTTPConnection, Deadline] = weakref.WeakKeyDictionary()
+_OWNERS_LOCK = threading.Lock()
+"""Which deadline's request each connection runs now; a deadline shuts a socket only under this
+lock and only while it owns it, so a connection another operation took meanwhile is never shut."""
+
+
+def _own(connection: http.client.HTTPConnection, deadline: Deadline | None) -> None:
+    with _OWNERS_LOCK:
+        if deadline is None:
+            _OWNERS.pop(connection, None)
+        else:
+            _OWNERS[connection] = deadline
+
+
+def release(connection: http.client.HTTPConnection) -> None:
+    """The connection's answer is read and it goes back to the pool: no deadline owns it now."""
+    _own(connection, None)
+
+
+def _shut(connection: http.client.HTTPConnection, deadline: Deadline) -> None:
+    with _OWNERS_LOCK:
+        if _OWNERS.get(connection) is not deadline:
+            return
+        sock = connection.sock
+        if sock is not None:
+            with contextlib.suppress(OSError):
+                sock.shutdown(socket.SHUT_RDWR)
 
 
 class _Watchdog:
@@ -145,20 +174,30 @@ class _Bounded:
 
     sock: Any
     timeout: Any
+    _first_timeout: Any
+    _base_timeout: float | None
 
     def _bound(self) -> None:
         deadline = current()
+        if not hasattr(self, "_base_timeout"):  # its own timeout, before any deadline shortened it
+            self._first_timeout = self.timeout
+            self._base_timeout = self.timeout if isinstance(self.timeout, (int, float)) else None
+        base: float | None = self._base_timeout
         if deadline is None:
-            return
-        deadline.check()
-        deadline.watch(self)  # type: ignore[arg-type]
-        base = getattr(self, "_base_timeout", None)
-        if base is None:
-            base = self._base_timeout = self.timeout if isinstance(self.timeout, (int, float)) else None
-        left = max(0.001, deadline.remaining())
-        self.timeout = left if base is None else min(base, left)
+            # A call outside any operation: the connection's own timeout, not the last owner's rest.
+            _own(self, None)  # type: ignore[arg-type]
+            self.timeout = base if base is not None else self._first_timeout
+        else:
+            deadline.check()
+            _own(self, deadline)  # type: ignore[arg-type]
+            deadline.watch(self)  # type: ignore[arg-type]
+            left = max(0.001, deadline.remaining())
+            self.timeout = left if base is None else min(base, left)
         if self.sock is not None:
-            self.sock.settimeout(self.timeout)
+            timeout = self.timeout
+            self.sock.settimeout(
+                timeout if timeout is None or isinstance(timeout, (int, float)) else socket.getdefaulttimeout()
+            )
 
     def connect(self) -> None:
         self._bound()

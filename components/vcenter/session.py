@@ -21,7 +21,9 @@ socket error (transient), a refused login stays `InvalidLogin` (lasting). Its co
 operation's wall-clock deadline.
 
 Sessions are logged out: `session()` logs out when its block ends; the cache (`connect`) is
-emptied by `disconnect_all`, which runs at interpreter exit too.
+emptied by `disconnect_all`, which runs at interpreter exit too; a cached session dropped after a
+failure (`forget_session`) is logged out once the last operation that holds it lets go
+(`let_go`), not left to vCenter's idle timeout (issue 51), one session per hiccup.
 """
 
 from __future__ import annotations
@@ -39,7 +41,7 @@ from pyVim.connect import Disconnect, getSslContext
 from pyVmomi import SoapStubAdapter, vim
 from pyVmomi.VmomiSupport import GetServiceVersions, versionIdMap
 
-from components.vcenter.deadline import BoundedHTTPConnection, BoundedHTTPSConnection
+from components.vcenter.deadline import BoundedHTTPConnection, BoundedHTTPSConnection, release
 from components.vcenter.errors import VsphereError
 from components.vcenter.faults import fault_text, is_connection_error
 from components.vcenter.settings import VcenterConnection
@@ -129,6 +131,16 @@ def login(conn: VcenterConnection, *, timeout: float = LOGIN_TIMEOUT_S, http_tim
         raise
 
 
+class PooledStub(SoapStubAdapter):
+    """pyVmomi's SOAP stub, whose pool takes a connection back free of the deadline of the call that
+    used it (components/vcenter/deadline.py, `release`): the next operation to take it from the pool
+    (`GetConnection`) is bound by its own deadline only."""
+
+    def ReturnConnection(self, conn: Any) -> None:  # pyVmomi's name
+        release(conn)
+        super().ReturnConnection(conn)
+
+
 def _connect(conn: VcenterConnection, version: str, ssl_context: Any, http_timeout: float, client: Any) -> Any:
     """What pyVim.connect's `__Login` does for a user and password, without wrapping socket errors
     in HostConnectFault (module doc), over bounded connections.
@@ -136,7 +148,7 @@ def _connect(conn: VcenterConnection, version: str, ssl_context: Any, http_timeo
     The version lookup's connection goes on as the session's (`SoapStubAdapter.ReturnConnection`
     puts it in the stub's pool, where its first call takes it): one TCP connection (and TLS
     handshake) per login instead of two, and one chance less for a flaky network to break it."""
-    stub = SoapStubAdapter(
+    stub = PooledStub(
         conn.server,
         # pyVmomi's convention (SmartConnect does the same): a negative port means plain HTTP.
         -conn.port if conn.protocol == "http" else conn.port,
@@ -180,8 +192,12 @@ def session(
 
 _CACHE: dict[VcenterConnection, Any] = {}
 _LOCKS: dict[VcenterConnection, threading.Lock] = {}
+_HOLDERS: dict[int, int] = {}
+"""id(session) -> how many operations hold it (each `connect` holds, each `let_go` lets go)."""
+_DROPPED: dict[int, Any] = {}
+"""id(session) -> a session no longer cached, logged out when its last holder lets go."""
 _REGISTRY = threading.Lock()
-"""Guards the two dicts only; never held during I/O."""
+"""Guards the dicts only; never held during I/O."""
 
 
 def _lock_for(conn: VcenterConnection) -> threading.Lock:
@@ -205,14 +221,37 @@ def connect(conn: VcenterConnection, *, timeout: float = LOGIN_TIMEOUT_S, http_t
     try:
         with _REGISTRY:
             si = _CACHE.get(conn)
-        if si is not None:
-            return si
+            if si is not None:
+                _HOLDERS[id(si)] = _HOLDERS.get(id(si), 0) + 1
+                return si
         si = login(conn, timeout=timeout, http_timeout=http_timeout)
         with _REGISTRY:
             _CACHE[conn] = si
+            _HOLDERS[id(si)] = _HOLDERS.get(id(si), 0) + 1
         return si
     finally:
         lock.release()
+
+
+def let_go(si: Any) -> None:
+    """An operation is done with a session `connect` gave it; a dropped session is logged out when
+    its last holder lets go (the others may still be waiting on a task through it)."""
+    with _REGISTRY:
+        left = _HOLDERS.get(id(si), 0) - 1
+        if left > 0:
+            _HOLDERS[id(si)] = left
+            return
+        _HOLDERS.pop(id(si), None)
+        dropped = _DROPPED.pop(id(si), None)
+    if dropped is not None:
+        _logout_in_background(dropped)
+
+
+def _logout_in_background(si: Any) -> None:
+    """Log a dropped session out without holding up the operation that met its failure: a vCenter
+    that just reset a connection may not answer the logout either (each request still ends by its
+    socket timeout, HTTP_TIMEOUT_S; the thread carries no operation's deadline)."""
+    threading.Thread(target=logout, args=(si,), name="vcenter-logout", daemon=True).start()
 
 
 def forget(conn: VcenterConnection, *, logout_session: bool = False) -> None:
@@ -231,19 +270,31 @@ def forget_session(conn: VcenterConnection, si: Any) -> None:
     """Drop `si` from the cache if it is still the cached session of `conn` (after it failed).
 
     Many threads share a session; each that meets its failure calls this, and only the first
-    drops it: a session another thread has logged in since stays.
+    drops it: a session another thread has logged in since stays. The dropped session is logged
+    out when no operation holds it any more (`let_go`): after an expired session that changes
+    nothing, after a reset connection it frees vCenter's session at once.
     """
     with _REGISTRY:
         if _CACHE.get(conn) is si:
             del _CACHE[conn]
+            if _HOLDERS.get(id(si), 0) > 0:
+                _DROPPED[id(si)] = si
+                return
+        else:
+            return
+    _logout_in_background(si)
 
 
 def disconnect_all() -> None:
-    """Log out of every cached session (end of a test session or program)."""
+    """Log out of every cached session and every dropped one (end of a test session or program)."""
     with _REGISTRY:
         cached = list(_CACHE)
+        dropped = list(_DROPPED.values())
+        _DROPPED.clear()
     for conn in cached:
         forget(conn, logout_session=True)
+    for si in dropped:
+        logout(si)
 
 
 atexit.register(disconnect_all)

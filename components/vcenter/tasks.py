@@ -119,7 +119,8 @@ _ACTIVE = (vim.TaskInfo.State.queued, vim.TaskInfo.State.running)
 
 def active_tasks(si: Any, entity: Any, description: str | tuple[str, ...]) -> list[tuple[Any, Any]]:
     """(task, info) of the queued or running tasks on `entity` whose descriptionId ends with
-    `description` ("reconfigureDvs", "clone"/"cloneVm"), from the TaskManager's recent tasks
+    `description` (vCenter's vmodl names: "DistributedVirtualSwitch.reconfigure", "VirtualMachine.clone";
+tests/components/vsphere/test_task_description_ids.py), from the TaskManager's recent tasks
     (vSphere API reference, TaskManager.recentTask: "completed recently, currently running, or
     queued to run"), read in few property-collector calls.
 

@@ -37,7 +37,11 @@ from components.vcenter.tasks import active_tasks, wait_for_task
 from components.vsphere.dvs_host_member import find_switch, member_vmnics
 
 _RETRIED = (vim.fault.ConcurrentAccess,)
-_RECONFIGURE = "reconfigureDvs"
+_RECONFIGURE = "DistributedVirtualSwitch.reconfigure"
+"""descriptionId of ReconfigureDvs_Task as vCenter reports it: the method's vmodl name (pyVmomi's
+type info; govmomi's recording of vCenter's task descriptions, simulator/vpx/task_manager.go, which
+also lists "dvs.VmwareDistributedVirtualSwitch.reconfigure": the suffix matches both). Not the
+simulator's Go name "reconfigureDvs" (issue 51: the wait never fired on a real vCenter)."""
 
 
 @dataclass(frozen=True)

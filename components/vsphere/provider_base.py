@@ -13,7 +13,9 @@ made for sharing: it keeps a pool of HTTP connections under a lock and opens ano
 busy (pyVmomi SoapAdapter.py, `SoapStubAdapter.GetConnection`/`ReturnConnection`), so threads do
 not wait for each other on one session. An expired session (`NotAuthenticated`, vCenter's idle
 timeout or a restart) or a broken connection drops it from the cache and the next attempt logs in
-again, once for every thread that meets it (`forget_session` drops only the session that failed).
+again, once for every thread that meets it (`forget_session` drops only the session that failed;
+it is logged out once no operation holds it). An operation's own deadline is no such failure: the
+watchdog cut that operation's socket, not the session's, so the session stays for the others.
 The shared session is logged out when the plugin exits (`disconnect_all`, at interpreter exit:
 the engine interrupts a plugin and kills it 5 s later, pulumi/pulumi sdk/go/common/resource/
 plugin/plugin.go, so at most that one session is left to expire, not one per operation).
@@ -32,7 +34,7 @@ from components import resource_handlers as handlers
 from components.vcenter.deadline import DeadlineExceeded, operation_deadline
 from components.vcenter.errors import VsphereError
 from components.vcenter.faults import fault_text, is_connection_error, is_transient
-from components.vcenter.session import HTTP_TIMEOUT_S, LOGIN_TIMEOUT_S, connect, forget_session
+from components.vcenter.session import HTTP_TIMEOUT_S, LOGIN_TIMEOUT_S, connect, forget_session, let_go
 from components.vcenter.settings import VcenterConnection
 from components.vcenter.tasks import with_retries
 
@@ -157,21 +159,29 @@ class VsphereProvider(handlers.ResourceHandlers):
                 raise
 
         def on_transient(exc: BaseException) -> None:
-            # No logout on a broken connection: it would only wait out the socket timeout.
+            # Our deadline cut our own socket (DeadlineExceeded, or whatever the cut read raised):
+            # the shared session is as good as before, for every other operation on it.
+            if isinstance(exc, DeadlineExceeded) or bound.expired or bound.remaining() <= 0:
+                return
             if is_connection_error(exc) and sessions:
-                forget_session(conn, sessions.pop())
+                forget_session(conn, sessions[0])
+                let_go(sessions.pop())
 
         # Every request of the operation, its login and retries included, ends by the deadline
         # (components/vcenter/deadline.py): a vCenter that trickles or stops answering mid-call
         # cannot hold it past `max_total`. The session is shared with the plugin's other
         # operations (components/vcenter/session.py), so it is not logged out here.
         with operation_deadline(policy.max_total) as bound:
-            return with_retries(
-                attempt,
-                what=what,
-                attempts=policy.attempts,
-                base_delay=policy.base_delay,
-                max_delay=policy.max_delay,
-                max_total=policy.max_total,
-                on_transient=on_transient,
-            )
+            try:
+                return with_retries(
+                    attempt,
+                    what=what,
+                    attempts=policy.attempts,
+                    base_delay=policy.base_delay,
+                    max_delay=policy.max_delay,
+                    max_total=policy.max_total,
+                    on_transient=on_transient,
+                )
+            finally:
+                for held in sessions:
+                    let_go(held)

@@ -36,8 +36,9 @@ from components.vcenter.errors import VsphereError
 from components.vcenter.tasks import active_tasks, wait_for_task
 from components.vsphere.template_copies.chains import MARK, OWNER, dependents, read_vm
 
-_CLONE_TASKS = ("VirtualMachine.clone", "VirtualMachine.cloneVm")
-"""descriptionId of a clone task: vCenter's, and govmomi's simulator's."""
+_CLONE_TASK = "VirtualMachine.clone"
+"""descriptionId of CloneVM_Task as vCenter reports it (the method's vmodl name; the harness reports
+it so too, vcsim/task_names.go)."""
 
 
 def owner_mark(props: dict[str, Any], snapshot: Any | None) -> str:
@@ -63,7 +64,7 @@ def running_clone(si: Any, source: Any, name: str, *, timeout: float) -> Any | N
     chains = {event.chainId for event in manager.QueryEvents(spec) or [] if getattr(event, "destName", None) == name}
     if not chains:
         return None
-    for task, info in active_tasks(si, source, _CLONE_TASKS):
+    for task, info in active_tasks(si, source, _CLONE_TASK):
         if info.eventChainId not in chains:
             continue
         try:

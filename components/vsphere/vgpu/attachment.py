@@ -27,6 +27,7 @@ from __future__ import annotations
 
 import threading
 from collections.abc import Mapping, Sequence
+from dataclasses import replace
 from typing import Any
 
 import pulumi
@@ -72,8 +73,11 @@ DEFAULT_POWER_TIMEOUT_MINUTES = 5.0
 
 #: One vGPU power cycle at a time in this process. The gpucluster plugin serves every resource of
 #: ours from one process (provider/) and the engine updates independent resources in parallel; a
-#: profile change must take GPU workers down one by one, not the whole pool at once.
-_POWER_CYCLE = threading.Lock()
+#: profile change must take GPU workers down one by one, not the whole pool at once. `update` takes
+#: it before its vCenter operation starts (issue 51: waited for inside the operation's 120 s
+#: deadline, the turn of the fourth VM came after its deadline), and `converge` again inside (a
+#: resumed cycle at `create`): reentrant.
+_POWER_CYCLE = threading.RLock()
 
 
 class NotAtBirth(VsphereError):
@@ -247,7 +251,14 @@ class VgpuAttachmentProvider(VsphereProvider):
             "extra_config": extra_config_of(vm, list(props.get("extra_config") or {})),
         }
 
-    def _apply(self, props: dict[str, Any], *, power_cycle: bool) -> dict[str, Any]:
+    def _cycle_policy(self, props: dict[str, Any]) -> RetryPolicy:
+        """The bound of an operation that may power-cycle: the usual one, plus the guest's own
+        time (`power_timeout_minutes` for VMware Tools to answer, then again for the shutdown,
+        as `shut_down_guest` waits), so a guest slow to shut down is not cut off half way and left
+        off with its power-on mark set."""
+        return replace(self.retry, max_total=self.retry.max_total + 2 * self._shutdown_timeout_s(props))
+
+    def _apply(self, props: dict[str, Any], *, power_cycle: bool, retry: RetryPolicy | None = None) -> dict[str, Any]:
         vm_id: str = props["vm_id"]
         vm_name: str = props.get("vm_name") or vm_id
         profiles: list[str] = list(props["profiles"])
@@ -266,15 +277,18 @@ class VgpuAttachmentProvider(VsphereProvider):
             )
             return self._outs(vm, props)
 
-        return self.run(op, what=f"vGPU {', '.join(profiles)} on VM {vm_name}")
+        return self.run(op, what=f"vGPU {', '.join(profiles)} on VM {vm_name}", retry=retry)
 
     def create(self, props: dict[str, Any]) -> handlers.CreateResult:
         # The VM was just cloned and powered on: it is booting for the first time. Verify only.
         return handlers.CreateResult(id_=f"vgpu:{props['vm_id']}", outs=self._apply(props, power_cycle=False))
 
     def update(self, _id: str, _olds: dict[str, Any], news: dict[str, Any]) -> handlers.UpdateResult:
-        # A profile change on a node that has been up: graceful power cycle, one VM at a time.
-        return handlers.UpdateResult(outs=self._apply(news, power_cycle=True))
+        # A profile change on a node that has been up: graceful power cycle, one VM at a time. The
+        # turn is waited for before the operation and its deadline start, however long the VMs
+        # before it take; the operation's bound then covers the power cycle's own waits.
+        with _POWER_CYCLE:
+            return handlers.UpdateResult(outs=self._apply(news, power_cycle=True, retry=self._cycle_policy(news)))
 
     def read(self, id_: str, props: dict[str, Any]) -> handlers.ReadResult:
         vm_id = props["vm_id"]

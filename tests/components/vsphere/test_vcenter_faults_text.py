@@ -5,6 +5,7 @@ socket that answers one byte at a time."""
 from __future__ import annotations
 
 import http.client
+import http.server
 import socket
 import threading
 import time
@@ -16,6 +17,7 @@ from pyVmomi import vim
 
 from components.vcenter.deadline import BoundedHTTPConnection, DeadlineExceeded, operation_deadline
 from components.vcenter.faults import fault_text, is_transient
+from components.vcenter.session import PooledStub
 
 
 def _bulk_fault() -> vim.fault.DvsOperationBulkFault:
@@ -93,3 +95,63 @@ def test_a_trickling_answer_is_cut_off_at_the_operations_deadline(trickling_serv
         with pytest.raises(DeadlineExceeded):
             connection.request("GET", "/")  # no request starts past the deadline
         assert deadline.expired
+
+
+@pytest.fixture
+def slow_path_server() -> Iterator[int]:
+    """A keep-alive HTTP/1.1 server on 127.0.0.1: `/slow` answers after 1.5 s, anything else at once."""
+
+    class Handler(http.server.BaseHTTPRequestHandler):
+        protocol_version = "HTTP/1.1"
+
+        def do_GET(self) -> None:  # the handler's method name
+            if self.path == "/slow":
+                time.sleep(1.5)
+            self.send_response(200)
+            self.send_header("Content-Length", "2")
+            self.end_headers()
+            self.wfile.write(b"ok")
+
+        def log_message(self, *_args: object) -> None:
+            pass
+
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    yield server.server_address[1]
+    server.shutdown()
+    server.server_close()
+
+
+def _get(stub: PooledStub, path: str) -> bytes:
+    """One request as pyVmomi's InvokeMethod makes it: a connection from the pool, back after the answer."""
+    connection = stub.GetConnection()
+    connection.request("GET", path)
+    body = connection.getresponse().read()
+    stub.ReturnConnection(connection)
+    return bytes(body)
+
+
+def test_a_deadline_shuts_no_connection_another_operation_took_from_the_pool(slow_path_server: int) -> None:
+    """Issue 51 item 5, without a simulator: A's deadline passes while A still runs; B, on the
+    connection A used before (pyVmomi's pool, SoapAdapter.py), is in a 1.5 s call. Old code: A's
+    deadline shut B's socket (http.client.RemoteDisconnected)."""
+    stub = PooledStub("127.0.0.1", -slow_path_server, version="vim.version.version8", httpConnectionTimeout=5)
+    stub.scheme = BoundedHTTPConnection
+    a_called, b_done = threading.Event(), threading.Event()
+
+    def operation_a() -> None:
+        with operation_deadline(0.5):
+            _get(stub, "/fast")
+            a_called.set()
+            b_done.wait(5)  # A runs on past its deadline, its connection now B's
+
+    a = threading.Thread(target=operation_a)
+    a.start()
+    assert a_called.wait(5)
+    with operation_deadline(30):
+        answer = _get(stub, "/slow")  # the one pooled connection: A's
+    b_done.set()
+    a.join(5)
+    assert answer == b"ok"
+    with operation_deadline(30):  # and the connection back in the pool since is whole
+        assert _get(stub, "/fast") == b"ok"
