@@ -82,7 +82,7 @@ def cmd_fetch(args: argparse.Namespace) -> int:
 
 
 def cmd_load(args: argparse.Namespace) -> int:
-    from stacks.tools.bundle.contents import BundleContents
+    from stacks.tools.bundle.contents import REQUIREMENTS, BundleContents
     from stacks.tools.bundle.fetch import MANIFEST, PLAN, missing_from_plan
     from stacks.tools.bundle.integrity import cert_dir_problems, problems, sha256_file
     from stacks.tools.bundle.steps import describe, execute, load_steps
@@ -103,6 +103,12 @@ def cmd_load(args: argparse.Namespace) -> int:
     contents = BundleContents.from_json(json.loads(manifest.read_text()))
     cert_dir = Path(args.cert_dir) if args.cert_dir else None
     refused = (cert_dir_problems(cert_dir) if cert_dir else []) + problems(contents, bundle)
+    lock = bundle / contents.requirements
+    # The carried lock's hashes are what pip checks the wheels against: one altered with bundle.json
+    # would pass both, so it must also be this checkout's own (the one the tests ran with).
+    if not args.images_only and lock.is_file() and sha256_file(lock) != sha256_file(ROOT / REQUIREMENTS):
+        refused.append(f"the lock: {lock} is not this checkout's {REQUIREMENTS} ({ROOT / REQUIREMENTS}): run "
+                       "`bundle fetch` from the same commit as the one loading it")  # fmt: skip
     if refused:
         for line in refused:
             _error(line)

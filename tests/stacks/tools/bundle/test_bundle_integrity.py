@@ -23,6 +23,7 @@ import pytest
 from stacks.cli import main
 
 MANIFEST_TYPE = "application/vnd.oci.image.manifest.v1+json"
+ROOT = Path(__file__).resolve().parents[4]
 
 
 def _cli(*args: str) -> tuple[int, str, str]:
@@ -98,7 +99,7 @@ def complete_bundle(folder: Path) -> dict[str, Any]:
         "wheels": "wheels",
         "requirements": "requirements.lock",
         "wheel_files": {wheel: _write(folder / "wheels" / wheel, b"wheel bytes")},
-        "requirements_sha256": _write(folder / "requirements.lock", b"pyyaml==6.0.3 --hash=sha256:00\n"),
+        "requirements_sha256": _write(folder / "requirements.lock", (ROOT / "requirements.lock").read_bytes()),
     }  # fmt: skip
     (folder / "bundle.json").write_text(json.dumps(data, indent=2))
     return data
@@ -144,6 +145,18 @@ def test_load_refuses_a_folder_where_an_artifact_differs_from_bundle_json(tmp_pa
         assert "bundle.json records" in err and "altered or damaged" in err
         assert "refused: nothing loaded" in err
         assert "skopeo" not in out and "pip" not in out
+
+
+def test_load_refuses_a_lock_other_than_the_checkouts_even_when_bundle_json_matches_it(tmp_path: Path) -> None:
+    """The lock's hashes are what pip trusts: one altered together with bundle.json is still refused."""
+    data = complete_bundle(tmp_path)
+    data["requirements_sha256"] = _write(tmp_path / "requirements.lock", b"evil==1.0 --hash=sha256:" + b"0" * 64)
+    (tmp_path / "bundle.json").write_text(json.dumps(data))
+    code, _, err = _cli("bundle", "load", str(tmp_path), "--dry-run")
+    assert code == 2
+    assert (f"error: the lock: {tmp_path}/requirements.lock is not this checkout's requirements.lock "
+            f"({ROOT}/requirements.lock): run `bundle fetch` from the same commit") in err  # fmt: skip
+    assert _cli("bundle", "load", str(tmp_path), "--dry-run", "--images-only")[0] == 0  # images need no lock
 
 
 def test_load_refuses_an_image_whose_digest_differs(tmp_path: Path) -> None:
