@@ -139,6 +139,10 @@ def cert_dir_problems(cert_dir: Path) -> list[str]:
         for name in sorted(names)
         if name.endswith(".cert") and f"{name[:-5]}.key" not in names
     ]
-    if not any(name.endswith(".crt") for name in names):
-        found.append(f"--cert-dir {cert_dir}: no *.crt in it: put the site CA there as ca.crt")
+    if not any(name.endswith(".crt") for name in names):  # skopeo ignores the rest: "x509: unknown authority"
+        found += [
+            f"--cert-dir {cert_dir}: {name} is ignored: skopeo reads only *.crt as CAs; rename it {name[:-4]}.crt"
+            for name in sorted(names)
+            if name.endswith(".pem")
+        ]
     return found

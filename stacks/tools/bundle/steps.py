@@ -147,7 +147,7 @@ def _copy_image(step: ImageCopy) -> None:
     if step.archive is not None:
         step.archive.parent.mkdir(parents=True, exist_ok=True)
         part = step.archive.with_name(step.archive.name + PART)
-        part.unlink(missing_ok=True)  # skopeo adds to an existing archive; a retry starts afresh
+        part.unlink(missing_ok=True)  # what a stopped copy left is never taken for a finished one
         _command(step.argv)
         part.replace(step.archive)
         return

@@ -178,19 +178,22 @@ def test_two_hops_from_the_registry_through_archives_into_the_mirror(site: Site,
 
 def test_a_fetch_that_stops_leaves_a_folder_load_refuses_naming_the_missing_image(site: Site, tmp_path: Path) -> None:
     require_program("skopeo", "/usr/bin/skopeo", "skopeo")
-    present, absent = f"{site.registry}/upstream/coredns:v1.12.1", f"{site.registry}/upstream/etcd:3.6.5-0"
+    present = f"{site.registry}/upstream/coredns:v1.12.1"
+    absent = [f"{site.registry}/upstream/etcd:3.6.5-0", f"{site.registry}/upstream/kube-proxy:v1.34.2"]
     site.push([present])
     bundle = tmp_path / "bundle"
-    hop = _fetch_in_site(site, _contents(site, [present, absent], []), bundle)
+    hop = _fetch_in_site(site, _contents(site, [*absent, present], []), bundle)
     assert hop.returncode == 1
-    assert f"docker://{absent}" in hop.stderr  # skopeo's own words, after every other step ran
-    assert (bundle / "images/0.tar").is_file() and not (bundle / "bundle.json").exists()
+    for image in absent:  # skopeo's own words for each, not only the first
+        assert f"docker://{image}" in hop.stderr
+    assert (bundle / "images/2.tar").is_file() and not (bundle / "bundle.json").exists()
     for dry_run in (["--dry-run"], []):
         code, out, err = _cli("bundle", "load", str(bundle), *dry_run)
         assert code == 2
         assert out == ""
-        assert "is an interrupted `bundle fetch` (no bundle.json, written last); 1 missing:" in err
-        assert f"  image {absent} (images/1.tar)" in err
+        assert "is an interrupted `bundle fetch` (no bundle.json, written last); 2 missing:" in err
+        assert f"  image {absent[0]} (images/0.tar)" in err
+        assert f"  image {absent[1]} (images/1.tar)" in err
         assert present not in err
 
 

@@ -242,3 +242,15 @@ def test_a_cert_dir_holding_the_ca_key_is_named_before_skopeo_runs(tmp_path: Pat
     assert out == ""
     assert (f"error: --cert-dir {certs}: ca.key is a private key with no ca.cert beside it, and skopeo reads every "
             "*.key there as half of a client certificate; move it out") in err  # fmt: skip
+
+
+def test_a_cert_dir_with_the_ca_as_pem_is_named_before_skopeo_runs(tmp_path: Path) -> None:
+    """containers-certs.d(5): only *.crt are CAs; skopeo ignores a ca.pem and then fails on the
+    registry's certificate (x509: unknown authority)."""
+    complete_bundle(tmp_path / "bundle")
+    certs = tmp_path / "certs"
+    certs.mkdir()
+    (certs / "ca.pem").write_text("-----BEGIN CERTIFICATE-----\n")
+    code, _, err = _cli("bundle", "load", str(tmp_path / "bundle"), "--cert-dir", str(certs), "--dry-run")
+    assert code == 2
+    assert f"error: --cert-dir {certs}: ca.pem is ignored: skopeo reads only *.crt as CAs; rename it ca.crt" in err
