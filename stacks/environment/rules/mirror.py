@@ -118,3 +118,21 @@ def unrewritten_images(env: Environment) -> list[str]:
             "gpu.gpuOperator.driverRepository (your own registry, outside mirror.registry)"
         )
     return notes
+
+
+def trust_warnings(env: Environment) -> list[str]:
+    """A registry reached over TLS with no `caBundle`: valid (its certificate may come from a public
+    CA the nodes already trust), but a site registry's seldom does, and then every node fails its
+    first boot pulling the sandbox image. `validate` prints it; `preflight` asks the registry."""
+    mirror = env.mirror
+    if mirror.registry is None or mirror.ca_bundle is not None or mirror.plain_http:
+        return []
+    servers = f"mirror.registry {mirror.registry.split('/')[0]}" + (
+        f" and mirror.files {mirror.files}" if mirror.files else ""
+    )
+    return [
+        f"mirror.caBundle: not set, so the nodes trust {servers} only through their system CAs; a certificate "
+        "signed by a site CA fails at the first boot on every node. Paste that CA's certificate (PEM) into "
+        "mirror.caBundle, or set mirror.plainHttp: true for a registry without TLS on a trusted network (fine as "
+        "it is only for a certificate from a public CA; `python -m stacks preflight` asks the registry)"
+    ]

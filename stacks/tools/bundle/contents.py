@@ -19,7 +19,11 @@ from urllib.parse import urlsplit
 from stacks.tools.images.inventory import Inventory
 
 PLUGIN_SERVER = "https://get.pulumi.com/releases/plugins"
-REQUIREMENTS = "requirements.txt"
+PINS = "requirements.txt"
+"""Where the plugin versions come from (the SDK packages' pins)."""
+REQUIREMENTS = "requirements.lock"
+"""What the wheels install from: the hash-pinned lock (scripts/lock-requirements.sh), so pip installs
+only files with one of the SHA-256s it records (`--require-hashes`), whoever altered the folder."""
 _PIN = re.compile(r"^pulumi-([a-z0-9-]+)==([0-9][^\s;#]*)", re.MULTILINE)
 
 
@@ -29,6 +33,11 @@ class ImageArchive:
     dest: str
     archive: str
     """Path in the bundle of the OCI archive (`skopeo copy ... oci-archive:`)."""
+    sha256: str | None = None
+    """The archive file's SHA-256, recorded once the fetch has it (None in the plan)."""
+    digest: str | None = None
+    """The image's manifest (or index) digest in the archive, `sha256:...`: what `bundle load`
+    pushes with `--preserve-digests` and compares with what the registry stored."""
 
 
 @dataclass(frozen=True)
@@ -46,6 +55,8 @@ class Plugin:
     version: str
     url: str
     path: str
+    sha256: str | None = None
+    """Recorded at fetch: Pulumi publishes no checksum beside the plugin archives."""
 
 
 @dataclass(frozen=True)
@@ -57,9 +68,22 @@ class BundleContents:
     """Images already named in the mirror (`jobs.siteImage`): built and pushed, not copied."""
     wheels: str = "wheels"
     requirements: str = REQUIREMENTS
+    wheel_files: dict[str, str] = field(default_factory=dict)
+    """Each file `pip download` left in `wheels`, by name, and its SHA-256."""
+    requirements_sha256: str | None = None
 
     def to_json(self) -> dict[str, Any]:
         return asdict(self)
+
+    def artifacts(self) -> list[tuple[str, str, str | None]]:
+        """(what, path in the bundle, recorded SHA-256) of every file `bundle load` reads."""
+        return [
+            *((f"image {i.source}", i.archive, i.sha256) for i in self.images),
+            *((f"file {f.dest}", f.path, f.sha256) for f in self.files),
+            *((f"plugin {p.name} {p.version}", p.path, p.sha256) for p in self.plugins),
+            ("the lock", self.requirements, self.requirements_sha256),
+            *((f"wheel {name}", f"{self.wheels}/{name}", sha) for name, sha in sorted(self.wheel_files.items())),
+        ]
 
     @classmethod
     def from_json(cls, data: dict[str, Any]) -> BundleContents:
@@ -70,6 +94,8 @@ class BundleContents:
             built_by_you=list(data.get("built_by_you", [])),
             wheels=data.get("wheels", "wheels"),
             requirements=data.get("requirements", REQUIREMENTS),
+            wheel_files=dict(data.get("wheel_files", {})),
+            requirements_sha256=data.get("requirements_sha256"),
         )
 
 

@@ -156,6 +156,7 @@ def run_preflight(
     from components.vcenter.settings import CONFIG_PASSWORD, CONFIG_SERVER, VcenterConnection
     from stacks.tools.preflight.checks import check
     from stacks.tools.preflight.checks.licensing import check_licensing
+    from stacks.tools.preflight.checks.mirror import check_mirror
     from stacks.tools.preflight.checks.report import Report
 
     stream = out or sys.stdout
@@ -198,6 +199,8 @@ def run_preflight(
     # The vGPU license service is not in vCenter: checked whatever vCenter answered.
     licensing = Report()
     check_licensing(env, licensing)
+    # Nor is the mirror: what the nodes pull at their first boot, asked with the trust they get.
+    check_mirror(env, licensing)
     findings += licensing.findings
     for finding in findings:
         print(finding.render(), file=stream)

@@ -6,7 +6,7 @@ import argparse
 from typing import Any
 
 from stacks.environment.copy_hints import name_hints
-from stacks.environment.rules.mirror import unrewritten_images
+from stacks.environment.rules.mirror import trust_warnings, unrewritten_images
 from stacks.environment.stack_file import check_stack_file, stack_file_path
 from stacks.environment.version_change import checked_old_environment
 from stacks.environment.version_policy import version_warnings
@@ -32,6 +32,8 @@ def cmd_validate(args: argparse.Namespace) -> int:
     for image in unrewritten_images(env):  # what mirror.registry could not move
         print(f"mirror: not rewritten: {image}")
     for warning in version_warnings(env):  # valid, but past its end of life or untested with Calico
+        print(f"warning: {warning}")
+    for warning in trust_warnings(env):  # valid, but a site registry's certificate seldom has a public CA
         print(f"warning: {warning}")
     return 0
 

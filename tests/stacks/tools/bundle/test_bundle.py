@@ -22,7 +22,7 @@ import yaml
 
 from stacks.cli import main
 from stacks.environment.loader import ENVIRONMENT_KEY, read_stack_file
-from stacks.tools.bundle.contents import BundleContents, CarriedFile, ImageArchive, resource_plugins
+from stacks.tools.bundle.contents import BundleContents, CarriedFile, ImageArchive
 from tests.real_parts import require_program
 from tests.stacks.tools.images.site_mirror import ROOT, Site, open_site
 
@@ -72,7 +72,10 @@ def test_fetch_plans_every_listed_image_the_files_the_plugins_and_the_wheels(tmp
     calico = next(line for line in planned.splitlines() if "tigera-operator.yaml" in line)
     assert calico.endswith("(sha256 23d4b023fd862741b8c0fe068d27cecd18f27edda93ecc6b4433c7faeb2b940e)")
     assert f"{tmp_path / 'b'}/files/raw.githubusercontent.com/projectcalico/calico/v3.31.3/" in calico
-    assert planned.splitlines()[-1].endswith(f"-m pip download -r {tmp_path / 'b'}/requirements.txt -d {tmp_path / 'b'}/wheels")
+    # The wheels of the hash-pinned lock, each file checked against it (issue 53 item 4).
+    assert planned.splitlines()[-1].endswith(
+        f"-m pip download --require-hashes -r {tmp_path / 'b'}/requirements.lock -d {tmp_path / 'b'}/wheels"
+    )
     assert not (tmp_path / "b").exists()  # a dry run fetches nothing
 
 
@@ -87,6 +90,37 @@ def site(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Site]:
     yield from open_site(tmp_path_factory.mktemp("site"))
 
 
+def _fetch_in_site(site: Site, contents: BundleContents, bundle: Path) -> subprocess.CompletedProcess[str]:
+    """The connected side's fetch (stacks.tools.bundle.fetch.fetch_into) inside the namespace,
+    with an empty lock: no package index there, and pip downloads nothing for no requirement."""
+    bundle.mkdir()
+    (bundle.parent / "plan.json").write_text(json.dumps(contents.to_json()))
+    (bundle.parent / "empty.lock").write_text("")
+    fetch = (
+        "import json, sys; from pathlib import Path; from stacks.tools.bundle.contents import BundleContents;"
+        "from stacks.tools.bundle.fetch import fetch_into;"
+        "c = BundleContents.from_json(json.loads(Path(sys.argv[1]).read_text()));"
+        "_, failures = fetch_into(c, Path(sys.argv[2]), lock=Path(sys.argv[3]), log=print);"
+        "print(*failures, sep='\\n', file=sys.stderr); sys.exit(1 if failures else 0)"
+    )
+    trust = {**os.environ, "SSL_CERT_FILE": str(site.ca)}  # Go (skopeo) and Python read it
+    command = site.inside(sys.executable, "-c", fetch, str(bundle.parent / "plan.json"), str(bundle),
+                          str(bundle.parent / "empty.lock"))  # fmt: skip
+    return subprocess.run(command, cwd=ROOT, env=trust, capture_output=True, text=True, timeout=120)
+
+
+def _contents(site: Site, upstream: list[str], files: list[CarriedFile]) -> BundleContents:
+    mirror = f"{site.registry}/gpucluster"
+    return BundleContents(
+        images=[
+            ImageArchive(source=source, dest=f"{mirror}/{source.split('/upstream/')[1]}", archive=f"images/{n}.tar")
+            for n, source in enumerate(upstream)
+        ],
+        files=files,
+        plugins=[],
+    )
+
+
 def test_two_hops_from_the_registry_through_archives_into_the_mirror(site: Site, tmp_path: Path) -> None:
     require_program("skopeo", "/usr/bin/skopeo", "skopeo")
     upstream = [f"{site.registry}/upstream/calico/node:v3.31.3", f"{site.registry}/upstream/pause:3.10.1"]
@@ -95,38 +129,27 @@ def test_two_hops_from_the_registry_through_archives_into_the_mirror(site: Site,
     served = site.files_root / "upstream" / "tigera-operator.yaml"
     served.parent.mkdir(parents=True, exist_ok=True)
     served.write_bytes(manifest)
-    mirror = f"{site.registry}/gpucluster"
-    contents = BundleContents(
-        images=[
-            ImageArchive(source=source, dest=f"{mirror}/{source.split('/upstream/')[1]}", archive=f"images/{n}.tar")
-            for n, source in enumerate(upstream)
-        ],
-        files=[
-            CarriedFile(
-                source=f"{site.files_url}/upstream/tigera-operator.yaml",
-                dest="https://files.site.example/gpucluster/upstream/tigera-operator.yaml",
-                path="files/upstream/tigera-operator.yaml",
-                sha256=hashlib.sha256(manifest).hexdigest(),
-            )
-        ],
-        plugins=[],
-    )
+    contents = _contents(site, upstream, [
+        CarriedFile(
+            source=f"{site.files_url}/upstream/tigera-operator.yaml",
+            dest="https://files.site.example/gpucluster/upstream/tigera-operator.yaml",
+            path="files/upstream/tigera-operator.yaml",
+            sha256=hashlib.sha256(manifest).hexdigest(),
+        )
+    ])  # fmt: skip
     bundle = tmp_path / "bundle"
-    bundle.mkdir()
-    (bundle / "bundle.json").write_text(json.dumps(contents.to_json()))
-    # Hop one, on the connected side: the fetch steps of images and files (not pip: no index here).
-    fetch = (
-        "import sys; from pathlib import Path; from stacks.tools.bundle.contents import BundleContents;"
-        "from stacks.tools.bundle.steps import execute, fetch_steps; import json;"
-        "c = BundleContents.from_json(json.loads(Path(sys.argv[1], 'bundle.json').read_text()));"
-        "execute([s for s in fetch_steps(c, Path(sys.argv[1])) if 'pip' not in str(s)], log=print)"
-    )
-    trust = {**os.environ, "SSL_CERT_FILE": str(site.ca)}  # Go (skopeo) and Python read it
-    hop = subprocess.run(site.inside(sys.executable, "-c", fetch, str(bundle)), cwd=ROOT, env=trust,
-                         capture_output=True, text=True, timeout=120)  # fmt: skip
+    # Hop one, on the connected side: everything fetched, bundle.json written last with the hashes.
+    hop = _fetch_in_site(site, contents, bundle)
     assert hop.returncode == 0, hop.stderr
     assert (bundle / "files/upstream/tigera-operator.yaml").read_bytes() == manifest
-    assert all((bundle / i.archive).stat().st_size > 0 for i in contents.images)
+    assert not (bundle / "bundle.plan.json").exists()
+    recorded = BundleContents.from_json(json.loads((bundle / "bundle.json").read_text()))
+    for image in recorded.images:
+        assert image.sha256 == hashlib.sha256((bundle / image.archive).read_bytes()).hexdigest()
+        # The digest as skopeo reads the archive it wrote (the manifest, or index, index.json names).
+        raw = subprocess.run(["skopeo", "inspect", "--raw", f"oci-archive:{bundle / image.archive}"],
+                             capture_output=True, check=True).stdout  # fmt: skip
+        assert image.digest == "sha256:" + hashlib.sha256(raw).hexdigest()
     # Hop two, inside the site: `bundle load` with the site CA for the registry.
     cert_dir = tmp_path / "certs"
     cert_dir.mkdir()
@@ -135,25 +158,56 @@ def test_two_hops_from_the_registry_through_archives_into_the_mirror(site: Site,
                        "--images-only")  # fmt: skip
     loaded = subprocess.run(load, cwd=ROOT, capture_output=True, text=True, timeout=120)
     assert loaded.returncode == 0, loaded.stderr
-    for image in contents.images:
+    for image in recorded.images:
+        # Stored under its tag, and by the very digest bundle.json records (--preserve-digests).
         name, _, tag = image.dest.removeprefix(site.registry + "/").rpartition(":")
-        head = site.inside("curl", "-fsS", "-o", "/dev/null", "--cacert", str(site.ca), "-I",
-                           "-H", "Accept: application/vnd.oci.image.manifest.v1+json",
-                           f"https://{site.registry}/v2/{name}/manifests/{tag}")  # fmt: skip
-        assert subprocess.run(head, capture_output=True).returncode == 0, f"{image.dest} is not in the mirror"
+        for reference in (tag, image.digest):
+            head = site.inside("curl", "-fsS", "-o", "/dev/null", "--cacert", str(site.ca), "-I",
+                               "-H", "Accept: application/vnd.oci.image.manifest.v1+json",
+                               f"https://{site.registry}/v2/{name}/manifests/{reference}")  # fmt: skip
+            assert subprocess.run(head, capture_output=True).returncode == 0, f"{image.dest} is not in the mirror"
+    # The same folder with one archive altered (a tar block more, still a readable archive):
+    # refused before anything is copied.
+    with open(bundle / recorded.images[0].archive, "ab") as altered:
+        altered.write(bytes(512))
+    refused = subprocess.run(load, cwd=ROOT, capture_output=True, text=True, timeout=120)
+    assert refused.returncode == 2
+    assert f"error: image {upstream[0]}: images/0.tar has SHA-256" in refused.stderr
+    assert "refused: nothing loaded" in refused.stderr
 
 
-def test_load_runs_the_plugins_and_wheels_from_the_bundle(tmp_path: Path) -> None:
-    contents = BundleContents(
-        images=[],
-        files=[],
-        plugins=resource_plugins("pulumi==3.272.0\npulumi-tls==5.6.2\n"),
-    )
-    (tmp_path / "bundle.json").write_text(json.dumps(contents.to_json()))
-    code, out, _ = _cli("bundle", "load", str(tmp_path), "--dry-run")
-    assert code == 0
-    lines = out.splitlines()
-    assert lines[0] == (
-        f"pulumi plugin install resource tls 5.6.2 --file {tmp_path}/plugins/pulumi-resource-tls-v5.6.2-linux-amd64.tar.gz"
-    )
-    assert lines[1].endswith(f"-m pip install --no-index --find-links {tmp_path}/wheels -r {tmp_path}/requirements.txt")
+def test_a_fetch_that_stops_leaves_a_folder_load_refuses_naming_the_missing_image(site: Site, tmp_path: Path) -> None:
+    require_program("skopeo", "/usr/bin/skopeo", "skopeo")
+    present = f"{site.registry}/upstream/coredns:v1.12.1"
+    absent = [f"{site.registry}/upstream/etcd:3.6.5-0", f"{site.registry}/upstream/kube-proxy:v1.34.2"]
+    site.push([present])
+    bundle = tmp_path / "bundle"
+    hop = _fetch_in_site(site, _contents(site, [*absent, present], []), bundle)
+    assert hop.returncode == 1
+    for image in absent:  # skopeo's own words for each, not only the first
+        assert f"docker://{image}" in hop.stderr
+    assert (bundle / "images/2.tar").is_file() and not (bundle / "bundle.json").exists()
+    for dry_run in (["--dry-run"], []):
+        code, out, err = _cli("bundle", "load", str(bundle), *dry_run)
+        assert code == 2
+        assert out == ""
+        assert "is an interrupted `bundle fetch` (no bundle.json, written last); 2 missing:" in err
+        assert f"  image {absent[0]} (images/0.tar)" in err
+        assert f"  image {absent[1]} (images/1.tar)" in err
+        assert present not in err
+
+
+def test_fetch_on_a_machine_that_reaches_nothing_says_where_to_run_it(site: Site, tmp_path: Path) -> None:
+    """Inside the namespace nothing outside is reachable, as on a machine inside the site."""
+    stack = _stack_file(tmp_path)
+    out = tmp_path / "b"
+    command = site.inside(sys.executable, "-m", "stacks", "bundle", "fetch", "dev", "--file", str(stack),
+                          "--out", str(out))  # fmt: skip
+    fetched = subprocess.run(command, cwd=ROOT, capture_output=True, text=True, timeout=120)
+    assert fetched.returncode == 1, fetched.stderr
+    lines = fetched.stderr.splitlines()
+    assert "error: cannot reach registry-1.docker.io:443 (" in fetched.stderr
+    assert "error: cannot reach get.pulumi.com:443 (" in fetched.stderr
+    assert lines[-1].startswith("error: nothing fetched: run `bundle fetch` on a machine that reaches ")
+    assert "nvcr.io:443" in lines[-1] and "raw.githubusercontent.com:443" in lines[-1]
+    assert not out.exists()
