@@ -89,7 +89,7 @@ def render(
     if VERDICT_PREFIX in result.stdout:
         body = result.stdout
         return body + _way_out(stack, body), 0 if result.returncode == 0 else 1
-    problems = (result.stderr or result.stdout).strip().replace("```", "'''")
+    problems = inert((result.stderr or result.stdout).strip())
     return (
         f"### `plan {stack}`: nothing could be planned\n\n"
         f"{VERDICT_PREFIX} plan failed** — a stack file is invalid, or an `accept-rebuild:` line of the "
@@ -102,20 +102,48 @@ def render(
 # Characters that make text read other than it is: bidirectional overrides and isolates (the
 # "Trojan Source" ones), and control characters but tab and newline.
 _DECEPTIVE = re.compile(r"[\u202a-\u202e\u2066-\u2069\u200e\u200f\x00-\x08\x0b-\x1f\x7f]")
-# GitHub notifies `@user` and `@org/team` and links `scheme://...` in comment text; a zero-width
-# space after `@` and inside `://` keeps the text readable and makes it neither.
+# GitHub notifies `@user` and `@org/team` and links `scheme://...` and `www.` in comment text; a
+# zero-width space after `@`, inside `://` and after `www` keeps the text readable and makes it
+# neither. A Markdown link needs `](` with nothing between: `[x](//host)` has no scheme for the
+# filter above to catch (issue 53 item 5), so the pair is split too.
 _MENTION = re.compile(r"@(?=[A-Za-z0-9])")
 _SCHEME = re.compile(r"(?i)\b([a-z][a-z0-9+.-]*):(?=//)")
+_WWW = re.compile(r"(?i)\b(www)\.")
+_LINK_TARGET = re.compile(r"\]\(")
+_OUR_MARK = re.compile(r"<!--\s*/?\s*gpucluster-plan[^>]*-->")
 ZWSP = "\u200b"
+FENCE = "```"
+# What stands where a neutralised character or mark was. Replaced, never deleted: deleting can
+# join what stood on either side into something new (`` `<!-- gpucluster-plan -->` `` became a
+# fence when the mark was cut out after the fences had been replaced; issue 53 item 5).
+_REMOVED_CHAR = "\ufffd"
+_REMOVED_MARK = "(marker removed)"
+
+
+def _neutral_once(text: str, *, fences: bool) -> str:
+    text = _OUR_MARK.sub(_REMOVED_MARK, text)
+    text = _DECEPTIVE.sub(_REMOVED_CHAR, text)
+    text = _MENTION.sub("@" + ZWSP, text)
+    text = _SCHEME.sub(lambda m: m[1] + ":" + ZWSP, text)
+    text = _WWW.sub(lambda m: m[1] + ZWSP + ".", text)
+    text = _LINK_TARGET.sub("]" + ZWSP + "(", text)
+    return text.replace(FENCE, "'''") if fences else text
+
+
+def _neutral(text: str, *, fences: bool) -> str:
+    """Every rule applied again until the text no longer changes: no rule can then undo another."""
+    while True:
+        changed = _neutral_once(text, fences=fences)
+        if changed == text:
+            return text
+        text = changed
 
 
 def inert(text: str) -> str:
     """Text a pull request may have written, made inert for a comment: it notifies no one, links
-    nothing, and hides nothing; no fence of ours is closed by it (only ``` lines can close ours)."""
-    text = _DECEPTIVE.sub("", text)
-    text = _MENTION.sub("@" + ZWSP, text)
-    text = _SCHEME.sub(lambda m: m[1] + ":" + ZWSP, text)
-    return text.replace("```", "'''")
+    nothing, hides nothing and forges none of our marks; no fence of ours is closed by it (only a
+    line of three or more backticks closes ours, and no three backticks remain)."""
+    return _neutral(text, fences=True)
 
 
 def preview_section(output: str, outcome: str) -> str:
@@ -131,18 +159,13 @@ def preview_section(output: str, outcome: str) -> str:
     )
 
 
-def _without_marks(text: str) -> str:
-    """A section's text comes from the PR's run (a fork's, possibly): it must not forge our marks."""
-    return re.sub(r"<!--\s*/?\s*gpucluster-plan[^>]*-->", "", text)
-
-
 def merge(stack: str, existing: str, section: str, text: str) -> str:
     """The whole comment: the marker, then each section, `section` replaced by `text`."""
     # The plan section is ours (plan-comment.yml renders it with the base branch's code) but quotes
     # the PR's stack files; the preview section is the PR's run's. Neither may mention or link.
-    text = _without_marks(text)
-    text = _MENTION.sub("@" + ZWSP, _DECEPTIVE.sub("", text))
-    text = _SCHEME.sub(lambda m: m[1] + ":" + ZWSP, text)
+    # Its own fences stay (the plan's failure block); nothing here deletes a character, so nothing
+    # here can join backticks into a new one.
+    text = _neutral(text, fences=False)
     parts = {}
     for name in SECTIONS:
         start, end = _section_marks(name)

@@ -25,6 +25,16 @@ class VerifyError(Exception):
     """A problem the user fixes (no kubeconfig, no kubectl, an unreadable answer); printed as one line."""
 
 
+def kubeconfig_command(stack: str) -> str:
+    """How to write the admin kubeconfig by hand: readable by its owner only from the first byte
+    (umask 077 before the file exists; a chmod after the write leaves a window), and outside the
+    repository, where `git add -A` cannot pick it up (issue 53 item 10)."""
+    return (
+        f"mkdir -p ~/.kube && (umask 077 && pulumi stack output kubeconfig --show-secrets --stack {stack} "
+        f"> ~/.kube/{stack}.config)"
+    )
+
+
 @contextmanager
 def kubeconfig_for(stack: str, given: str | None) -> Iterator[str]:
     if given:
@@ -55,7 +65,7 @@ def kubeconfig_for(stack: str, given: str | None) -> Iterator[str]:
     raise VerifyError(
         f"no kubeconfig: the stack output 'kubeconfig' of stack {stack!r} could not be read "
         "(is the Pulumi CLI installed and logged in?) and KUBECONFIG is not set; run "
-        f"`pulumi stack output kubeconfig --show-secrets --stack {stack} > kubeconfig` and pass --kubeconfig kubeconfig"
+        f"`{kubeconfig_command(stack)}` and pass --kubeconfig ~/.kube/{stack}.config"
     )
 
 

@@ -84,9 +84,10 @@ class ClusterBootstrapArgs(ClusterSpec):
     """`pulumi up` re-issues the admin certificate (and so the kubeconfig) this long before it
     expires. Default 720 (30 days): a stack run at least monthly never holds an expired one;
     larger re-issues sooner (more kubeconfig changes to fetch)."""
-    join_token_ttl_hours: int = 168
-    """Lifetime of each join token in the cluster (the `expiration` of its Secret). Default 168
-    (7 days); 2 to 87600. The first `pulumi up` after half of it passed issues a new token, so a
+    join_token_ttl_hours: int = 24
+    """Lifetime of each join token in the cluster (the `expiration` of its Secret). Default 24
+    (kubeadm's own default); 2 to 87600 here, at most 24 from a stack file (the token sits in
+    vCenter's events of every VM created with it). The first `pulumi up` after half of it passed issues a new token, so a
     node created by any run has at least half of it to join. Shorter: a leaked token is useful for
     less time, but a stack not run for a while rotates on its next run (harmless: only new nodes
     use the token). Longer: fewer rotations, a longer window for a leaked token. kubeadm's own

@@ -38,6 +38,40 @@ def _same(key: str, configured: Any, exported: Any) -> bool:
     return str(configured).strip() == str(exported).strip()
 
 
+def _present(value: Any) -> Any:
+    return None if value is None or value == "" else value
+
+
+def _merged(config: ConfigSource | None, environ: Mapping[str, str]) -> tuple[dict[str, Any], list[str]]:
+    """Each `vsphere:*` key's value (the variable's where both are set), and the keys set in both
+    places with different values."""
+    values: dict[str, Any] = {}
+    conflicts: list[str] = []
+    for key, variable in ENV_FALLBACKS.items():
+        configured = _present(config.get(key) if config is not None else None)
+        exported = _present(environ.get(variable))
+        if configured is not None and exported is not None and not _same(key, configured, exported):
+            conflicts.append(key)
+        values[key] = exported if exported is not None else configured
+    return values, conflicts
+
+
+def connection_conflicts(config: ConfigSource | None, environ: Mapping[str, str]) -> list[str]:
+    """The `vsphere:*` keys the stack config and the VSPHERE_* variables set to different values.
+    The program checks them before pulumi-vsphere's first lookup (issue 53 item 8): the lookups
+    run with the stack config's value, our plugin's calls would not."""
+    return _merged(config, environ)[1]
+
+
+def conflict_message(conflicts: list[str]) -> str:
+    return (
+        "vCenter connection settings disagree: "
+        + ", ".join(f"{key} (stack config) differs from env {ENV_FALLBACKS[key]}" for key in conflicts)
+        + ". pulumi-vsphere would take the stack config's; the account and server come from the run's "
+        "environment: remove the key from the stack (`pulumi config rm KEY`) or unset the variable."
+    )
+
+
 class ConfigSource(Protocol):
     """What `pulumi.dynamic.Config` and `pulumi.Config`-like objects (and dicts) offer."""
 
@@ -106,26 +140,9 @@ class VcenterConnection:
         account in a preview (docs/environments.md, "Credentials come by role").
         Raises VsphereError naming every conflicting or missing key (and its env var) at once.
         """
-        environ = os.environ if env is None else env
-
-        def present(value: Any) -> Any:
-            return None if value is None or value == "" else value
-
-        values: dict[str, Any] = {}
-        conflicts: list[str] = []
-        for key, variable in ENV_FALLBACKS.items():
-            configured = present(config.get(key) if config is not None else None)
-            exported = present(environ.get(variable))
-            if configured is not None and exported is not None and not _same(key, configured, exported):
-                conflicts.append(key)
-            values[key] = exported if exported is not None else configured
+        values, conflicts = _merged(config, os.environ if env is None else env)
         if conflicts:
-            raise VsphereError(
-                "vCenter connection settings disagree: "
-                + ", ".join(f"{key} (stack config) differs from env {ENV_FALLBACKS[key]}" for key in conflicts)
-                + ". pulumi-vsphere would take the stack config's; the account and server come from the run's "
-                "environment: remove the key from the stack (`pulumi config rm KEY`) or unset the variable."
-            )
+            raise VsphereError(conflict_message(conflicts))
         missing = [f"{key} (or env {ENV_FALLBACKS[key]})" for key in REQUIRED_KEYS if values[key] is None]
         if missing:
             raise VsphereError(

@@ -309,10 +309,14 @@ class KubernetesSettings(Model):
             object.__setattr__(self, "cni", cni)
         return self
 
-    join_token_ttl_hours: int = Field(default=168, ge=2, le=87600)
+    join_token_ttl_hours: int = Field(default=24, ge=2, le=24)
     """Lifetime of the kubeadm join token the stack keeps in the cluster (Secret
     `kube-system/bootstrap-token-<id>`); the first `pulumi up` after half of it passed issues a
-    new one. Shorter narrows the window for a leaked token; longer rotates less often."""
+    new one. 2 to 24, default 24 (kubeadm's own default token lifetime): the token travels in
+    every new VM's user-data, which vCenter keeps in the VM's reconfigure events for anyone who
+    may read the VM, a preview account included (issue 53 item 9; docs/security.md), so it must
+    not outlive a day. Shorter narrows the window further; a stack not run for half of it issues a
+    new token on its next run (only new nodes use it)."""
 
 
 OLDEST_SAFE_GPU_OPERATOR = (25, 3, 1)

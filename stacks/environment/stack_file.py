@@ -6,9 +6,11 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
+from components.vcenter.settings import CONFIG_ALLOW_UNVERIFIED_SSL
 from stacks import PROJECT_DIR
 from stacks.environment.collisions import cross_stack_problems
 from stacks.environment.copy_hints import copy_hints, name_hints
+from stacks.environment.deploy_order import DeployOrderError, read_deploy_order
 from stacks.environment.loader import (
     ENVIRONMENT_KEY,
     ConfigView,
@@ -42,6 +44,29 @@ def stack_name_problems(stack: str | None, env: Any) -> list[str]:
     return []
 
 
+def deployed_stack_problems(path: Path, stack: str | None, view: ConfigView) -> list[str]:
+    """What a stack the deploy workflow deploys (`.github/deploy-order` beside its file) must not
+    do: skip the verification of vCenter's certificate (issue 53 item 8). Its deployment hands the
+    write account's password to whatever answers at `vsphere:vsphereServer`; unverified, that is
+    anyone on the path between the deployment runner and vCenter. A stack only previewed or tried
+    by hand (a lab, the simulator) may still skip it."""
+    if stack is None:
+        return []
+    try:
+        deployed = stack in read_deploy_order(path.parent)
+    except DeployOrderError as error:
+        return [f"the promotion order cannot be read: {error}"]
+    unverified = str(view.values.get(CONFIG_ALLOW_UNVERIFIED_SSL, "")).strip().lower() in ("true", "1", "yes", "on")
+    if deployed and unverified:
+        return [
+            f"{CONFIG_ALLOW_UNVERIFIED_SSL}: true, but {stack} is deployed by the workflow (.github/deploy-order): "
+            "its deployment would send the write account's password to any server that answers for vCenter. "
+            "Remove the key and trust vCenter's CA on the deployment runners instead (the system trust store, "
+            'or SSL_CERT_FILE; docs/deploy.md, "vCenter\'s certificate")'
+        ]
+    return []
+
+
 def check_stack_file(path: Path, stack: str | None = None) -> tuple[ConfigView, Environment]:
     """The file's config and environment; `InvalidEnvironment` with every problem otherwise."""
     view = read_stack_file(path)
@@ -51,6 +76,7 @@ def check_stack_file(path: Path, stack: str | None = None) -> tuple[ConfigView, 
     if inspection.partial is not None:
         problems += stack_name_problems(stack, inspection.partial)
         problems += cross_stack_problems(path, view, inspection.partial)
+        problems += deployed_stack_problems(path, stack, view)
         hints = name_hints(path, stack, inspection.partial) + copy_hints(path, stack, inspection.partial, problems)
     if problems or inspection.env is None:
         raise InvalidEnvironment(problems, hints)

@@ -2,9 +2,13 @@
 
 from __future__ import annotations
 
+import os
+
 import pulumi
 from pulumi.runtime import config as runtime_config
 
+from components.vcenter.errors import VsphereError
+from components.vcenter.settings import conflict_message, connection_conflicts
 from stacks.environment.loader import ConfigView, InvalidEnvironment, load_environment
 from stacks.environment.model import Environment
 
@@ -20,11 +24,29 @@ def current_config_view() -> ConfigView:
     )
 
 
+def connection_problems(view: ConfigView) -> list[str]:
+    """The `vsphere:*` keys this stack's config and the run's VSPHERE_* variables set differently.
+
+    Checked here, before the first pulumi-vsphere lookup (issue 53 item 8): pulumi-vsphere takes
+    the stack config's value over the variable's, so its lookups would reach another vCenter (or
+    skip TLS verification the environment asks for) before our plugin, which refuses the
+    disagreement, is ever called. Secret keys are not in the view; they are refused in stack files
+    anyway (`validate`)."""
+    try:
+        conflicts = connection_conflicts(view.values, os.environ)
+    except VsphereError as unreadable:  # a boolean that is neither true nor false
+        return [str(unreadable)]
+    return [conflict_message(conflicts)] if conflicts else []
+
+
 def environment_from_stack_config() -> Environment:
     """The validated environment, or a `pulumi.RunError` listing every problem (no traceback)."""
+    view = current_config_view()
+    problems = connection_problems(view)
     try:
-        return load_environment(current_config_view())
+        environment = load_environment(view)
     except InvalidEnvironment as invalid:
-        raise pulumi.RunError(
-            f"the stack configuration has {len(invalid.problems)} problem(s):\n" + "\n".join(invalid.problems)
-        ) from None
+        problems = [*invalid.problems, *problems]
+    if problems:
+        raise pulumi.RunError(f"the stack configuration has {len(problems)} problem(s):\n" + "\n".join(problems))
+    return environment

@@ -212,10 +212,19 @@ def test_pulumi_cloud_tokens_are_short_lived_where_the_environment_sets_it_up(pa
 
 
 def test_each_deployment_runs_in_its_own_environment() -> None:
+    """One job per stack, in the environment named after it: the stack's credentials and nothing else."""
     workflow = _load(DEPLOY)
-    for job_id, job in workflow["jobs"].items():
-        if any(_uses(step) == "pulumi/actions" for step in job.get("steps", [])):
-            assert _environment(job) == job_id
+    deploying = {
+        job_id: job
+        for job_id, job in workflow["jobs"].items()
+        if any(_uses(step) == "pulumi/actions" and (step.get("with") or {}).get("command") for step in job.get("steps", []))
+    }
+    assert set(deploying) == {"up"}, set(deploying)
+    job = deploying["up"]
+    assert _environment(job) == "${{ matrix.stack }}"
+    assert job["strategy"]["matrix"] == {"stack": "${{ fromJSON(needs.order.outputs.stacks) }}"}
+    (up,) = [s for s in job["steps"] if (s.get("with") or {}).get("command") == "up"]
+    assert up["with"]["stack-name"] == "${{ matrix.stack }}"  # the same stack as the environment
 
 
 def test_the_credential_table_names_every_job() -> None:

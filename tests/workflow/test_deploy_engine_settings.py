@@ -38,8 +38,11 @@ def _up_jobs() -> list[tuple[str, dict[str, Any]]]:
     return found
 
 
-def test_the_deploy_workflow_has_its_three_up_jobs() -> None:
-    assert [name for name, _ in _up_jobs()] == ["dev", "staging", "prod"]
+def test_the_deploy_workflow_has_one_up_job_for_every_stack_of_the_order() -> None:
+    (name, job), = _up_jobs()
+    assert name == "up"
+    assert job["strategy"]["matrix"]["stack"] == "${{ fromJSON(needs.order.outputs.stacks) }}"
+    assert job["env"]["STACK"] == "${{ matrix.stack }}"  # what the run scripts below name as "$STACK"
 
 
 @pytest.mark.parametrize(("name", "job"), _up_jobs(), ids=lambda v: v if isinstance(v, str) else "")
@@ -55,9 +58,10 @@ def test_each_pulumi_up_runs_with_the_stacks_settings_and_the_create_only_guard(
     engine = [i for i, s in enumerate(steps) if s.get("id") == "engine"]
     assert engine and engine[0] < ups[0], "the engine-settings step runs before pulumi up"
     script = steps[engine[0]]["run"]
-    stack = up["with"]["stack-name"]
+    assert up["with"]["stack-name"] == "${{ matrix.stack }}" == job["env"]["STACK"]
+    stack = '"$STACK"'  # the shell's name for the matrix's stack (a value of the job, never inlined)
     assert f"pulumi preview --stack {stack} --json" in script
-    assert re.search(rf"python -m stacks deploy-settings {stack} --preview \S+", script)
+    assert re.search(rf"python -m stacks deploy-settings {re.escape(stack)} --preview \S+", script)
     assert '--github-output "$GITHUB_OUTPUT"' in script
 
     assert up["with"].get("parallel") == f"${{{{ {ENGINE}.parallel }}}}", "pulumi up without the stack's --parallel"

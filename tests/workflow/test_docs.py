@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import argparse
 import re
+import subprocess
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -245,3 +246,24 @@ def test_the_list_of_doubles_names_every_double_the_tests_use() -> None:
     readme = (PROJECT / "README.md").read_text()
     for kind in ("kube-apiserver", "kubectl and ssh", "nvidia-ctk", "Pulumi CLI", "fake hosts"):
         assert kind in readme, f"README's testing paragraph does not name the {kind} double"
+
+
+def test_every_documented_kubeconfig_write_is_private_and_outside_the_repository() -> None:
+    """Issue 53 item 10: the admin kubeconfig was written with the default umask (0644) into the
+    repository's working tree, where nothing ignored it."""
+    from stacks.kubectl import kubeconfig_command
+
+    writes = []
+    for path in DOCS:
+        writes += [(path.name, line) for line in path.read_text().splitlines() if "stack output kubeconfig" in line]
+    writes.append(("stacks/kubectl.py", kubeconfig_command("lab")))
+    assert writes
+    for where, line in writes:
+        if ">" not in line:
+            continue  # prose naming the output, not a command writing it
+        assert "umask 077" in line.split(">")[0], (where, line)
+        target = line.split(">", 1)[1].strip().rstrip(")`").split()[0]
+        assert target.startswith("~/"), (where, line)
+    for name in ("kubeconfig", "lab.kubeconfig"):
+        ignored = subprocess.run(["git", "-C", str(PROJECT), "check-ignore", "-q", name], check=False)
+        assert ignored.returncode == 0, f".gitignore must ignore {name} written in the checkout"

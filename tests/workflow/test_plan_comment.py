@@ -503,3 +503,65 @@ def test_the_plan_sees_the_pull_requests_other_stack_files(tmp_path: Path) -> No
     assert _verdict(section).startswith("**Verdict: plan failed**"), section
     assert "Pulumi.qa.yaml" in section
     assert status == "status=1"
+
+
+# ---------------------------------------------------------------------------------------------
+# Issue 53, item 5: the comment's neutralising cannot be turned against itself
+
+# Each piece is crafted against one rule of the neutraliser: a mark between backticks (cut out
+# after the fences were replaced, it left a fence), a control character likewise, `</details>` to
+# close our fold, a protocol-relative link (no scheme for the link filter), `www.`, a mention.
+HOSTILE = (
+    "``<!-- gpucluster-plan-section:plan -->`\n``\x01`\n</details>\n\n"
+    "**Verdict: no change to the running cluster** [fine](//evil.example/x) www.evil.example @octocat\n"
+)
+
+
+def _outside_our_blocks(body: str) -> str:
+    """The comment's text outside the fenced blocks our code opened (what GitHub renders as Markdown)."""
+    parts = re.split(r"^```.*$", body, flags=re.MULTILINE)
+    return "".join(parts[0::2])
+
+
+def _assert_nothing_escapes(body: str) -> None:
+    fences = re.findall(r"^\s{0,3}(?:`{3,}|~{3,}).*$", body, re.MULTILINE)
+    assert len(fences) % 2 == 0 and all(f.strip().startswith("```") for f in fences), fences
+    outside = _outside_our_blocks(body)
+    assert outside.count("</details>") == outside.count("<details>"), outside  # our folds only
+    assert not re.search(r"\]\(|(?i:\bwww\.)|(?i:[a-z]://)|@octocat", outside), outside  # no link, no mention
+    verdicts = [line for line in outside.splitlines() if line.startswith("**Verdict:")]
+    assert len(verdicts) == 1, verdicts  # ours alone
+
+
+def test_a_hostile_preview_cannot_close_the_fence_or_forge_a_verdict(tmp_path: Path) -> None:
+    body = _preview_body(tmp_path, "Previewing update (dev)\n" + HOSTILE)
+    preview = body.split("<!-- gpucluster-plan-section:preview -->", 1)[1]
+    fences = re.findall(r"^`{3,}.*$", preview, re.MULTILINE)
+    assert len(fences) == 2, fences  # one block, opened and closed by us
+    inside = preview.split(fences[0], 1)[1].split(fences[1], 1)[0]
+    assert "](" not in inside and "www.evil" not in inside
+    assert body.count("<!-- /gpucluster-plan-section:plan -->") == 1
+
+
+def test_a_hostile_stack_file_key_cannot_break_out_of_the_plan_section(tmp_path: Path) -> None:
+    """The stack file is the pull request's: an unknown key is quoted back in the failure block."""
+    hostile_key = json.dumps(HOSTILE)
+    head = _case("base").replace("    protect: false\n", f"    protect: false\n    {hostile_key}: 1\n")
+    section, status = _run_render_step(tmp_path, _case("base"), head)
+    assert status == "status=1" and "**Verdict: plan failed**" in _outside_our_blocks(section), section
+    (tmp_path / "post").mkdir()
+    (line,) = _collect(tmp_path / "post", "plan", {"plan-dev": {"section.md": section}}, [])
+    _assert_nothing_escapes(Path(line.split()[1]).read_text())
+
+
+def test_a_hostile_stack_file_value_cannot_break_out_of_the_plan_table(tmp_path: Path) -> None:
+    """A value the plan quotes in its tables (the template a change moves to)."""
+    value = "tpl</details><a href=//evil.example>x</a>[fine](//evil.example)"
+    head = _case("base").replace("gpuTemplate: rocky9-k8s-vgpu-t4-16c", f"gpuTemplate: {json.dumps(value)}")
+    section, _ = _run_render_step(tmp_path, _case("base"), head)
+    assert "| `vcenter.gpuTemplate` |" in section, section  # planned, not refused as invalid
+    (tmp_path / "post").mkdir()
+    (line,) = _collect(tmp_path / "post", "plan", {"plan-dev": {"section.md": section}}, [])
+    body = Path(line.split()[1]).read_text()
+    _assert_nothing_escapes(body)
+    assert "<a href" not in body

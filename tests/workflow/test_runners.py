@@ -25,8 +25,10 @@ ALL = sorted(WORKFLOWS.glob("*.yml"))
 DEPLOY = WORKFLOWS / "deploy.yml"
 DEPLOY_RUNNERS = "vars.PULUMI_DEPLOY_RUNNER_LABELS"
 PREVIEW_RUNNERS = "vars.PULUMI_PREVIEW_RUNNER_LABELS"
-# The deployment environments: each allows the branch main only (docs/environments.md).
-PROTECTED = {"dev", "staging", "prod"}
+# The deployment environments: one per stack of the promotion order (.github/deploy-order), named
+# after it, each allowing the branch main only (docs/environments.md). The deploy job takes its
+# environment from the matrix of those stacks (tests/workflow/test_site_stacks.py runs the order).
+MATRIX_ENVIRONMENT = "${{ matrix.stack }}"
 # What reaches a runner that deployments use: their variable, the one variable both shared before
 # (its runners were the deployment runners), or any self-hosted label written out.
 REACHES_DEPLOY_RUNNERS = (DEPLOY_RUNNERS, "vars.PULUMI_RUNNER_LABELS", "self-hosted", "group:")
@@ -57,7 +59,9 @@ def test_only_protected_deployment_jobs_can_run_on_the_deployment_runners(path: 
             continue
         where = f"{path.name} {job_id} (environment {_environment(job)!r}, runs-on {runs_on.strip()!r})"
         assert path == DEPLOY, f"{where}: only deploy.yml may ask for the deployment runners"
-        assert _environment(job) in PROTECTED, f"{where}: no protected environment"
+        assert _environment(job) == MATRIX_ENVIRONMENT, f"{where}: not the environment of the stack it deploys"
+        # ... and that matrix holds only the promotion order's stacks, each a protected environment.
+        assert job["strategy"]["matrix"] == {"stack": "${{ fromJSON(needs.order.outputs.stacks) }}"}, where
         assert DEPLOY_RUNNERS in runs_on, f"{where}: the deployment runners have a variable of their own"
 
 
@@ -69,8 +73,7 @@ def test_previews_and_deployments_use_different_runners() -> None:
     preview = _load(WORKFLOWS / "preview.yml")["jobs"]["preview"]
     assert PREVIEW_RUNNERS in _runs_on(preview)
     assert DEPLOY_RUNNERS not in _runs_on(preview)
-    for job_id in PROTECTED:
-        assert PREVIEW_RUNNERS not in _runs_on(_load(DEPLOY)["jobs"][job_id]), job_id
+    assert PREVIEW_RUNNERS not in _runs_on(_load(DEPLOY)["jobs"]["up"])
 
 
 def test_the_docs_give_the_runner_group_setting() -> None:

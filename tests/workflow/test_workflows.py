@@ -88,8 +88,8 @@ def test_workflow_matches_the_github_workflow_schema(check_jsonschema: Path, pat
 
 def test_the_schema_check_does_reject_a_broken_workflow(check_jsonschema: Path, tmp_path: Path) -> None:
     broken = _load(DEPLOY)
-    broken["jobs"]["prod"]["needs"] = {"staging": True}  # needs is a string or a list
-    broken["jobs"]["dev"]["runs-on-typo"] = "ubuntu-latest"
+    broken["jobs"]["up"]["needs"] = {"order": True}  # needs is a string or a list
+    broken["jobs"]["order"]["runs-on-typo"] = "ubuntu-latest"
     path = tmp_path / "broken.yml"
     path.write_text(yaml.safe_dump(broken))
     result = subprocess.run(
@@ -268,27 +268,33 @@ def test_the_plan_workflow_also_picks_deleted_stack_files(
 # Deploy on main
 
 
-def test_deploy_runs_dev_then_staging_then_prod_on_main() -> None:
+def test_deploy_runs_the_promotion_order_on_main() -> None:
+    """One `up` job per stack of .github/deploy-order, one at a time in its order, after the tests;
+    a failure cancels the stacks after it (GitHub: fail-fast cancels the matrix's queued jobs)."""
     workflow = _load(DEPLOY)
     assert workflow["on"]["push"]["branches"] == ["main"]
     assert "pull_request" not in workflow["on"]
-    pulumi = _pulumi_steps(workflow)
-    assert set(pulumi) == {"dev", "staging", "prod"}
-    # Each job waits for the one before: dev after the tests, staging after dev, prod after staging.
-    assert _needs(workflow["jobs"]["dev"]) == ["tests"]
-    assert _needs(workflow["jobs"]["staging"]) == ["dev"]
-    assert _needs(workflow["jobs"]["prod"]) == ["staging"]
-    assert _ancestors(workflow, "prod") == {"tests", "dev", "staging"}
-    for stack, step in pulumi.items():
-        assert workflow["jobs"][stack]["environment"] == stack
-        assert step["uses"].startswith("pulumi/actions@")
-        assert step["with"]["command"] == "up"
-        assert step["with"]["stack-name"] == stack
-        assert step["with"]["policyPacks"] == "policy"
-    assert workflow["jobs"]["prod"]["environment"] == "prod"  # required reviewers live on this environment
-    assert pulumi["prod"]["with"]["policyPackConfigs"] == "policy/policy-config.prod.json"
+    assert _needs(workflow["jobs"]["order"]) == ["tests"]
+    assert _ancestors(workflow, "up") == {"tests", "order"}
+    up = workflow["jobs"]["up"]
+    assert up["strategy"] == {
+        "max-parallel": 1,
+        "fail-fast": True,
+        "matrix": {"stack": "${{ fromJSON(needs.order.outputs.stacks) }}"},
+    }
+    assert up["environment"] == "${{ matrix.stack }}"  # required reviewers live on prod's environment
+    (step,) = [s for s in up["steps"] if (s.get("with") or {}).get("command") == "up"]
+    assert step["uses"].startswith("pulumi/actions@")
+    assert step["with"]["stack-name"] == "${{ matrix.stack }}"
+    assert step["with"]["policyPacks"] == "policy"
+    assert step["with"]["policyPackConfigs"] == "${{ steps.policy.outputs.configs }}"
+    (policy,) = [s for s in up["steps"] if s.get("id") == "policy"]
+    assert 'policy/policy-config.$STACK.json' in policy["run"]  # prod's protection config, by its name
+    assert (PROJECT / "policy" / "policy-config.prod.json").exists()
     assert (PROJECT / "policy" / "PulumiPolicy.yaml").exists(), "deploy runs the policy pack under policy/"
     assert workflow["concurrency"]["cancel-in-progress"] is False  # never stop an `up` halfway
+    (order,) = [s for s in workflow["jobs"]["order"]["steps"] if s.get("id") == "order"]
+    assert "python3 stacks/environment/deploy_order.py" in order["run"]
 
 
 # ---------------------------------------------------------------------------------------------

@@ -23,8 +23,11 @@ VERDICT_PREFIX = "**Verdict:"
 
 
 def _cell(text: object) -> str:
-    """One Markdown table cell: no line breaks, no column separators."""
-    return str(text).replace("\r", " ").replace("\n", " ").replace("|", "\\|")
+    """One Markdown table cell or list item: no line breaks, no column separators, and no HTML. The
+    text quotes the pull request's stack files (keys, values, reasons); GitHub renders the tags it
+    allows in a comment (`</details>` closes our fold, `<a href>` links), so `<` is written as an
+    entity, which GitHub shows as the character it stands for (issue 53 item 5)."""
+    return str(text).replace("\r", " ").replace("\n", " ").replace("|", "\\|").replace("<", "&lt;")
 
 
 def _code(text: object) -> str:

@@ -6,6 +6,7 @@ import argparse
 from typing import Any
 
 from stacks.environment.copy_hints import name_hints
+from stacks.environment.credential_history import credential_history_warnings, imported_environment_warnings
 from stacks.environment.rules.mirror import trust_warnings, unrewritten_images
 from stacks.environment.stack_file import check_stack_file, stack_file_path
 from stacks.environment.version_change import checked_old_environment
@@ -34,6 +35,9 @@ def cmd_validate(args: argparse.Namespace) -> int:
     for warning in version_warnings(env):  # valid, but past its end of life or untested with Calico
         print(f"warning: {warning}")
     for warning in trust_warnings(env):  # valid, but a site registry's certificate seldom has a public CA
+        print(f"warning: {warning}")
+    # Valid, but a preview could read a deploy account: from the file's history, or an ESC import.
+    for warning in credential_history_warnings(path) + imported_environment_warnings(path):
         print(f"warning: {warning}")
     return 0
 

@@ -158,11 +158,23 @@ def test_namespaces_without_labels_enforce_baseline() -> None:
 
 
 # --- audit policy (item 4) --------------------------------------------------------------------
-def audit_level(policy: dict[str, Any], *, verb: str, group: str = "", resource: str = "", path: str = "") -> str:
-    """The level the API server gives a request: the first rule whose verbs, resources and
-    nonResourceURLs all match (an omitted list matches anything)."""
+def audit_level(
+    policy: dict[str, Any],
+    *,
+    verb: str,
+    group: str = "",
+    resource: str = "",
+    path: str = "",
+    namespace: str = "",
+    name: str = "",
+) -> str:
+    """The level the API server gives a request: the first rule whose verbs, namespaces, resources
+    (with their resourceNames) and nonResourceURLs all match; an omitted list matches anything
+    (k8s.io/apiserver pkg/audit/policy/checker.go, ruleMatches and ruleMatchesResource)."""
     for rule in policy["rules"]:
         if "verbs" in rule and verb not in rule["verbs"]:
+            continue
+        if rule.get("namespaces") and (path or namespace not in rule["namespaces"]):
             continue
         if path:
             if "resources" in rule or not any(fnmatch.fnmatch(path, url) for url in rule.get("nonResourceURLs", ["*"])):
@@ -171,7 +183,9 @@ def audit_level(policy: dict[str, Any], *, verb: str, group: str = "", resource:
             if "nonResourceURLs" in rule:
                 continue
             if "resources" in rule and not any(
-                r.get("group", "") == group and (not r.get("resources") or resource in r["resources"])
+                r.get("group", "") == group
+                and (not r.get("resources") or resource in r["resources"])
+                and (not r.get("resourceNames") or name in r["resourceNames"])
                 for r in rule["resources"]
             ):
                 continue
@@ -207,8 +221,14 @@ def test_no_rule_logs_a_body_of_anything_that_may_hold_a_secret() -> None:
             continue
         assert "resources" in rule, rule
         for selector in rule["resources"]:
-            # The core group only for namespaces, whose bodies hold labels and annotations.
-            assert selector.get("group", "") != "" or selector.get("resources") == ["namespaces"], rule
+            # The core group only for namespaces, whose bodies hold labels and annotations, and for
+            # kubeadm's ClusterConfiguration, by name, in kube-system.
+            kubeadm_config = (
+                selector.get("resources") == ["configmaps"]
+                and selector.get("resourceNames") == ["kubeadm-config"]
+                and rule.get("namespaces") == ["kube-system"]
+            )
+            assert selector.get("group", "") != "" or selector.get("resources") == ["namespaces"] or kubeadm_config, rule
 
 
 # Issue 40 item 10: changes that loosen admission are logged with their body, so the log shows
@@ -222,6 +242,7 @@ def test_no_rule_logs_a_body_of_anything_that_may_hold_a_secret() -> None:
         ("admissionregistration.k8s.io", "mutatingwebhookconfigurations"),
         ("", "namespaces"),  # a `pod-security.kubernetes.io/*` relabel is an update of the namespace
         ("certificates.k8s.io", "certificatesigningrequests/approval"),
+        ("certificates.k8s.io", "certificatesigningrequests"),  # issue 53 item 10: a new CSR's names and signer
     ],
 )
 @pytest.mark.parametrize("verb", ["create", "update", "patch", "delete"])
@@ -230,3 +251,15 @@ def test_admission_and_certificate_changes_are_audited_with_their_body(group: st
     assert audit_level(policy, verb=verb, group=group, resource=resource) == "Request", (verb, group, resource)
     # Reading them stays at Metadata: the bodies of reads say nothing about who changed what.
     assert audit_level(policy, verb="get", group=group, resource=resource) == "Metadata", (group, resource)
+
+
+@pytest.mark.parametrize("verb", ["update", "patch", "delete"])
+def test_kubeadms_cluster_configuration_changes_are_audited_with_their_body(verb: str) -> None:
+    """Issue 53 item 10: `kube-system/kubeadm-config` was logged at Metadata like any ConfigMap."""
+    policy = yaml.safe_load(files("cp-1")[AUDIT_POLICY_PATH]["content"])
+    kubeadm_config = {"resource": "configmaps", "namespace": "kube-system", "name": "kubeadm-config"}
+    assert audit_level(policy, verb=verb, **kubeadm_config) == "Request"
+    assert audit_level(policy, verb="get", **kubeadm_config) == "Metadata"
+    # Any other ConfigMap, and one of that name elsewhere, keep Metadata: they may hold anything.
+    assert audit_level(policy, verb=verb, resource="configmaps", namespace="kube-system", name="coredns") == "Metadata"
+    assert audit_level(policy, verb=verb, resource="configmaps", namespace="training", name="kubeadm-config") == "Metadata"
