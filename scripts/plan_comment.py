@@ -5,8 +5,10 @@ The workflow only calls this and posts its output (`.github/workflows/plan-comme
 with the default branch's code and posts; issue 40); everything it decides is here, where tests run it.
 
     render   STACK's plan section: `python -m stacks plan STACK --against` the stack file at the
-             PR's base, as Markdown, with the rebuilds the PR description accepts. Exit status 1
+             PR's base, as Markdown, with the rebuilds an approving review accepts. Exit status 1
              when the change is refused, a workload will not run, or the stack file is invalid.
+    reviews  the text of the reviews that may accept a rebuild (`accept-rebuild:` lines): approvals
+             of the planned commit by someone with write access who did not open the PR.
     collect  for a finished plan or preview run, each stack's whole comment: a hidden marker,
              then the plan section, then the `pulumi preview` section (each run replaces its own
              section and keeps the other), and which existing comment it replaces.
@@ -26,7 +28,7 @@ import sys
 from pathlib import Path
 
 STACK_NAME = re.compile(r"^[a-z0-9][-a-z0-9]*$")
-# A line of the PR description: `accept-rebuild: STACK KEY` (the same KEY as plan's --accept-rebuild).
+# A line of an approving review: `accept-rebuild: STACK KEY` (the same KEY as plan's --accept-rebuild).
 ACCEPT_LINE = re.compile(
     r"^[ \t]*accept-rebuild:[ \t]*(?P<stack>[a-z0-9][-a-z0-9]*)[ \t]+(?P<key>[A-Za-z0-9_.\[\]-]+)[ \t]*$",
     re.MULTILINE,
@@ -52,8 +54,29 @@ def checked_stack(name: str) -> str:
 
 
 def accepted_keys(description: str, stack: str) -> list[str]:
-    """The keys the PR description accepts a rebuild of, for this stack only."""
+    """The keys `description` (the accepting reviews' text, `reviews`) accepts a rebuild of, for this stack only."""
     return sorted({m["key"] for m in ACCEPT_LINE.finditer(description or "") if m["stack"] == stack})
+
+
+# Who may accept a rebuild: write access (GitHub's collaborator permission), never the PR's author.
+WRITERS = frozenset({"admin", "maintain", "write"})
+
+
+def accepting_reviews(reviews: list[dict[str, object]], author: str, head_sha: str) -> str:
+    """The text of the reviews that may accept a rebuild (issue 53 item 10: the PR's own
+    description, which its author writes, accepted its author's rebuilds). A review counts when it
+    approves (`state` APPROVED), approves the commit being planned (`commit_id`: an approval of
+    an earlier push does not carry over to what was pushed after it), and comes from someone with
+    write access (`permission`, from the collaborator permission API) who is not the author."""
+    texts = [
+        str(review.get("body") or "")
+        for review in reviews
+        if review.get("state") == "APPROVED"
+        and review.get("commit_id") == head_sha
+        and review.get("permission") in WRITERS
+        and str(review.get("user") or "").lower() != author.lower()
+    ]
+    return "\n".join(texts) + ("\n" if texts else "")
 
 
 def _way_out(stack: str, body: str) -> str:
@@ -64,7 +87,8 @@ def _way_out(stack: str, body: str) -> str:
     lines = "\n".join(f"    accept-rebuild: {stack} {key}" for key in keys)
     return (
         "\n**This check fails until the rebuild is a reviewed decision.** Once its safe procedure is done or "
-        "planned, add to the pull request's description (the check runs again when the description is edited):\n\n"
+        "planned, someone with write access to the repository who did not open this pull request approves it "
+        "with a review whose text holds (the check runs again on each review):\n\n"
         f"{lines}\n"
     )
 
@@ -244,12 +268,26 @@ def main(argv: list[str] | None = None) -> int:
     r.add_argument("--description-env", default="PR_BODY", help="environment variable holding the PR description")
     r.add_argument("--python", default=sys.executable, help="the interpreter that has the project installed")
     r.add_argument("--out", required=True, type=Path, help="folder: section.md and the plan's files under plan/")
+    v = commands.add_parser("reviews", help="the text of the reviews that may accept a rebuild")
+    v.add_argument("--reviews", required=True, type=Path, help="one JSON object a line: user, state, commit_id, body")
+    v.add_argument("--permissions", required=True, type=Path, help="`LOGIN PERMISSION` a line (the collaborator API's)")
+    v.add_argument("--author", required=True, help="the pull request's author (login)")
+    v.add_argument("--head", required=True, help="the commit being planned")
     c = commands.add_parser("collect", help="the whole comments to post for a finished run (in plan-comment.yml)")
     c.add_argument("--workflow", required=True, help="the finished run's workflow: plan or preview")
     c.add_argument("--artifacts", required=True, type=Path, help="the run's artifacts, one folder each")
     c.add_argument("--comments", required=True, type=Path, help="the PR's comments, one JSON object a line")
     c.add_argument("--out", required=True, type=Path)
     args = parser.parse_args(argv)
+    if args.command == "reviews":
+        lines = args.reviews.read_text().splitlines() if args.reviews.is_file() else []
+        granted = args.permissions.read_text().split("\n") if args.permissions.is_file() else []
+        permissions = dict(line.split(" ", 1) for line in granted if " " in line)
+        reviews = [json.loads(line) for line in lines if line.strip()]
+        for review in reviews:
+            review["permission"] = permissions.get(str(review.get("user")), "none")
+        print(accepting_reviews(reviews, args.author, args.head), end="")
+        return 0
     if args.command == "collect":
         for line in collect(args.workflow, args.artifacts, args.comments, args.out):
             print(line)

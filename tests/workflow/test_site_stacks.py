@@ -14,7 +14,6 @@ any stack the repository holds.
 from __future__ import annotations
 
 import json
-import re
 import shutil
 import subprocess
 import sys
@@ -144,28 +143,3 @@ def test_the_pr_verdict_covers_exactly_the_sites_stacks(site: dict[str, Any], tm
         section = (runner_temp / "plan-comment" / "artifacts" / f"plan-{name}" / "section.md").read_text()
         assert section.startswith(f"### `plan {name} --against` the base branch"), section
         assert "**Verdict:" in section
-
-
-@pytest.mark.parametrize("workflow", sorted(p.name for p in WORKFLOWS.glob("*.yml")))
-def test_no_job_names_a_stack(workflow: str) -> None:
-    """Permissions, environments and runner labels are the same for any stack: no job or step
-    outside comments names one of ours (the environments come from the matrix of the stacks)."""
-    document = _load(workflow)
-    text = yaml.safe_dump(document["jobs"])
-    for stack in ("dev", "staging", "prod"):
-        assert not re.search(rf"(?<![\w./-]){stack}(?![\w-])", text), (workflow, stack)
-    environments = {
-        str(job.get("environment")) for job in document["jobs"].values() if job.get("environment") is not None
-    }
-    assert environments <= {"${{ matrix.stack }}", "preview-${{ matrix.stack }}"}, environments
-
-
-def test_the_environments_and_runners_are_the_ones_documented() -> None:
-    up = _load("deploy.yml")["jobs"]["up"]
-    assert up["environment"] == "${{ matrix.stack }}"
-    assert "vars.PULUMI_DEPLOY_RUNNER_LABELS" in str(up["runs-on"])
-    assert up["permissions"] == {"contents": "read", "id-token": "write"}
-    preview = _load("preview.yml")["jobs"]["preview"]
-    assert preview["environment"] == "preview-${{ matrix.stack }}"
-    assert "vars.PULUMI_PREVIEW_RUNNER_LABELS" in str(preview["runs-on"])
-    assert preview["permissions"] == {"contents": "read", "id-token": "write"}
