@@ -18,7 +18,7 @@ from pathlib import Path
 from typing import Any
 
 from components.k8s.gpu_runtime import NVIDIA_RUNTIME_HANDLER
-from tests.components.k8s.node_bootstrap.node_harness import Node
+from tests.components.k8s.node_bootstrap.node_harness import use_real_containerd
 from tests.components.k8s.node_bootstrap.test_bootstrap_script_runs import make_node
 from tests.real_parts import require_program
 
@@ -35,21 +35,6 @@ def dump(containerd: str, config: Path) -> str:
     )
     assert result.returncode == 0, result.stderr
     return result.stdout
-
-
-def use_real_containerd(node: Node, containerd: str) -> None:
-    """The real containerd on the node's PATH for everything but `--version`: Debian 12's 1.6.20 is
-    below every Kubernetes minor's floor (containerd RELEASES.md), so the script's version check
-    would stop these runs before the step they test; it is answered as the template's 2.3 package
-    answers it. `test_the_real_containerds_version_line_is_read_and_refused` runs the check on the
-    real binary's own line."""
-    wrapper = Path(node.path) / "containerd"
-    wrapper.write_text(
-        "#!/bin/bash\n"
-        'if [ "$*" = --version ]; then echo "containerd containerd.io 2.3.1 0123456789abcdef"; exit 0; fi\n'
-        f'exec {containerd} "$@"\n'
-    )
-    wrapper.chmod(0o755)
 
 
 TEMPLATE_PAUSE = "registry.example.com/mirror/pause:3.10"
