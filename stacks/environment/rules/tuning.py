@@ -74,7 +74,7 @@ def kubeflow_releases_support_the_kubernetes_version(env: Environment) -> Iterat
             ("tuning", release.key, "version"),
             f"{release.title} {release.version}{which} is tested upstream on Kubernetes {_span(release.tested)}"
             f"{runs}, not 1.{minor} (kubernetes.version)"
-            + (f"; no {release.title} release runs on 1.{minor} yet" if newest else "")
+            + (f"; no {release.title} release is known to run on 1.{minor} yet" if newest else "")
             + f": pick a Kubernetes version in that range, or {fix}",
         )
 

@@ -36,7 +36,7 @@ def test_katib_on_the_default_kubernetes_names_the_newest_release_and_where_it_r
     [(path, message)] = [p for p in _problems(env) if p[0].startswith("tuning")]
     assert path == "tuning.katib.version"
     assert "Katib 0.19.0, the newest Katib release (kubeflow/katib v0.19.0), is tested upstream on" in message
-    assert "Kubernetes 1.31-1.34" in message and "no Katib release runs on 1.36" in message
+    assert "Kubernetes 1.31-1.34" in message and "no Katib release is known to run on 1.36" in message
     assert "set tuning.katib.enabled false (Kubeflow Trainer alone runs on 1.36)" in message
 
 
@@ -45,7 +45,7 @@ def test_trainer_on_1_37_is_refused_naming_the_newest_release(dev_raw: dict[str,
     [(path, message)] = [p for p in _problems(env) if p[0].startswith("tuning")]
     assert path == "tuning.trainer.version"
     assert "Kubeflow Trainer 2.3.0, the newest Kubeflow Trainer release (kubeflow/trainer v2.3.0)" in message
-    assert "runs on Kubernetes 1.32-1.36" in message and "no Kubeflow Trainer release runs on 1.37" in message
+    assert "runs on Kubernetes 1.32-1.36" in message and "no Kubeflow Trainer release is known to run on 1.37" in message
 
 
 def test_both_on_a_tested_minor_pass_without_a_warning(dev_raw: dict[str, Any]) -> None:
