@@ -13,8 +13,9 @@ Where each value was read (the project's stored copies of upstream; see docs/ver
   pause "3.10" (unchanged from 1.32).
 - 1.34-1.36: etcd "3.6.10-0": kubernetes/kubernetes#138392 (merged 2026-04, release note
   "kubeadm: updated the supported etcd version to v3.6.10 for supported control plane versions
-  v1.34, v1.35, and v1.36"); before it 3.6.5 (1.34), 3.6.6 (1.35, #135271) and 3.6.9 (1.36), which
-  clusters built by older kubeadm patch releases still run.
+  v1.34, v1.35, and v1.36"; the stored sources hold that PR, not the release branches' cherry-picks,
+  so which patch release first ships it is not recorded here); before it 3.6.5 (1.34), 3.6.6 (1.35,
+  #135271) and 3.6.9 (1.36), which clusters built by older kubeadm patch releases still run.
 - 1.34: CoreDNS "v1.12.1", pause "3.10.1".
 - 1.35: CoreDNS "v1.13.1", pause "3.10.1" (both as a stored copy of the 1.35 constants reads them).
 - 1.36: pause "3.10.2" (kubeclipper/kubeclipper#947: "k8s 1.36 uses pause:3.10.2"), CoreDNS "v1.14.2" (a
