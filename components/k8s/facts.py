@@ -60,10 +60,24 @@ importing the job renderers (and with them Pulumi)."""
 TRAINER_TESTED_KUBERNETES: Mapping[str, range] = {"2.3.0": range(32, 36)}
 """Minors upstream's e2e runs on (kubeflow/trainer v2.3.0 .github/workflows/test-e2e.yaml:
 1.32.3, 1.33.1, 1.34.0, 1.35.0; docs/operator-guides/installation.md asks for >= 1.31)."""
+TRAINER_RUNS_ON_KUBERNETES: Mapping[str, range] = {"2.3.0": range(32, 37)}
+"""Minors a release runs on: its tested ones, and up to the minor of the Kubernetes client libraries
+it is built with (2.3.0: release-2.3 go.mod `k8s.io/api v0.36.2`; Trainer moved to 0.36 in
+release-2.2). `validate` warns on a minor here but not tested (1.36): master added 1.36.1 and 1.37.0
+to the e2e matrix after 2.3.0 (kubeflow/trainer#4007, 2026-08-30), and 1.37's libraries need code
+changes (#4005), so 1.37 is refused until a release built for it is pinned."""
+TRAINER_NEWEST_RELEASE = "2.3.0"
+"""Upstream's newest Trainer release in the stored sources (tag v2.3.0, 2026-08-06; the repository
+snapshot of 2026-08-21 has no v2.4 tag, and no release note of a 2.4.0 is stored)."""
 KATIB_TESTED_KUBERNETES: Mapping[str, range] = {"0.19.0": range(31, 35)}
 """Minors upstream's e2e runs on (kubeflow/katib v0.19.0 .github/workflows/e2e-test-*.yaml:
-v1.31.3, v1.32.2, v1.33.1, v1.34.0). Katib 0.18 predates TrainJob trials (added by #2560, first
-released in 0.19.0: `TrainJob.v1alpha1.trainer.kubeflow.org` in katib-config's trialResources)."""
+v1.31.3, v1.32.2, v1.33.1, v1.34.0; built with go.mod `k8s.io/api v0.34.0`, so these are also the
+minors it runs on). Katib 0.18 predates TrainJob trials (added by #2560, first released in 0.19.0:
+`TrainJob.v1alpha1.trainer.kubeflow.org` in katib-config's trialResources)."""
+KATIB_RUNS_ON_KUBERNETES: Mapping[str, range] = KATIB_TESTED_KUBERNETES
+KATIB_NEWEST_RELEASE = "0.19.0"
+"""Upstream's newest Katib release (tag v0.19.0; the repository snapshot of 2026-06-22 has no later
+tag, and its master still tests 1.31-1.34)."""
 
 GPU_RESOURCE = "nvidia.com/gpu"
 """The extended resource the NVIDIA device plugin (or the GPU Operator's) advertises per GPU."""

@@ -11,11 +11,14 @@ Where each value was read (the project's stored copies of upstream; see docs/ver
 - 1.33: etcd "3.5.24-0" (kubernetes/kubernetes#134779 moved 1.32-1.34's 3.5 pin to 3.5.24);
   CoreDNS "v1.12.0" (coredns/deployment#306: "kubeadm v1.33 has started using coredns v1.12.0");
   pause "3.10" (unchanged from 1.32).
-- 1.34: etcd "3.6.5-0" (release-1.34 maps 34 to it), CoreDNS "v1.12.1", pause "3.10.1".
-- 1.35: etcd "3.6.6-0" (kubernetes/kubernetes#135271, the current minor's entry), CoreDNS
-  "v1.13.1", pause "3.10.1" (both as a stored copy of the 1.35 constants reads them).
-- 1.36: etcd "3.6.9-0" (the etcd bump guide's diff of the map: 34-36 -> "3.6.9-0"), pause
-  "3.10.2" (kubeclipper/kubeclipper#947: "k8s 1.36 uses pause:3.10.2"), CoreDNS "v1.14.2" (a
+- 1.34-1.36: etcd "3.6.10-0": kubernetes/kubernetes#138392 (merged 2026-04, release note
+  "kubeadm: updated the supported etcd version to v3.6.10 for supported control plane versions
+  v1.34, v1.35, and v1.36"; the stored sources hold that PR, not the release branches' cherry-picks,
+  so which patch release first ships it is not recorded here); before it 3.6.5 (1.34), 3.6.6 (1.35,
+  #135271) and 3.6.9 (1.36), which clusters built by older kubeadm patch releases still run.
+- 1.34: CoreDNS "v1.12.1", pause "3.10.1".
+- 1.35: CoreDNS "v1.13.1", pause "3.10.1" (both as a stored copy of the 1.35 constants reads them).
+- 1.36: pause "3.10.2" (kubeclipper/kubeclipper#947: "k8s 1.36 uses pause:3.10.2"), CoreDNS "v1.14.2" (a
   test fixture of the 1.36 constants in a stored scraper; the release-1.36 file itself is not in
   the stored corpora: taken as the best evidence there is).
 - 1.37: etcd "3.7.0-0" (kubernetes/kubernetes#141032: 1.37 "already bumped etcd v3.7.0" before
@@ -48,9 +51,9 @@ class KubeadmPins:
 KUBEADM_PINS: Mapping[int, KubeadmPins] = {
     32: KubeadmPins(etcd="3.5.24-0", pause="3.10", coredns="v1.11.3"),
     33: KubeadmPins(etcd="3.5.24-0", pause="3.10", coredns="v1.12.0"),
-    34: KubeadmPins(etcd="3.6.5-0", pause="3.10.1", coredns="v1.12.1"),
-    35: KubeadmPins(etcd="3.6.6-0", pause="3.10.1", coredns="v1.13.1"),
-    36: KubeadmPins(etcd="3.6.9-0", pause="3.10.2", coredns="v1.14.2"),
+    34: KubeadmPins(etcd="3.6.10-0", pause="3.10.1", coredns="v1.12.1"),
+    35: KubeadmPins(etcd="3.6.10-0", pause="3.10.1", coredns="v1.13.1"),
+    36: KubeadmPins(etcd="3.6.10-0", pause="3.10.2", coredns="v1.14.2"),
     37: KubeadmPins(etcd="3.7.0-0", pause="3.10.2", coredns="v1.14.2"),
 }
 """Per Kubernetes minor (1.32 -> 32), kubeadm's pins (module docstring)."""

@@ -6,11 +6,12 @@ a warning, a minor outside the table is refused naming the newest. The cluster u
 etcd image tag of the target minor into the stored ClusterConfiguration (`etcd.local.imageTag`),
 and the etcd gates (`components.k8s.etcd.versions`) compare the members against it.
 
-End of life: kubernetes.io/releases lists each minor's date (1.32: 2026-02-28, 1.33: 2026-06-28,
-1.34: 2026-10-27, 1.35: 2027-02-28). For 1.36 (April 2026) and 1.37 (1.37.0 August 2026) the
-stored corpora hold no end-of-life date: they are computed as upstream's rule gives them ("roughly
-fourteen (14) months" of patches, kubernetes/website content/en/releases/patch-releases.md,
-"Support Period"), on the 28th as upstream sets its dates, and marked `estimated`.
+End of life: kubernetes.io/releases and its patch-releases page publish each minor's date (1.32:
+2026-02-28, 1.33: 2026-06-28, 1.34: 2026-10-27, 1.35: 2027-02-28, 1.36: 2027-06-28, 1.37:
+2027-10-28). The last two as published: kubernetes/website data/releases/schedule.yaml (1.37's entry
+added by kubernetes/website#57050, `endOfLifeDate: "2027-10-28"`), and the patch-releases page as
+endoflife-date/endoflife.date#10834 quotes it: "the End of Life date for Kubernetes 1.36 is Jun 28,
+2027" and "for Kubernetes 1.37 is Oct 28, 2027".
 
 etcd: the tag the stack runs is kubeadm's pin (`components.k8s.kubeadm_pins`) unless etcd's
 upgrade guide asks more of the line the next minor upgrades from:
@@ -19,8 +20,8 @@ upgrade guide asks more of the line the next minor upgrades from:
   registry.k8s.io/etcd:3.5.32-0 is kubernetes/k8s.io#9672's promotion of v3.5.32 (2026-07; the
   `<version>-0` naming is the promotion script's, kubernetes/k8s.io#8530).
 - 3.6 (1.34-1.36): 3.6.13-0 (kubernetes/k8s.io#9672). etcd.io/docs/v3.7/upgrades/upgrade_3_7:
-  "make sure that all of your 3.6 members are updated to 3.6.11 or later"; kubeadm pins 3.6.5 to
-  3.6.9 there.
+  "make sure that all of your 3.6 members are updated to 3.6.11 or later"; kubeadm pins 3.6.10
+  there (kubernetes/kubernetes#138392; older kubeadm patches 3.6.5 to 3.6.9).
 - 3.7 (1.37): kubeadm's 3.7.0-0. etcd 3.7 removes the v2 store and publishes no per-architecture
   image tags: a mirror copies the multi-architecture manifest (`skopeo copy --all`).
 
@@ -32,11 +33,16 @@ data), v3.32.1 from 1.36. No pinned release is
 tested on 1.37: v3.33's manifest is not in the stored sources, so its SHA-256 cannot be recorded
 here; `calico` says so (None) and validate warns.
 
-containerd: Kubernetes 1.35 is the last minor that supports containerd 1.x (the 1.35 release
-notes, "final call for containerd v1.X"); 1.36 and later need 2.0 or later. The template installs
-Docker's `containerd.io`, whose current LTS line is 2.3 (registry `config_path` defaults to
-/etc/containerd/certs.d since 2.2; the sandbox image sits under `pinned_images` in config version
-3, which the bootstrap reads either way).
+containerd: the floors are containerd's own table, RELEASES.md "Kubernetes Support"
+(containerd/containerd main, 2026-08): per Kubernetes minor the oldest patch of each containerd line
+it recommends (1.34: 2.1.3+, 2.0.6+, 1.7.28+, 1.6.39+; 1.35: 2.2.0+, 2.1.5+, 1.7.28+; 1.36: 2.3.0+,
+2.2.0+). A line newer than every listed one passes (it was released after the row was written, as
+2.3 after 1.35's); a listed line below its floor, or an unlisted older line, is refused. The table
+has no 1.37 row yet: 1.37 takes 1.36's, and `containerd_floors_source` says so. The template pins
+Docker's `containerd.io` to the 2.3 LTS line (templates/rocky9/ks.cfg: registry `config_path`
+defaults to /etc/containerd/certs.d since 2.2; the sandbox image sits under `pinned_images` in config
+version 3, which the bootstrap reads either way), and the node bootstrap refuses a containerd below
+its minor's floor (`GPUCLUSTER_CONTAINERD_FLOORS`, components/k8s/node_bootstrap/env_file.py).
 """
 
 from __future__ import annotations
@@ -58,16 +64,22 @@ it, and an operator can ask "what will validate say on that day"."""
 class MinorPolicy:
     minor: int
     end_of_life: date
-    estimated_end_of_life: bool
-    """True where the date is upstream's rule applied, not a published date (module docstring)."""
+    """Published by kubernetes.io/releases (module docstring)."""
     etcd: str
     """The registry.k8s.io/etcd tag the stack runs (the stored `etcd.local.imageTag`)."""
     calico: str | None
     """The newest pinned Calico that Tigera tests on this minor; None: none of the pinned ones."""
-    containerd_minimum: str
-    """The oldest containerd this minor's kubelet supports."""
+    containerd_floors: tuple[str, ...]
+    """The oldest patch of each containerd line containerd's RELEASES.md recommends for this minor,
+    newest line first (module docstring)."""
     containerd_line: str = "2.3"
-    """The containerd line the template installs (its LTS)."""
+    """The containerd line the template installs (its LTS; templates/rocky9/ks.cfg)."""
+
+    @property
+    def containerd_floors_source(self) -> str:
+        """Where the floors come from, for messages: 1.37 has no row of its own yet."""
+        own = self.minor in CONTAINERD_ROWS
+        return "containerd RELEASES.md" + ("" if own else f", 1.{max(CONTAINERD_ROWS)}'s row: none for {self.line} yet")
 
     @property
     def kubeadm(self) -> KubeadmPins:
@@ -78,13 +90,22 @@ class MinorPolicy:
         return f"1.{self.minor}"
 
 
+CONTAINERD_ROWS: Mapping[int, tuple[str, ...]] = {
+    32: ("2.1.0", "2.0.1", "1.7.24", "1.6.36"),
+    33: ("2.1.0", "2.0.4", "1.7.24", "1.6.36"),
+    34: ("2.1.3", "2.0.6", "1.7.28", "1.6.39"),
+    35: ("2.2.0", "2.1.5", "1.7.28"),
+    36: ("2.3.0", "2.2.0"),
+}
+"""containerd RELEASES.md "Kubernetes Support", row by row (module docstring)."""
+
 POLICY: Mapping[int, MinorPolicy] = {
-    32: MinorPolicy(32, date(2026, 2, 28), False, etcd="3.5.32-0", calico="v3.31.3", containerd_minimum="1.7"),
-    33: MinorPolicy(33, date(2026, 6, 28), False, etcd="3.5.32-0", calico="v3.31.3", containerd_minimum="1.7"),
-    34: MinorPolicy(34, date(2026, 10, 27), False, etcd="3.6.13-0", calico="v3.31.3", containerd_minimum="1.7"),
-    35: MinorPolicy(35, date(2027, 2, 28), False, etcd="3.6.13-0", calico="v3.31.3", containerd_minimum="1.7"),
-    36: MinorPolicy(36, date(2027, 6, 28), True, etcd="3.6.13-0", calico="v3.32.1", containerd_minimum="2.0"),
-    37: MinorPolicy(37, date(2027, 10, 28), True, etcd="3.7.0-0", calico=None, containerd_minimum="2.0"),
+    32: MinorPolicy(32, date(2026, 2, 28), etcd="3.5.32-0", calico="v3.31.3", containerd_floors=CONTAINERD_ROWS[32]),
+    33: MinorPolicy(33, date(2026, 6, 28), etcd="3.5.32-0", calico="v3.31.3", containerd_floors=CONTAINERD_ROWS[33]),
+    34: MinorPolicy(34, date(2026, 10, 27), etcd="3.6.13-0", calico="v3.31.3", containerd_floors=CONTAINERD_ROWS[34]),
+    35: MinorPolicy(35, date(2027, 2, 28), etcd="3.6.13-0", calico="v3.31.3", containerd_floors=CONTAINERD_ROWS[35]),
+    36: MinorPolicy(36, date(2027, 6, 28), etcd="3.6.13-0", calico="v3.32.1", containerd_floors=CONTAINERD_ROWS[36]),
+    37: MinorPolicy(37, date(2027, 10, 28), etcd="3.7.0-0", calico=None, containerd_floors=CONTAINERD_ROWS[36]),
 }
 """One entry per supported minor (a test holds it to `SUPPORTED_KUBERNETES_MINORS`)."""
 
@@ -154,8 +175,7 @@ def end_of_life_warning(version: str, on: date | None = None) -> str | None:
     return (
         f"Kubernetes {policy.line} reached its end of life on {policy.end_of_life.isoformat()} "
         f"(kubernetes.io/releases): it gets no more patches, security fixes included; upgrade one minor at "
-        f"a time towards {newest.line} (supported until {newest.end_of_life.isoformat()}"
-        f"{', estimated' if newest.estimated_end_of_life else ''})"
+        f"a time towards {newest.line} (supported until {newest.end_of_life.isoformat()})"
     )
 
 
@@ -164,11 +184,46 @@ def summary(version: str, on: date | None = None) -> list[str]:
     policy = policy_for(version)
     day = on or today()
     state = "past its end of life" if day > policy.end_of_life else "supported"
-    estimated = " (estimated: upstream's 14 months)" if policy.estimated_end_of_life else ""
     pins = policy.kubeadm
     calico = policy.calico or "none pinned is tested on it (Tigera tests v3.33; not pinned here)"
     return [
-        f"Kubernetes {policy.line}: {state} on {day.isoformat()}; end of life {policy.end_of_life.isoformat()}{estimated}",
+        f"Kubernetes {policy.line}: {state} on {day.isoformat()}; end of life {policy.end_of_life.isoformat()}",
         f"etcd {policy.etcd} (kubeadm pins {pins.etcd}), pause {pins.pause}, CoreDNS {pins.coredns}",
-        f"Calico {calico}; containerd {policy.containerd_minimum} or later (template: {policy.containerd_line} LTS)",
+        f"Calico {calico}; containerd {containerd_floors_text(policy)} ({policy.containerd_floors_source}; "
+        f"template: {policy.containerd_line} LTS)",
     ]
+
+
+def containerd_floors_text(policy: MinorPolicy) -> str:
+    """`2.3.0+, 2.2.0+`, as RELEASES.md writes a row."""
+    return ", ".join(f"{floor}+" for floor in policy.containerd_floors)
+
+
+def _release(text: str) -> tuple[int, int, int]:
+    parts = [*text.split("."), "0", "0"][:3]
+    return int(parts[0]), int(parts[1]), int(parts[2])
+
+
+def containerd_refusal(version: str, kubernetes: str | int) -> str | None:
+    """Why containerd `version` (2.2.1) is below what Kubernetes `kubernetes`'s minor needs; None
+    when it is not. The node bootstrap applies the same rule to `containerd --version`
+    (gpucluster-bootstrap.sh `check_containerd_version`)."""
+    policy = policy_for(kubernetes)
+    have = _release(version)
+    floors = [_release(floor) for floor in policy.containerd_floors]
+    if have[:2] > max(floors)[:2]:
+        return None
+    for floor in floors:
+        if have[:2] != floor[:2]:
+            continue
+        if have >= floor:
+            return None
+        return (
+            f"containerd {version} is older than {'.'.join(map(str, floor))}, the oldest {have[0]}.{have[1]} "
+            f"patch {policy.containerd_floors_source} recommends for Kubernetes {policy.line} "
+            f"({containerd_floors_text(policy)})"
+        )
+    return (
+        f"containerd {version} is on the {have[0]}.{have[1]} line, which {policy.containerd_floors_source} does "
+        f"not recommend for Kubernetes {policy.line} ({containerd_floors_text(policy)})"
+    )

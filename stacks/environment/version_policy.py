@@ -13,10 +13,12 @@ from datetime import date
 
 from components.k8s.version_policy import end_of_life_warning, policy_for, summary
 from stacks.environment.model import Environment
+from stacks.environment.rules.tuning import untested_kubeflow_releases
 
 
 def version_warnings(env: Environment, on: date | None = None) -> list[str]:
-    """`kubernetes.version: ...` lines: past its end of life; no pinned Calico tested on it."""
+    """`kubernetes.version: ...` lines: past its end of life; no pinned Calico tested on it; and
+    `tuning.*.version` lines: a Kubeflow release built for the minor but not tested on it."""
     version = env.kubernetes.version
     found = []
     eol = end_of_life_warning(version, on)
@@ -30,6 +32,7 @@ def version_warnings(env: Environment, on: date | None = None) -> list[str]:
             f"manifests/index.json yet); kubernetes.cni.version {env.kubernetes.cni.version} runs untested there. "
             "Add v3.33's entry (url, sha256, operator_image) and set kubernetes.cni.version to it, or stay on 1.36"
         )
+    found += untested_kubeflow_releases(env)
     return found
 
 

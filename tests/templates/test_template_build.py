@@ -22,6 +22,7 @@ from typing import Any
 import pytest
 
 from components.k8s.gpu_runtime import MINIMUM_NVIDIA_CONTAINER_TOOLKIT as MINIMUM
+from components.k8s.version_policy import containerd_refusal, policy_for
 from components.vsphere.gpu_template import TOOLKIT_VERSION_KEY, TemplateFacts, toolkit_findings
 from stacks.environment.loader import load_environment, read_stack_file
 from tests.stack_fixtures import fixture_stack
@@ -135,7 +136,7 @@ def test_ksvalidator_accepts_the_kickstart() -> None:
 def test_the_kickstart_installs_what_the_bootstrap_runs(dev: Any) -> None:
     handler = _kickstart()
     packages = set(handler.packages.packageList)
-    names = {re.sub(r"-\d[\w.]*$", "", p) for p in packages}
+    names = {re.sub(r"-\d[\w.*]*$", "", p) for p in packages}
     script = BOOTSTRAP.read_text()
     for command, package in COMMAND_PACKAGES.items():
         # The map stays honest: each command really appears in the bootstrap.
@@ -236,3 +237,18 @@ def test_the_template_has_nft_for_the_node_firewall() -> None:
     provisioners = [p for block in _hcl(BASE_HCL)["build"] for p in block["provisioner"]]
     inline = [line for p in provisioners for body in p.values() for line in body.get("inline", [])]
     assert any("/usr/sbin/nft" in line for line in inline), inline
+
+
+def test_the_kickstart_pins_containerd_to_a_line_the_templates_minor_recommends(dev: Any) -> None:
+    """containerd.io unpinned takes whatever Docker's repository has newest, a line the bootstrap may
+    then refuse or one no Kubernetes row lists yet; the pin holds the template to the LTS line the
+    version policy names, every patch of which containerd's RELEASES.md recommends for the minor."""
+    handler = _kickstart()
+    pins = [p for p in handler.packages.packageList if p.startswith("containerd.io")]
+    assert len(pins) == 1 and re.fullmatch(r"containerd\.io-\d+\.\d+\.\*", pins[0]), (
+        f"ks.cfg must pin containerd.io to a line (containerd.io-2.3.*), not {pins}"
+    )
+    line = pins[0].removeprefix("containerd.io-").removesuffix(".*")
+    policy = policy_for(dev.kubernetes.version)
+    assert line == policy.containerd_line
+    assert containerd_refusal(f"{line}.0", dev.kubernetes.version) is None

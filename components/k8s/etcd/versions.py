@@ -19,8 +19,8 @@ etcd's rule for each (its upgrade guides, "Upgrade checklists"):
 - 3.6 -> 3.7: every 3.6 member on 3.6.11 or later first (etcd.io/docs/v3.7/upgrades/upgrade_3_7:
   "Earlier 3.6 patch releases may not be compatible with a rolling upgrade to 3.7").
 The upgrade step refuses a change of line until every member reports the floor or later. kubeadm's
-own pins (3.5.24 for 1.32/1.33, 3.6.5-3.6.9 for 1.34-1.36) are below both floors; the stack's tags
-are not, so a cluster the stack has rolled once at its current minor passes by `pulumi up` alone.
+own pins (3.5.24 for 1.32/1.33; 3.6.10 for 1.34-1.36, 3.6.5-3.6.9 from older kubeadm patches) are
+below both floors; the stack's tags are not, so a cluster the stack has rolled once at its current minor passes by `pulumi up` alone.
 
 A member's version is what it reports itself: `version` in `/v3/maintenance/status`
 (etcdserverpb `StatusResponse.version`, served by every 3.x through the JSON gateway).

@@ -83,7 +83,8 @@ class ClusterSpec(Protocol):
 
 
 KUBEADM_API_VERSION = "kubeadm.k8s.io/v1beta4"
-"""kubeadm's config API; v1beta4 is served by kubeadm 1.31 and later (v1beta3 is deprecated)."""
+"""kubeadm's config API; v1beta4 is served by kubeadm 1.31 and later (v1beta3, deprecated since 1.31,
+is removed in 1.37: kubernetes/kubernetes#136016)."""
 
 _LABEL_NAME = re.compile(r"^[A-Za-z0-9]([-A-Za-z0-9_.]{0,61}[A-Za-z0-9])?$")
 _LABEL_VALUE = re.compile(r"^([A-Za-z0-9]([-A-Za-z0-9_.]{0,61}[A-Za-z0-9])?)?$")

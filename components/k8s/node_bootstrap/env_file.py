@@ -12,6 +12,7 @@ import re
 from components.k8s.gpu_runtime import MINIMUM_NVIDIA_CONTAINER_TOOLKIT, NVIDIA_RUNTIME_HANDLER
 from components.k8s.node_bootstrap.paths import MIRROR_CA_PATH
 from components.k8s.node_bootstrap.spec import ClusterNode, ClusterSpec, NodeRole, control_plane_peers
+from components.k8s.version_policy import policy_for
 
 _PLAIN_VALUE = re.compile(r"^[^\s'\"$`\\]*$")
 
@@ -31,6 +32,9 @@ def bootstrap_env(spec: ClusterSpec, role: NodeRole, node: ClusterNode) -> dict[
     # containerd's pod sandbox: kubeadm's pause for this minor, from the mirror when there is one;
     # the script writes it, and config_path for the registry's hosts.toml, into containerd's config.
     values["GPUCLUSTER_SANDBOX_IMAGE"] = spec.sandbox_image
+    # The template's containerd must be one containerd's RELEASES.md recommends for this minor:
+    # the oldest patch of each line, newest line first (version_policy); the script refuses less.
+    values["GPUCLUSTER_CONTAINERD_FLOORS"] = ",".join(policy_for(spec.kubernetes_version).containerd_floors)
     if spec.mirror_ca_pem:
         # The site CA: into the trust store, and what the script's downloads from the mirror trust.
         values["GPUCLUSTER_MIRROR_CA"] = MIRROR_CA_PATH

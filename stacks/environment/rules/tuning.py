@@ -4,34 +4,92 @@ Katib needs from the cluster, and a sample that can run on the GPU workers.
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterator
+from dataclasses import dataclass
 
-from components.k8s.facts import KATIB_TESTED_KUBERNETES, TRAINER_TESTED_KUBERNETES
+from components.k8s.facts import (
+    KATIB_NEWEST_RELEASE,
+    KATIB_RUNS_ON_KUBERNETES,
+    KATIB_TESTED_KUBERNETES,
+    TRAINER_NEWEST_RELEASE,
+    TRAINER_RUNS_ON_KUBERNETES,
+    TRAINER_TESTED_KUBERNETES,
+)
 from stacks.environment.model import Environment
 from stacks.environment.registry import Problem, rule
 from stacks.environment.rules.software import PROGRAM_NAMESPACES
 
 
-@rule
-def kubeflow_releases_support_the_kubernetes_version(env: Environment) -> Iterator[Problem]:
+@dataclass(frozen=True)
+class Release:
+    key: str
+    title: str
+    version: str
+    tested: range
+    runs_on: range
+    newest: str
+
+
+def kubeflow_releases(env: Environment) -> list[Release]:
+    """The Trainer and (when enabled) Katib releases a stack with `tuning` enabled installs."""
     tuning = env.tuning
     if not tuning.enabled:
-        return
-    minor = int(env.kubernetes.version.split(".")[1])
-    releases: list[tuple[str, str, str, Mapping[str, range]]] = [
-        ("trainer", "Kubeflow Trainer", tuning.trainer.version, TRAINER_TESTED_KUBERNETES)
-    ]
+        return []
+    trainer = tuning.trainer.version
+    releases = [
+        Release("trainer", "Kubeflow Trainer", trainer, TRAINER_TESTED_KUBERNETES[trainer],
+                TRAINER_RUNS_ON_KUBERNETES[trainer], TRAINER_NEWEST_RELEASE)
+    ]  # fmt: skip
     if tuning.katib.enabled:
-        releases.append(("katib", "Katib", tuning.katib.version, KATIB_TESTED_KUBERNETES))
-    for key, title, version, table in releases:
-        tested = table[version]
-        if minor not in tested:
-            fix = "tuning.katib.enabled false" if key == "katib" else "tuning.enabled false"
-            yield Problem(
-                ("tuning", key, "version"),
-                f"{title} {version} is tested upstream on Kubernetes 1.{tested.start}-1.{tested.stop - 1}, not "
-                f"1.{minor} (kubernetes.version); pick a Kubernetes version in that range, or set {fix}",
+        katib = tuning.katib.version
+        releases.append(
+            Release("katib", "Katib", katib, KATIB_TESTED_KUBERNETES[katib], KATIB_RUNS_ON_KUBERNETES[katib],
+                    KATIB_NEWEST_RELEASE)
+        )  # fmt: skip
+    return releases
+
+
+def _span(minors: range) -> str:
+    return f"1.{minors.start}-1.{minors.stop - 1}"
+
+
+@rule
+def kubeflow_releases_support_the_kubernetes_version(env: Environment) -> Iterator[Problem]:
+    minor = int(env.kubernetes.version.split(".")[1])
+    releases = kubeflow_releases(env)
+    trainer_runs = minor in releases[0].runs_on if releases else False
+    for release in releases:
+        if minor in release.runs_on:
+            continue  # tested there, or built for it (validate warns: untested_kubeflow_releases)
+        newest = release.version == release.newest
+        which = f", the newest {release.title} release (kubeflow/{release.key} v{release.newest})," if newest else ""
+        runs = "" if release.runs_on == release.tested else f" and runs on Kubernetes {_span(release.runs_on)}"
+        if release.key == "katib":
+            fix = "set tuning.katib.enabled false" + (
+                f" (Kubeflow Trainer alone runs on 1.{minor})" if trainer_runs else ""
             )
+        else:
+            fix = "set tuning.enabled false"
+        yield Problem(
+            ("tuning", release.key, "version"),
+            f"{release.title} {release.version}{which} is tested upstream on Kubernetes {_span(release.tested)}"
+            f"{runs}, not 1.{minor} (kubernetes.version)"
+            + (f"; no {release.title} release is known to run on 1.{minor} yet" if newest else "")
+            + f": pick a Kubernetes version in that range, or {fix}",
+        )
+
+
+def untested_kubeflow_releases(env: Environment) -> list[str]:
+    """Warnings for `validate` and `plan`: a release on a minor it is built for but upstream does
+    not test it on (Trainer 2.3.0 on 1.36)."""
+    minor = int(env.kubernetes.version.split(".")[1])
+    return [
+        f"tuning.{release.key}.version {release.version}: {release.title} {release.version} is tested upstream on "
+        f"Kubernetes {_span(release.tested)} and built with Kubernetes 1.{release.runs_on.stop - 1}'s client "
+        f"libraries; on 1.{minor} it runs untested upstream (components/k8s/facts.py)"
+        for release in kubeflow_releases(env)
+        if minor in release.runs_on and minor not in release.tested
+    ]
 
 
 @rule

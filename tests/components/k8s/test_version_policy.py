@@ -152,3 +152,51 @@ def test_stacks_images_lists_the_etcd_the_stack_runs(tmp_path: Path) -> None:
     )  # fmt: skip
     assert result.returncode == 0, result.stderr
     assert "registry.k8s.io/etcd:3.6.13-0" in result.stdout
+
+
+def test_kubeadm_pins_etcd_3_6_10_for_1_34_to_1_36() -> None:
+    """kubernetes/kubernetes#138392: "kubeadm: updated the supported etcd version to v3.6.10 for
+    supported control plane versions v1.34, v1.35, and v1.36"."""
+    assert [kubeadm_pins(m).etcd for m in (34, 35, 36)] == ["3.6.10-0"] * 3
+
+
+def test_plan_shows_the_published_end_of_life_and_containerds_own_floors() -> None:
+    """kubernetes.io publishes 1.36's and 1.37's end of life (2027-06-28, 2027-10-28); containerd's
+    RELEASES.md "Kubernetes Support" gives the floors per minor, per containerd line."""
+    from components.k8s.version_policy import summary
+
+    on = date(2026, 11, 27)
+    assert summary("1.36.1", on)[0] == "Kubernetes 1.36: supported on 2026-11-27; end of life 2027-06-28"
+    assert summary("1.37.1", on)[0] == "Kubernetes 1.37: supported on 2026-11-27; end of life 2027-10-28"
+    assert "containerd 2.3.0+, 2.2.0+ (containerd RELEASES.md; template: 2.3 LTS)" in summary("1.36.1", on)[2]
+    assert "containerd 2.2.0+, 2.1.5+, 1.7.28+ (containerd RELEASES.md;" in summary("1.35.0", on)[2]
+    assert "containerd 2.1.3+, 2.0.6+, 1.7.28+, 1.6.39+ (containerd RELEASES.md;" in summary("1.34.2", on)[2]
+    # No 1.37 row upstream yet: 1.36's, and the line says so.
+    assert "containerd 2.3.0+, 2.2.0+ (containerd RELEASES.md, 1.36's row: none for 1.37 yet;" in summary("1.37.1", on)[2]
+
+
+@pytest.mark.parametrize(
+    ("containerd", "kubernetes", "refused"),
+    [
+        ("2.3.0", "1.36.1", None),
+        ("2.2.0", "1.36.1", None),
+        ("2.4.1", "1.36.1", None),  # a line newer than the row's
+        ("2.1.9", "1.36.1", "on the 2.1 line, which containerd RELEASES.md does not recommend for Kubernetes 1.36"),
+        ("1.7.30", "1.36.1", "on the 1.7 line"),
+        ("2.1.4", "1.35.0", "containerd 2.1.4 is older than 2.1.5, the oldest 2.1 patch"),
+        ("1.7.28", "1.35.0", None),
+        ("2.0.6", "1.35.0", "on the 2.0 line"),
+        ("1.7.27", "1.34.2", "older than 1.7.28"),
+        ("2.0.6", "1.34.2", None),
+        ("2.2.0", "1.37.1", None),
+        ("2.1.5", "1.37.1", "1.36's row: none for 1.37 yet"),
+    ],
+)
+def test_containerd_below_its_minors_floor_is_refused(containerd: str, kubernetes: str, refused: str | None) -> None:
+    from components.k8s.version_policy import containerd_refusal
+
+    found = containerd_refusal(containerd, kubernetes)
+    if refused is None:
+        assert found is None
+    else:
+        assert found is not None and refused in found, found

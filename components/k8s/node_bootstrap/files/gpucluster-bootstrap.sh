@@ -24,6 +24,7 @@ gpu=${GPUCLUSTER_GPU:-false}
 rdma=${GPUCLUSTER_RDMA:-false}
 nvidia_handler=${GPUCLUSTER_NVIDIA_RUNTIME_HANDLER:-}
 nvidia_toolkit_minimum=${GPUCLUSTER_NVIDIA_TOOLKIT_MINIMUM:-}
+containerd_floors=${GPUCLUSTER_CONTAINERD_FLOORS:-}
 calico_manifest=${GPUCLUSTER_CALICO_MANIFEST:-}
 calico_manifest_sha256=${GPUCLUSTER_CALICO_MANIFEST_SHA256:-}
 image_registry=${GPUCLUSTER_IMAGE_REGISTRY:-}
@@ -102,6 +103,7 @@ stage_host() {
     systemctl reload NetworkManager
   fi
   trust_mirror_ca
+  check_containerd_version
   configure_containerd
   systemctl enable --now containerd
   systemctl enable kubelet
@@ -113,6 +115,37 @@ trust_mirror_ca() {
   [ -n "$mirror_ca" ] || return 0
   [ -f "$root$mirror_ca" ] || die "$mirror_ca is missing: cloud-init did not write this node's files (mirror.caBundle)"
   update-ca-trust extract || die "update-ca-trust extract failed: the site CA $mirror_ca is not trusted"
+}
+
+# The template's containerd must be one containerd recommends for this cluster's Kubernetes minor:
+# GPUCLUSTER_CONTAINERD_FLOORS is that minor's row of containerd's RELEASES.md "Kubernetes Support"
+# (components/k8s/version_policy.py), the oldest patch of each line, newest line first (2.3.0,2.2.0).
+# A line newer than the row's passes; a listed line below its floor, or an older line, does not.
+# `containerd --version` prints "containerd <package> <version> <revision>" (containerd
+# cmd/containerd/command/main.go): "containerd containerd.io 2.3.1 ..." from Docker's package,
+# "... github.com/containerd/containerd/v2 v2.3.1 ..." upstream, "... 1.6.20~ds1 ..." on Debian.
+check_containerd_version() {
+  local output version floor major minor
+  local -a floors
+  [ -n "$containerd_floors" ] || die "GPUCLUSTER_CONTAINERD_FLOORS is not set (/etc/gpucluster/bootstrap.env)"
+  output=$(containerd --version) || die "'containerd --version' failed: containerd is missing or broken"
+  version=$(sed -En '1s/^containerd [^ ]+ v?([0-9]+\.[0-9]+\.[0-9]+).*/\1/p' <<<"$output")
+  [ -n "$version" ] || die "cannot read containerd's version from 'containerd --version': $output"
+  IFS=, read -ra floors <<<"$containerd_floors"
+  IFS=. read -r major minor _ <<<"${floors[0]}"
+  if version_at_least "$version" "$major.$((minor + 1)).0"; then
+    log "containerd $version (newer than the recommended lines: ${containerd_floors//,/+, }+)"
+    return 0
+  fi
+  for floor in "${floors[@]}"; do
+    if [ "${version%.*}" = "${floor%.*}" ] && version_at_least "$version" "$floor"; then
+      log "containerd $version (at least $floor)"
+      return 0
+    fi
+  done
+  die "containerd $version is not one containerd recommends for this cluster's Kubernetes minor" \
+    "(RELEASES.md, 'Kubernetes Support': ${containerd_floors//,/+, }+). Rebuild the template with" \
+    "templates/rocky9/ks.cfg's containerd.io pin (templates/README.md); this node does not join."
 }
 
 # containerd's pod sandbox (pause) image and its registry folder, before the kubelet starts: the

@@ -274,3 +274,20 @@ def test_the_ports_a_tcp_job_takes_on_a_node_are_the_ones_the_docs_name() -> Non
     assert sentence.startswith(f"{SSH_PORT} (the workers' sshd")
     assert f"and {TORCHRUN_PORT} (the PyTorch rendezvous" in sentence
     assert PytorchDdpJob.__dataclass_fields__["master_port"].default == TORCHRUN_PORT
+
+
+def test_trainer_alone_plans_on_the_default_kubernetes() -> None:
+    """Issue 51 item 8: tuning on the shipped 1.36.1. Katib 0.19.0 runs only up to 1.34 (validate
+    names it), Trainer 2.3.0 is built for 1.36 (validate warns): Trainer alone plans, and is admitted."""
+
+    def enable(env: dict[str, Any]) -> None:
+        _enable(env)
+        env["kubernetes"]["version"] = "1.36.1"
+        env["tuning"]["katib"] = {"enabled": False}
+
+    view = edited_view("dev", enable)
+    env = load_environment(view)
+    run = run_view(view, "dev")
+    directories = [r.name for r in run.resources if r.type == "kubernetes:kustomize/v2:Directory"]
+    assert directories == ["kubeflow-tuning-trainer"]
+    assert admission_report(env, run).failures == []

@@ -309,6 +309,8 @@ def test_each_node_gets_its_role_endpoint_gpu_and_rdma_settings() -> None:
         "GPUCLUSTER_NVIDIA_RUNTIME_HANDLER": "nvidia",
         # kubeadm's pause for the spec's minor (components/k8s/kubeadm_pins.py), no mirror
         "GPUCLUSTER_SANDBOX_IMAGE": "registry.k8s.io/pause:3.10.1",
+        # containerd RELEASES.md's row for 1.34 (components/k8s/version_policy.py)
+        "GPUCLUSTER_CONTAINERD_FLOORS": "2.1.3,2.0.6,1.7.28,1.6.39",
         "GPUCLUSTER_NVIDIA_TOOLKIT_MINIMUM": "1.17.8",
         "GPUCLUSTER_ROOT": "",
     }

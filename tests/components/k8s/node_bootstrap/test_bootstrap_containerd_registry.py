@@ -7,6 +7,7 @@ same step in tests/stacks/tools/images/test_air_gapped_first_boot.py."""
 from __future__ import annotations
 
 import re
+import tomllib
 from pathlib import Path
 
 import pytest
@@ -77,3 +78,14 @@ def test_a_run_stopped_before_the_restart_restarts_containerd_on_the_next(tmp_pa
     node.restore_power()
     assert node.boot().returncode == 0
     assert node.has("containerd-restarted")
+
+
+def test_the_site_ca_is_the_servers_as_well_as_the_hosts() -> None:
+    """containerd tries each `[host]`, then `server` with the file's top-level settings (containerd
+    docs/hosts.md): without a top-level `ca` an image the mirror lacks fails as an x509 error on
+    that second try. The real pull of a missing image: test_air_gapped_first_boot.py."""
+    host = "registry.site.example:5000"
+    hosts = tomllib.loads(render_hosts_toml(host, plain_http=False, with_ca=True))
+    assert hosts["server"] == f"https://{host}" and hosts["ca"] == "ca.crt"
+    assert hosts["host"][f"https://{host}"]["ca"] == "ca.crt"
+

@@ -18,6 +18,7 @@ from pathlib import Path
 from typing import Any
 
 from components.k8s.gpu_runtime import NVIDIA_RUNTIME_HANDLER
+from tests.components.k8s.node_bootstrap.node_harness import use_real_containerd
 from tests.components.k8s.node_bootstrap.test_bootstrap_script_runs import make_node
 from tests.real_parts import require_program
 
@@ -69,7 +70,7 @@ def test_the_real_default_config_is_version_2_without_the_nvidia_handler(tmp_pat
 def test_a_gpu_worker_adds_the_nvidia_handler_that_the_real_containerd_then_reports(tmp_path: Path) -> None:
     containerd = _containerd()
     node = make_node(tmp_path, "gpu-1", without=("containerd",))
-    (Path(node.path) / "containerd").symlink_to(containerd)
+    use_real_containerd(node, containerd)
     config = node.file("/etc/containerd/config.toml")
     config.write_text(template_config(containerd))
 
@@ -91,7 +92,7 @@ def test_a_gpu_worker_adds_the_nvidia_handler_that_the_real_containerd_then_repo
 def test_the_drop_in_keeps_the_runc_runtime_of_the_main_config(tmp_path: Path) -> None:
     containerd = _containerd()
     node = make_node(tmp_path, "gpu-1", without=("containerd",))
-    (Path(node.path) / "containerd").symlink_to(containerd)
+    use_real_containerd(node, containerd)
     config = node.file("/etc/containerd/config.toml")
     config.write_text(template_config(containerd))
     run = node.boot()
@@ -110,7 +111,7 @@ def test_a_toolkit_whose_drop_in_drops_runc_stops_the_bootstrap_with_the_fix(tmp
     configured in containerd.runtimes for default_runtime_name", NVIDIA/k8s-device-plugin PR 1145)."""
     containerd = _containerd()
     node = make_node(tmp_path, "gpu-1", without=("containerd",))
-    (Path(node.path) / "containerd").symlink_to(containerd)
+    use_real_containerd(node, containerd)
     node.set("nvidia-ctk-without-config-source")
     config = node.file("/etc/containerd/config.toml")
     config.write_text(template_config(containerd))
@@ -128,7 +129,7 @@ def test_a_drop_in_built_from_defaults_that_resets_the_pause_image_and_cgroups_s
     runc without SystemdCgroup, against the kubelet's systemd cgroup driver."""
     containerd = _containerd()
     node = make_node(tmp_path, "gpu-1", without=("containerd",))
-    (Path(node.path) / "containerd").symlink_to(containerd)
+    use_real_containerd(node, containerd)
     node.set("nvidia-ctk-from-defaults")
     config = node.file("/etc/containerd/config.toml")
     config.write_text(template_config(containerd))
@@ -144,10 +145,25 @@ def test_a_drop_in_built_from_defaults_that_resets_the_pause_image_and_cgroups_s
 def test_a_template_whose_runc_lacks_systemd_cgroup_stops_the_bootstrap(tmp_path: Path) -> None:
     containerd = _containerd()
     node = make_node(tmp_path, "gpu-1", without=("containerd",))
-    (Path(node.path) / "containerd").symlink_to(containerd)
+    use_real_containerd(node, containerd)
     config = node.file("/etc/containerd/config.toml")
     config.write_text(template_config(containerd).replace("SystemdCgroup = true", "SystemdCgroup = false"))
     run = node.start()
     assert run.returncode != 0
     assert "containerd's default runtime runs without SystemdCgroup = true" in run.output
+    assert not node.calls_of("kubeadm")
+
+
+def test_the_real_containerds_version_line_is_read_and_refused(tmp_path: Path) -> None:
+    """The real `containerd --version` line (Debian 12: "containerd github.com/containerd/containerd
+    1.6.20~ds1 ..."), read by the script's own pattern, is below 1.34's floors (1.6.39 on its line)."""
+    containerd = _containerd()
+    printed = subprocess.run([containerd, "--version"], capture_output=True, text=True, check=True).stdout
+    version = re.match(r"containerd \S+ v?(\d+\.\d+\.\d+)", printed)
+    assert version, printed
+    node = make_node(tmp_path, "gpu-1", without=("containerd",))
+    (Path(node.path) / "containerd").symlink_to(containerd)
+    run = node.start()
+    assert run.returncode == 1
+    assert f"containerd {version.group(1)} is not one containerd recommends" in run.output
     assert not node.calls_of("kubeadm")

@@ -143,14 +143,14 @@ def test_kubeadms_own_etcd_at_1_33_is_refused_at_the_step_onto_3_6() -> None:
 
 
 def test_kubeadms_own_etcd_at_1_36_is_refused_at_the_step_onto_3_7() -> None:
-    """A cluster kubeadm built at 1.36 runs 3.6.9 (below 3.6.11): 1.37 is refused until the stack's tag
-    has rolled the control plane at 1.36; then it passes."""
+    """A cluster kubeadm built at 1.36 runs 3.6.10 (kubernetes/kubernetes#138392; below 3.6.11): 1.37
+    is refused until the stack's tag has rolled the control plane at 1.36; then it passes."""
     kube, members = kubeadm_built("1.36.1")
     with pytest.raises(UpgradeError, match=r"etcd 3\.7 may only join members at 3\.6\.11 or later"):
         pulumi_up(kube, members, {"step": "cluster-configuration", "version": "1.36.1", "applied": True,
                                   **ETCD_ACCESS, "etcd_image_tag": "3.6.13-0"}, "1.37.1")  # fmt: skip
     assert stored(kube)["kubernetesVersion"] == "v1.36.1"
-    assert set(members.versions.values()) == {"3.6.9"}
+    assert set(members.versions.values()) == {"3.6.10"}
     state = pulumi_up(kube, members, {"step": "cluster-configuration", "version": "1.36.1", "applied": True,
                                       **ETCD_ACCESS}, "1.36.1")  # fmt: skip
     assert set(members.versions.values()) == {"3.6.13"}

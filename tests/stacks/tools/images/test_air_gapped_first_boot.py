@@ -41,7 +41,7 @@ from stacks.environment.loader import ENVIRONMENT_KEY, LICENSE_TOKEN_KEY, Config
 from stacks.tools.images.inventory import calico_operator_managed, container_images
 from stacks.tools.plan.command import plan_stack
 from tests.components.k8s.node_bootstrap.cluster_settings import PEM_FIELDS, TEST_ENCRYPTION_KEYS
-from tests.components.k8s.node_bootstrap.node_harness import CALICO_MANIFEST, STANDIN, Node
+from tests.components.k8s.node_bootstrap.node_harness import CALICO_MANIFEST, STANDIN, Node, use_real_containerd
 from tests.real_parts import require_program
 from tests.stacks.tools.images.site_mirror import Cri, Site, open_site, private_config
 
@@ -166,8 +166,7 @@ def _boot_init_node(view: ConfigView, site: Site, base: Path) -> Node:
     node.file("/etc/containerd/config.toml").parent.mkdir(parents=True, exist_ok=True)
     node.file("/etc/containerd/config.toml").write_text(default.replace("SystemdCgroup = false", "SystemdCgroup = true"))
     bin_dir = Path(node.path)
-    (bin_dir / "containerd").unlink()
-    (bin_dir / "containerd").symlink_to(containerd)
+    use_real_containerd(node, containerd)
     standins = base / "standin-bin"
     standins.mkdir()
     (standins / "curl").symlink_to(STANDIN)
@@ -268,3 +267,19 @@ def test_a_registry_without_tls_is_pulled_over_http_where_the_key_says_so(site: 
         )
         site.push(sorted(references), plain_http=True)
         _pull_all(cri, references, site.plain_registry)
+
+
+def test_a_missing_image_is_reported_not_found_not_as_a_certificate_error(site: Site, tmp_path: Path) -> None:
+    """Issue 51 item 9: containerd tries each `[host]` of hosts.toml, then `server` with the file's
+    top-level settings (containerd docs/hosts.md). With the site CA only in the `[host]` table, an
+    image the mirror lacks fails on that second try as "x509: certificate signed by unknown
+    authority", hiding the real cause (components/k8s/node_bootstrap/registry.py)."""
+    view = _view("dev", site)
+    env = load_environment(view)
+    assert env.mirror.registry is not None
+    _serve_calico(site, cluster_spec(env, ClusterSpec).calico.manifest_url)
+    node = _boot_init_node(view, site, tmp_path / "node")
+    with _node_containerd(node, site, tmp_path / "containerd") as cri:
+        error = cri.pull(f"{env.mirror.registry}/never-pushed:1.0")
+    assert error is not None
+    assert "not found" in error and "x509" not in error, error

@@ -441,6 +441,12 @@ run_rdma() {
 
 run_containerd() {
   local config entry file
+  if [ "$*" = --version ]; then
+    # As Docker's containerd.io prints it (containerd cmd/containerd/command/main.go: name,
+    # package, version, revision); $SIM/containerd-version sets the version, default 2.3.1.
+    echo "containerd containerd.io $(cat "$SIM/containerd-version" 2>/dev/null || echo 2.3.1) 0123456789abcdef"
+    return 0
+  fi
   [ "$1" = --config ] && [ "$3 $4" = "config dump" ] || fail "unexpected: containerd $*" || return 1
   config=$2
   [ -f "$config" ] || fail "containerd: $config: no such file" || return 1
