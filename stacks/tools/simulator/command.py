@@ -87,14 +87,24 @@ def start(
     env: Environment, *, port: int, workdir: Path, harness: Path = HARNESS
 ) -> tuple[subprocess.Popen[bytes], str]:
     """Start the harness serving `env`'s inventory; (the process, its URL with credentials)."""
+    inventory = workdir / "stack-inventory.json"
+    return start_inventory(
+        inventory_of(env), harness_flags(env, str(inventory)), port=port, workdir=workdir, harness=harness
+    )
+
+
+def start_inventory(
+    inventory: dict[str, object], flags: list[str], *, port: int, workdir: Path, harness: Path = HARNESS
+) -> tuple[subprocess.Popen[bytes], str]:
+    """Start the harness serving `inventory` (the `-stack-inventory` JSON, written to
+    `workdir/stack-inventory.json`, which `flags` name) with `flags`; (the process, its URL)."""
     if not harness.exists():
         raise SimulatorError(f"{harness} is missing; build it with `bash scripts/build-vcsim.sh` (needs Go)")
     refuse_a_busy_port(port)
-    inventory = workdir / "stack-inventory.json"
-    inventory.write_text(json.dumps(inventory_of(env), indent=2))
+    (workdir / "stack-inventory.json").write_text(json.dumps(inventory, indent=2))
     process = subprocess.Popen(
         # -exit-on-stdin-eof: the harness ends with us even if we are killed (our end of the pipe closes).
-        [str(harness), "-port", str(port), "-exit-on-stdin-eof", *harness_flags(env, str(inventory))],
+        [str(harness), "-port", str(port), "-exit-on-stdin-eof", *flags],
         stdin=subprocess.PIPE,
         stdout=subprocess.PIPE,
     )
