@@ -174,6 +174,15 @@ def test_a_users_stack_gets_its_boards_gpus_memory_and_datastore(tmp_path: Path)
 
 
 def test_the_printed_command_needs_no_server_on_the_stack_files_port() -> None:
-    lines = instructions("sim", "http://127.0.0.1:8989", "http://user:pass@127.0.0.1:8989/sdk")
+    lines = instructions("sim", "http://127.0.0.1:8989", "http://user:pass@127.0.0.1:8989/sdk", "user")
     assert lines[-1] == "then: VSPHERE_PASSWORD=pass python -m stacks preflight sim"
     assert "export VSPHERE_USER=user" in lines
+
+
+def test_the_printed_command_for_a_users_stack_brings_the_account() -> None:
+    """Issue 54 item 4: a user's stack names no vCenter account (validate refuses one), so the
+    suggested preflight command without VSPHERE_USER failed with 'vsphere:user not found'."""
+    lines = instructions("lab", "https://vc.lab.example", "http://user:pass@127.0.0.1:8989/sdk", stack_user=None)
+    assert lines[-1] == (
+        "then: VSPHERE_USER=user VSPHERE_PASSWORD=pass python -m stacks preflight lab --server http://127.0.0.1:8989"
+    )
