@@ -7,8 +7,14 @@ package main
 // the folder and templates over the API once the harness serves):
 //
 //	{"datacenter": "Datacenter", "cluster": "GPU-Cluster", "datastore": "datastore1",
-//	 "network": "VM Network",
-//	 "hosts": [{"name": "esxi-01...", "esxiVersion": "8.0.3", "memoryMb": 262144}, ...]}
+//	 "datastoreFreeGb": 10240, "network": "VM Network",
+//	 "hosts": [{"name": "esxi-01...", "esxiVersion": "8.0.3", "memoryMb": 262144,
+//	            "gpus": [{"deviceName": "NVIDIA L40S", "memoryMb": 49152}, ...],
+//	            "vgpuProfiles": ["nvidia_l40s-48c", ...]}, ...]}
+//
+// datastoreFreeGb, gpus and vgpuProfiles are optional (the model's free space, one Tesla T4, the
+// -vgpu-profiles flag); each is a property vCenter reports and a site differs in
+// (DatastoreSummary.freeSpace, HostConfigInfo.graphicsInfo[], HostConfigInfo.sharedPassthruGpuTypes).
 //
 // The model is built with exactly one datacenter, one cluster of len(hosts) hosts, no standalone
 // host, one local datastore and no VMs, then renamed before it serves. Renaming in place (rather
