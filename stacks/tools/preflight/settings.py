@@ -5,7 +5,8 @@ In order, first found wins, per key:
 2. the stack's config as the Pulumi CLI reads it, secrets decrypted:
    `pulumi config --json --show-secrets --stack STACK`, run in the project folder (only when the
    `pulumi` executable is on PATH and preflight reads the stack's own `Pulumi.STACK.yaml`);
-   this is what the README's `pulumi config set --secret vsphere:password` writes to;
+   `validate` refuses vCenter credentials there (every stack but `sim`), so in practice it gives
+   the server; the account comes from the environment, as the fix below says;
 3. the stack file's plain values (`secure:` ones need the CLI to decrypt; we never do it);
 4. the environment: `VSPHERE_SERVER`, `VSPHERE_USER`, `VSPHERE_PASSWORD`,
    `VSPHERE_ALLOW_UNVERIFIED_SSL` (what pulumi-vsphere falls back to too).
