@@ -10,6 +10,8 @@ file nobody edited cannot reach a real network.
 
 from __future__ import annotations
 
+import json
+import re
 from ipaddress import IPv4Address, IPv4Network
 
 from components.k8s.facts import SUPPORTED_KUBERNETES_MINORS
@@ -24,6 +26,18 @@ MAX_HOSTS = 80
 """Placeholder addresses: vmknics from .10, workers from .100 of one /24 (more hosts: other subnets)."""
 WORKER_VCPUS = 16
 WORKER_MEMORY_CAP_MB = 256 * 1024
+
+
+_PLAIN = re.compile(r"^[A-Za-z][A-Za-z0-9 ._/-]*[A-Za-z0-9]$")
+_YAML_WORDS = {"yes", "no", "on", "off", "true", "false", "null", "y", "n"}
+
+
+def _scalar(value: str) -> str:
+    """A name read from vCenter as a YAML scalar: plain when YAML reads it back as the same string,
+    else double-quoted (JSON's escaping is valid YAML): `GPU Cluster #1` or `2024` stay strings."""
+    if _PLAIN.match(value) and value.lower() not in _YAML_WORDS and ": " not in value:
+        return value
+    return json.dumps(value)
 
 
 def _address(subnet: IPv4Network, offset: int) -> IPv4Address:
@@ -67,30 +81,30 @@ def render(name: str, choices: Choices, *, server: str, insecure: bool) -> str:
         lines.append(f"# Left out: {item}.")
     lines += [
         "config:",
-        f"  vsphere:vsphereServer: {server}",
+        f"  vsphere:vsphereServer: {_scalar(server)}",
         f"  vsphere:allowUnverifiedSsl: '{'true' if insecure else 'false'}'",
         "  vsphere-gpu-cluster:environment:",
         f"    name: {name}",
         "    protect: false",
         "    vcenter:",
-        f"      datacenter: {c.datacenter}",
+        f"      datacenter: {_scalar(c.datacenter)}",
         f"      # The cluster whose hosts have the GPUs ({len(c.hosts)} used).",
-        f"      computeCluster: {c.cluster}",
+        f"      computeCluster: {_scalar(c.cluster)}",
     ]
     others = f"; others: {', '.join(c.datastores_other)}" if c.datastores_other else ""
     lines += [
         f"      # The accessible datastore with the most free space ({c.datastore_free_gb} GB free{others}).",
-        f"      datastore: {c.datastore}",
+        f"      datastore: {_scalar(c.datastore)}",
         f"      folder: gpu-cluster/{name}",
         f"      {_template_comment(c.template, 'control-plane template (no vGPU)')}",
-        f"      template: {c.template.name}",
+        f"      template: {_scalar(c.template.name)}",
         f"      {_template_comment(c.gpu_template, f'GPU workers template (a {c.profile} vGPU)')}",
-        f"      gpuTemplate: {c.gpu_template.name}",
+        f"      gpuTemplate: {_scalar(c.gpu_template.name)}",
     ]
     if linked:
         lines += [
             "      # The templates' snapshot: linked clones (fast, thin) need one.",
-            f"      templateSnapshot: {snapshot}",
+            f"      templateSnapshot: {_scalar(snapshot)}",
         ]
     lines += [
         "      templateOs: rocky9",
@@ -104,7 +118,7 @@ def render(name: str, choices: Choices, *, server: str, insecure: bool) -> str:
     ]
     for i, host in enumerate(c.hosts):
         lines += [
-            f"    - name: {host.name}",
+            f"    - name: {_scalar(host.name)}",
             f"      # {host.why_vmnic}",
             "      rdmaVmnics:",
             f"      - {host.vmnic}",
@@ -125,7 +139,7 @@ def render(name: str, choices: Choices, *, server: str, insecure: bool) -> str:
     other_networks = f" (others: {', '.join(c.networks_other)})" if c.networks_other else ""
     lines += [
         f"      # DECIDE: the port group of the VMs' management NIC{other_networks}.",
-        f"      networkName: {c.network}",
+        f"      networkName: {_scalar(c.network)}",
         f"      subnet: {mgmt}  # DECIDE: the management network",
         f"      gateway: {_address(mgmt, 1)}  # DECIDE",
         "      dnsServers:",
@@ -161,7 +175,7 @@ def render(name: str, choices: Choices, *, server: str, insecure: bool) -> str:
             f"      - name: worker-{i + 1}",
             f"        managementIp: {_address(mgmt, 100 + i)}  # DECIDE",
             f"        rdmaIp: {_address(rdma, 100 + i)}  # DECIDE",
-            f"        host: {host.name}",
+            f"        host: {_scalar(host.name)}",
         ]
     lines += [
         "    kubernetes:",

@@ -93,8 +93,21 @@ def test_the_site_of_issue_54_becomes_a_stack_that_validates(tmp_path: Path) -> 
     assert env.jobs.sample.slots_per_worker == 2
     # The control-plane template was found; the GPU template is named for the build to make.
     assert "control-plane template (no vGPU): found in vCenter" in text
-    assert "gpuTemplate: rocky9-k8s-vgpu-nvidia_l40s-48c" not in text
-    assert "BUILD it" in text
+    assert env.vcenter.gpu_template == "rocky9-k8s-vgpu-l40s-48c"  # templates/README.md's naming
+    assert "GPU workers template (a nvidia_l40s-48c vGPU): BUILD it" in text
+
+
+def test_names_yaml_would_misread_are_quoted(tmp_path: Path) -> None:
+    inv = estate(SITE)
+    inv.hosts = {name: replace(host, cluster="GPU #1: L40S") for name, host in inv.hosts.items()}
+    inv.clusters = {"GPU #1: L40S"}
+    inv.datastores = {"2024": DatastoreInfo("2024", 2**44, True)}
+    inv.networks = {"yes"}
+    path = tmp_path / "Pulumi.odd.yaml"
+    path.write_text(render("odd", choose(inv), server="https://vc.site.example:443/sdk", insecure=False))
+    env = load_environment(read_stack_file(path))
+    assert (env.vcenter.compute_cluster, env.vcenter.datastore) == ("GPU #1: L40S", "2024")
+    assert env.management_network.network_name == "yes"
 
 
 def test_the_choices_say_why_and_the_decisions_are_marked() -> None:
