@@ -34,6 +34,7 @@ pytestmark = pytest.mark.vcsim
 L40S = {"deviceName": "NVIDIA L40S", "memoryMb": 46068}
 A40 = {"deviceName": "NVIDIA A40", "memoryMb": 46068}
 L40S_PROFILES = ["nvidia_l40s-48c", "nvidia_l40s-24c", "nvidia_l40s-16c", "nvidia_l40s-48q"]
+A40_PROFILES = ["grid_a40-48c", "grid_a40-24c", "grid_a40-48q"]
 HOSTS = [f"esxi-{i:02}.site.example" for i in range(1, 7)]
 
 
@@ -51,7 +52,7 @@ def site(gpus: dict[str, list[dict[str, Any]]] | None = None) -> dict[str, Any]:
                 "esxiVersion": "8.0.3",
                 "memoryMb": 1024 * 1024,
                 "gpus": gpus.get(name, [L40S, L40S]),
-                "vgpuProfiles": L40S_PROFILES,
+                "vgpuProfiles": A40_PROFILES if gpus.get(name) == [A40] else L40S_PROFILES,
             }
             for name in HOSTS
         ],
@@ -172,3 +173,17 @@ def test_a_host_without_an_rdma_nic_and_a_host_of_two_boards_are_refused(
     hosts = ",".join(HOSTS[:4])
     assert main(["init", "site", "--out", str(path), "--server", server, "--insecure", "--hosts", hosts]) == 0
     assert [h.name for h in load_environment(read_stack_file(path)).hosts] == HOSTS[:4]
+
+
+def test_hosts_of_another_board_are_left_out_and_named(
+    serve: Any, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    server = _login(serve(site({HOSTS[4]: [A40], HOSTS[5]: [A40]})), monkeypatch)
+    path = tmp_path / "Pulumi.site.yaml"
+    assert main(["init", "site", "--out", str(path), "--server", server, "--insecure"]) == 0
+    text = path.read_text()
+    for host in HOSTS[4:]:
+        assert f"# Left out: {host}: NVIDIA A40, the stack's workers use NVIDIA L40S." in text
+    env = load_environment(read_stack_file(path))
+    assert [h.name for h in env.hosts] == HOSTS[:4]
+    assert env.gpu_workers.vgpu_profiles == ["nvidia_l40s-48c"] * 2
