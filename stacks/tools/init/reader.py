@@ -13,28 +13,26 @@ class ReadFailed(Exception):
 def read_estate(conn: VcenterConnection, datacenter: str | None) -> Inventory:
     """The inventory of `datacenter`, or of the only datacenter when None (ReadFailed when several:
     the user names one)."""
+    from pyVmomi import vim
+
     from components.vcenter.faults import fault_text
     from components.vcenter.inventory import read_inventory
+    from components.vcenter.lookups import collect_properties
     from components.vcenter.session import session
 
     try:
         with session(conn) as si:
-            # Read everywhere first to learn the datacenters (read_inventory does that for a name
-            # that does not exist), then inside the chosen one.
-            everywhere = read_inventory(si, datacenter or "")
-            if datacenter is not None and everywhere.datacenter is None:
+            # The datacenters' names first (one small round), then the inventory of the chosen one.
+            root = si.RetrieveContent().rootFolder
+            names = sorted(props["name"] for _, props in collect_properties(si, root, vim.Datacenter, ["name"]))
+            listed = ", ".join(names) or "none"
+            if datacenter is not None and datacenter not in names:
                 raise ReadFailed(
-                    f"--datacenter: no datacenter {datacenter!r} in {conn.address} "
-                    f"(datacenters: {', '.join(sorted(everywhere.datacenters)) or 'none'})"
+                    f"--datacenter: no datacenter {datacenter!r} in {conn.address} (datacenters: {listed})"
                 )
-            if datacenter is None:
-                if len(everywhere.datacenters) != 1:
-                    raise ReadFailed(
-                        f"{conn.address} has {len(everywhere.datacenters)} datacenters "
-                        f"({', '.join(sorted(everywhere.datacenters)) or 'none'}); name one with --datacenter"
-                    )
-                return read_inventory(si, next(iter(everywhere.datacenters)))
-            return everywhere
+            if datacenter is None and len(names) != 1:
+                raise ReadFailed(f"{conn.address} has {len(names)} datacenters ({listed}); name one with --datacenter")
+            return read_inventory(si, datacenter or names[0])
     except ReadFailed:
         raise
     except Exception as error:  # unreachable, refused login, a fault mid-read: one line, never a traceback

@@ -169,6 +169,9 @@ def test_a_host_without_an_rdma_nic_and_a_host_of_two_boards_are_refused(
     assert err[1].startswith(f"error: host '{HOSTS[5]}' has no RDMA-capable (RoCE) NIC")
     assert err[-1] == "2 problem(s): nothing written"
     assert not path.exists()
+    # A datacenter that is not there is named with those that are.
+    assert main(["init", "site", "--out", str(path), "--server", server, "--datacenter", "Nope"]) == 1
+    assert "--datacenter: no datacenter 'Nope' in http://127.0.0.1:" in capsys.readouterr().err
     # Leaving both out makes a stack of the other four.
     hosts = ",".join(HOSTS[:4])
     assert main(["init", "site", "--out", str(path), "--server", server, "--insecure", "--hosts", hosts]) == 0
