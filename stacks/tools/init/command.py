@@ -71,8 +71,8 @@ def connection_values(args: argparse.Namespace, environ: Mapping[str, str]) -> t
     missing = []
     for key in (CONFIG_SERVER, CONFIG_USER, CONFIG_PASSWORD):
         if key not in values:
-            flag = " (or --server)" if key == CONFIG_SERVER else ""
-            missing.append(f"{ENV_FALLBACKS[key]} is not set{flag}: export it (a read-only vCenter account is enough)")
+            fix = "export it or pass --server" if key == CONFIG_SERVER else "export it (a read-only account is enough)"
+            missing.append(f"{ENV_FALLBACKS[key]} is not set: {fix}")
     return values, missing
 
 

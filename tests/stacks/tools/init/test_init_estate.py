@@ -176,3 +176,26 @@ def test_a_host_without_the_full_gpu_profile_names_what_it_offers() -> None:
     no_driver = replace(SITE[0], vgpu_profiles=())
     with pytest.raises(EstateRefused, match=r"does not offer 'nvidia_l40s-48c' \(offered: none"):
         choose(estate([no_driver, *SITE[1:]]))
+
+
+def test_the_command_names_each_missing_variable_and_a_bad_name(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from stacks.cli import main
+
+    for name in ("VSPHERE_SERVER", "VSPHERE_USER", "VSPHERE_PASSWORD"):
+        monkeypatch.delenv(name, raising=False)
+    out = tmp_path / "Pulumi.site.yaml"
+    assert main(["init", "site", "--out", str(out)]) == 2
+    err = capsys.readouterr().err.splitlines()
+    assert err == [
+        "error: VSPHERE_SERVER is not set: export it or pass --server",
+        "error: VSPHERE_USER is not set: export it (a read-only account is enough)",
+        "error: VSPHERE_PASSWORD is not set: export it (a read-only account is enough)",
+    ]
+    assert main(["init", "Site_1", "--out", str(out)]) == 2
+    assert "'Site_1' cannot be a stack name here" in capsys.readouterr().err
+    out.write_text("config: {}\n")
+    assert main(["init", "site", "--out", str(out)]) == 2
+    assert "exists; pass --force to overwrite it" in capsys.readouterr().err
+    assert not (tmp_path / "Pulumi.Site_1.yaml").exists()
