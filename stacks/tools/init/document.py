@@ -17,6 +17,7 @@ from ipaddress import IPv4Address, IPv4Network
 from components.k8s.facts import SUPPORTED_KUBERNETES_MINORS
 from stacks.environment.model import KubernetesSettings
 from stacks.tools.init.estate import Choices, TemplateChoice
+from stacks.tools.preflight.checks.report import version_tuple
 
 MANAGEMENT_SUBNET = IPv4Network("192.0.2.0/24")
 RDMA_SUBNET = IPv4Network("198.51.100.0/24")
@@ -68,13 +69,14 @@ def render(name: str, choices: Choices, *, server: str, insecure: bool) -> str:
     version = KubernetesSettings.model_fields["version"].default
     minors = f"1.{SUPPORTED_KUBERNETES_MINORS.start}-1.{SUPPORTED_KUBERNETES_MINORS.stop - 1}"
     memory = worker_memory_mb(c)
+    oldest = min((h.esxi for h in c.hosts), key=version_tuple)
     mgmt, rdma = MANAGEMENT_SUBNET, RDMA_SUBNET
     lines = [
         f"# {name}: written by `python -m stacks init {name}` from vCenter {server}.",
         "# What was read from vCenter says why it was chosen; `DECIDE:` marks what only you can decide",
         "# (addresses, the control plane's size, the Kubernetes version). The addresses are placeholders",
         "# from RFC 5737's documentation ranges: replace them with your networks' before `pulumi up`.",
-        "# Then: python -m stacks validate NAME; python -m stacks preflight NAME (docs/environments.md).",
+        f"# Then: python -m stacks validate {name}; python -m stacks preflight {name} (docs/environments.md).",
         "# No vCenter account here: each run brings its own as VSPHERE_USER / VSPHERE_PASSWORD.",
     ]
     for item in c.left_out:
@@ -111,7 +113,7 @@ def render(name: str, choices: Choices, *, server: str, insecure: bool) -> str:
         "    vm:",
         f"      namePrefix: {name}-gpu",
         f"      linkedClone: {'true' if linked else 'false'}",
-        f"      # The newest hardware version the oldest host (ESXi {min(h.esxi for h in c.hosts)}) runs (KB 2007240).",
+        f"      # The newest hardware version the oldest host (ESXi {oldest}) runs (KB 2007240).",
         f"      hardwareVersion: {c.hardware_version}",
         "    # The GPU hosts: each one's RDMA vmnic is the fastest RoCE-capable NIC no switch uses.",
         "    hosts:",
@@ -127,7 +129,7 @@ def render(name: str, choices: Choices, *, server: str, insecure: bool) -> str:
     lines += [
         "    rdmaNetwork:",
         f"      switchName: {name}-rdma-dvs",
-        f"      # The oldest host's ESXi ({min(h.esxi for h in c.hosts)}) bounds the switch version.",
+        f"      # The oldest host's ESXi ({oldest}) bounds the switch version.",
         f"      switchVersion: {c.switch_version}",
         f"      portGroupName: {name}-pvrdma",
         "      vlanId: 0  # DECIDE: the RDMA network's VLAN (0: untagged)",
@@ -160,7 +162,8 @@ def render(name: str, choices: Choices, *, server: str, insecure: bool) -> str:
     lines += [
         "    gpuWorkers:",
         f"      vcpus: {WORKER_VCPUS}",
-        f"      # Half the smallest host's memory ({min(h.memory_mb for h in c.hosts)} MB), all of it reserved (vGPU).",
+        f"      # Half the smallest host's memory ({min(h.memory_mb for h in c.hosts)} MB), at most 256 GB, all of it "
+        "reserved (vGPU).",
         f"      memoryMb: {memory}",
         "      diskGb: 200",
         f"      # One worker per host, one {c.profile} per GPU: the whole GPU each ({gpu_counts} per host).",
