@@ -15,6 +15,7 @@ from stacks.tools import (
     clone,
     deploy_settings,
     images,
+    init,
     plan,
     preflight,
     recover,
@@ -38,7 +39,7 @@ def build_parser() -> argparse.ArgumentParser:
     commands = parser.add_subparsers(dest="command", required=True)
     # Each command is a package of stacks/tools; it registers its own arguments and imports its
     # heavy dependencies (the Pulumi SDK, pyVmomi, kubectl) only when it runs.
-    tools = (validate, plan, schema, clone, preflight, retired_copies, recover, images, bundle, verify, deploy_settings)
+    tools = (init, validate, plan, schema, clone, preflight, retired_copies, recover, images, bundle, verify, deploy_settings)
     for command in tools:
         command.register(commands)
     return parser

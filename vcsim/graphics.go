@@ -78,6 +78,20 @@ func newHostGraphicsManager(host *simulator.HostSystem, defaultType string, prof
 		GraphicsType:   defaultType,
 		MemorySizeInKB: 16 * 1024 * 1024,
 	}}
+	// The host's own GPUs from -stack-inventory (vcsim/stack_inventory.go): one graphicsInfo entry
+	// per physical GPU, each on its own PCI bus, as ESXi lists a host with several boards.
+	if spec, ok := stackHosts[host.Name]; ok && len(spec.Gpus) > 0 {
+		m.device = nil
+		for i, gpu := range spec.Gpus {
+			m.device = append(m.device, types.HostGraphicsInfo{
+				DeviceName:     gpu.DeviceName,
+				VendorName:     "NVIDIA Corporation",
+				PciId:          fmt.Sprintf("0000:%02x:00.0", 0x3b+0x20*i),
+				GraphicsType:   defaultType,
+				MemorySizeInKB: gpu.MemoryMb * 1024,
+			})
+		}
+	}
 	m.GraphicsInfo = append([]types.HostGraphicsInfo(nil), m.device...)
 	graphicsMu.Lock()
 	graphicsManagers[host.Self.Value] = m

@@ -96,7 +96,10 @@ func splitList(s string) []string {
 
 // extendHost adds what the tests need to one simulated host.
 func extendHost(host *simulator.HostSystem, profiles, pnics []string, graphicsDefault string) {
-	// vGPU profiles the host offers.
+	// vGPU profiles the host offers (its own from -stack-inventory, else -vgpu-profiles).
+	if spec, ok := stackHosts[host.Name]; ok && spec.VgpuProfiles != nil {
+		profiles = spec.VgpuProfiles
+	}
 	host.Config.SharedPassthruGpuTypes = append([]string(nil), profiles...)
 
 	// Physical NICs (RDMA uplinks) if missing.

@@ -7,8 +7,14 @@ package main
 // the folder and templates over the API once the harness serves):
 //
 //	{"datacenter": "Datacenter", "cluster": "GPU-Cluster", "datastore": "datastore1",
-//	 "network": "VM Network",
-//	 "hosts": [{"name": "esxi-01...", "esxiVersion": "8.0.3", "memoryMb": 262144}, ...]}
+//	 "datastoreFreeGb": 10240, "network": "VM Network",
+//	 "hosts": [{"name": "esxi-01...", "esxiVersion": "8.0.3", "memoryMb": 262144,
+//	            "gpus": [{"deviceName": "NVIDIA L40S", "memoryMb": 49152}, ...],
+//	            "vgpuProfiles": ["nvidia_l40s-48c", ...]}, ...]}
+//
+// datastoreFreeGb, gpus and vgpuProfiles are optional (the model's free space, one Tesla T4, the
+// -vgpu-profiles flag); each is a property vCenter reports and a site differs in
+// (DatastoreSummary.freeSpace, HostConfigInfo.graphicsInfo[], HostConfigInfo.sharedPassthruGpuTypes).
 //
 // The model is built with exactly one datacenter, one cluster of len(hosts) hosts, no standalone
 // host, one local datastore and no VMs, then renamed before it serves. Renaming in place (rather
@@ -23,6 +29,7 @@ import (
 	"sort"
 
 	"github.com/vmware/govmomi/simulator"
+	"github.com/vmware/govmomi/vim25/mo"
 )
 
 // stackHost is one ESXi host of the stack file.
@@ -30,6 +37,17 @@ type stackHost struct {
 	Name        string `json:"name"`
 	EsxiVersion string `json:"esxiVersion"`
 	MemoryMb    int64  `json:"memoryMb"`
+	// The host's GPUs as HostConfigInfo.graphicsInfo[] lists them (HostGraphicsInfo.deviceName,
+	// memorySizeInKB): one entry per physical GPU. Empty: the one Tesla T4 of graphics.go.
+	Gpus []stackGpu `json:"gpus,omitempty"`
+	// HostConfigInfo.sharedPassthruGpuTypes of this host (what its GPUs offer); nil: -vgpu-profiles.
+	VgpuProfiles []string `json:"vgpuProfiles,omitempty"`
+}
+
+// stackGpu is one physical GPU of a host.
+type stackGpu struct {
+	DeviceName string `json:"deviceName"`
+	MemoryMb   int64  `json:"memoryMb"`
 }
 
 // stackInventory is what -stack-inventory reads.
@@ -39,7 +57,16 @@ type stackInventory struct {
 	Datastore  string      `json:"datastore"`
 	Network    string      `json:"network"`
 	Hosts      []stackHost `json:"hosts"`
+	// The datastore's capacity and free space in GB (DatastoreSummary.capacity, freeSpace). 0:
+	// the simulator's own, the free space of the disk it runs on, from which it subtracts every
+	// planted disk in full (thin or not): a stack with large disks on a small disk would read
+	// as a datastore short of space that a real vSAN is not.
+	DatastoreFreeGb int64 `json:"datastoreFreeGb,omitempty"`
 }
+
+// stackHosts: the hosts of -stack-inventory by name, for extendHost and the graphics manager,
+// which build each host's devices after the model is renamed.
+var stackHosts = map[string]stackHost{}
 
 // readStackInventory parses and checks FILE; every missing field is named.
 func readStackInventory(path string) (*stackInventory, error) {
@@ -90,6 +117,13 @@ func (inv *stackInventory) apply() error {
 			entity := obj.Entity()
 			if entity.Name == from || from == "" {
 				entity.Name = to
+				// vim.Network has a `name` property of its own besides ManagedEntity's (govmomi
+				// vim25/mo/mo.go, type Network: `Name string mo:"name"`), and the property
+				// collector serves that one: renaming only the entity left the stack's network
+				// "not found" for preflight (issue 54) while the inventory tree showed it.
+				if network, ok := obj.(*mo.Network); ok {
+					network.Name = to
+				}
 				return nil
 			}
 		}
@@ -121,6 +155,17 @@ func (inv *stackInventory) apply() error {
 	if !renamed {
 		return fmt.Errorf("-stack-inventory: no datastore LocalDS_0 to rename to %q", inv.Datastore)
 	}
+	if inv.DatastoreFreeGb > 0 {
+		free := inv.DatastoreFreeGb << 30
+		for _, obj := range simulator.Map.All("Datastore") {
+			ds := obj.(*simulator.Datastore)
+			if ds.Name == inv.Datastore {
+				ds.Summary.FreeSpace = free
+				ds.Summary.Capacity = free * 2
+				ds.Info.GetDatastoreInfo().FreeSpace = free
+			}
+		}
+	}
 
 	var hosts []*simulator.HostSystem
 	for _, obj := range simulator.Map.All("HostSystem") {
@@ -133,6 +178,7 @@ func (inv *stackInventory) apply() error {
 	}
 	for i, spec := range inv.Hosts {
 		host := hosts[i]
+		stackHosts[spec.Name] = spec
 		host.Name = spec.Name
 		host.Summary.Config.Name = spec.Name
 		if spec.EsxiVersion != "" {

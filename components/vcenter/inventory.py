@@ -131,6 +131,11 @@ def _host(obj: Any, props: dict[str, Any], cluster_by_moid: dict[str, str]) -> H
         version=str(props.get("config.product.version") or ""),
         memory_mb=int(props.get("hardware.memorySize") or 0) // 2**20,
         pnics=tuple(pnic_devices.values()),
+        link_speed_mb={
+            p.device: int(p.linkSpeed.speedMb)
+            for p in props.get("config.network.pnic") or []
+            if getattr(p, "linkSpeed", None) is not None
+        },
         uplink_of=uplink_of,
         vgpu_profiles=tuple(props.get("config.sharedPassthruGpuTypes") or ()),
         graphics_default=getattr(graphics, "hostDefaultGraphicsType", None),

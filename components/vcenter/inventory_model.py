@@ -74,6 +74,8 @@ class HostInfo:
     gpus: tuple[GpuInfo, ...] = ()
     firewall: tuple[RulesetInfo, ...] | None = None
     """The host firewall's rulesets; None when they could not be read (no firewall system)."""
+    link_speed_mb: dict[str, int] = field(default_factory=dict)
+    """vmnic -> its link speed (`PhysicalNic.linkSpeed.speedMb`); absent while the link is down."""
 
 
 @dataclass(frozen=True)

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 
+from components.vsphere.vgpu.profiles import unknown_profile
 from stacks.environment.model import Environment, vgpu_board_and_series
 from stacks.environment.registry import Problem, rule
 
@@ -109,6 +110,16 @@ def vgpu_profiles_fit_training(env: Environment) -> Iterator[Problem]:
                 f"{profile!r} differs from gpuWorkers.vgpuProfiles[0] {profiles[0]!r}; NVIDIA vGPU allows several "
                 "vGPUs in one VM only of the same profile",
             )
+
+
+@rule
+def vgpu_profiles_exist(env: Environment) -> Iterator[Problem]:
+    """A C-series name outside its board's table is offered by no host: refused offline, before
+    preflight finds it missing on every host (issue 54: `nvidia_l40s-64c`, `grid_l40s-48c`)."""
+    for i, profile in enumerate(env.gpu_workers.vgpu_profiles):
+        why = unknown_profile(profile)
+        if why is not None:
+            yield Problem(("gpuWorkers", "vgpuProfiles", i), f"{profile!r} exists on no host: {why}")
 
 
 @rule

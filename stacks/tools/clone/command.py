@@ -12,7 +12,11 @@ profiles, versions, jobs) is kept, so the new stack differs from its source only
   the new subnet is refused;
 - `kubernetes.controlPlaneEndpoint`: the source's name replaced in the DNS name (an address moves
   like the others); dropped for a single control-plane node, which is its own endpoint;
-- ESXi hosts: `--host-map old=new` / `--hosts FILE` rename the hosts (and the workers pinned to them).
+- ESXi hosts: `--host-map old=new` / `--hosts FILE` rename the hosts (and the workers pinned to them);
+  `--drop-host OLD` / `--add-host NEW` change their count (`stacks.tools.clone.reshape`).
+
+Afterwards it lists every value it changed and every value it kept from the source (the vCenter,
+templates, vGPU profiles, sizes...): each kept one is a claim about the new site to check.
 
 Secrets are never copied in clear: this tool cannot decrypt `secure:` values (only Pulumi, with
 the source stack's key, can) and a ciphertext is bound to its own stack's key. They are dropped
@@ -102,6 +106,13 @@ def changed_keys(before: Mapping[str, Any], after: Mapping[str, Any]) -> list[st
     return lines
 
 
+def kept_keys(before: Mapping[str, Any], after: Mapping[str, Any]) -> list[str]:
+    """`key: value` for every leaf of the config (the environment's and the other keys) the clone
+    keeps as its source has it; secrets are never kept (they are dropped and listed apart)."""
+    old, new = _flatten(dict(before)), _flatten(dict(after))
+    return [f"{key.lstrip('.')}: {value}" for key, value in old.items() if key in new and new[key] == value]
+
+
 def _existing_target(path: Path) -> dict[str, Any]:
     try:
         document = yaml.safe_load(path.read_text(encoding="utf-8"))
@@ -157,6 +168,8 @@ def cmd_clone(args: argparse.Namespace) -> int:
         control_plane_endpoint=args.control_plane_endpoint,
         pod_cidr=args.pod_cidr,
         service_cidr=args.service_cidr,
+        drop_hosts=tuple(args.drop_host or ()),
+        add_hosts=tuple(args.add_host or ()),
     )
     try:
         plan = plan_clone(view, source, options)
@@ -206,6 +219,12 @@ def cmd_clone(args: argparse.Namespace) -> int:
     changes = changed_keys(view.values[ENVIRONMENT_KEY], plan.config[ENVIRONMENT_KEY])
     print(f"derived from {src_path.name} ({len(changes)} values changed; everything else is {src}'s):")
     for line in changes:
+        print(f"  {line}")
+    # What was kept is listed too: a clone of dev silently kept dev's vCenter, templates and vGPU
+    # profile (issue 54 item 3); each is a value the new site may not have.
+    kept_values = kept_keys(view.values, plan.config)
+    print(f"kept from {src_path.name} ({len(kept_values)} values; check each is true of {dst}):")
+    for line in kept_values:
         print(f"  {line}")
     for note in plan.notes:
         print(f"note: {note}")
@@ -273,6 +292,15 @@ def register(subparsers: Any) -> None:
         "--host-map", action="append", metavar="OLD=NEW", help="use ESXi host NEW where SRC uses OLD (repeatable)"
     )
     clone.add_argument("--hosts", metavar="FILE", help="YAML mapping `old-host: new-host`, one line per host")
+    clone.add_argument(
+        "--drop-host", action="append", metavar="HOST", help="leave out this host of SRC and its workers (repeatable)"
+    )
+    clone.add_argument(
+        "--add-host",
+        action="append",
+        metavar="HOST",
+        help="add this ESXi host, RDMA vmnics as SRC's last host, with a worker pinned to it (repeatable)",
+    )
     clone.add_argument("--name-prefix", help="vm.namePrefix (default: SRC's with SRC replaced by DST)")
     clone.add_argument("--folder", help="vcenter.folder (default: SRC's with the SRC segment replaced)")
     clone.add_argument("--resource-pool", help="vcenter.resourcePool (default: derived, when SRC sets one)")
@@ -326,6 +354,9 @@ def _header_argv(args: argparse.Namespace) -> list[str]:
     argv += ["--rdma-subnet", str(args.rdma_subnet), "--mgmt-subnet", str(args.mgmt_subnet)]
     for pair in args.host_map or []:
         argv += ["--host-map", pair]
+    for flag, values in (("--drop-host", args.drop_host), ("--add-host", args.add_host)):
+        for value in values or []:
+            argv += [flag, value]
     for flag, value in (
         ("--hosts", args.hosts),
         ("--name-prefix", args.name_prefix),

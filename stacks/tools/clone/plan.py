@@ -17,6 +17,7 @@ from stacks.environment.loader import ENVIRONMENT_KEY, ConfigView
 from stacks.environment.model import Environment
 from stacks.environment.rules import Path as KeyPath
 from stacks.environment.rules import format_path
+from stacks.tools.clone.reshape import reshape_hosts
 
 
 class CloneRefused(Exception):
@@ -46,6 +47,10 @@ class CloneOptions:
     control_plane_endpoint: str | None = None
     pod_cidr: IPv4Network | None = None
     service_cidr: IPv4Network | None = None
+    drop_hosts: tuple[str, ...] = ()
+    """Hosts (the source's names, or their --host-map names) the clone leaves out, with their workers."""
+    add_hosts: tuple[str, ...] = ()
+    """Hosts the clone adds, each like the last host, with a worker pinned to it (stacks.tools.clone.reshape)."""
 
 
 @dataclass(frozen=True)
@@ -190,6 +195,11 @@ def plan_environment(
         out.set(("kubernetes", "podCidr"), str(options.pod_cidr))
     if options.service_cidr is not None:
         out.set(("kubernetes", "serviceCidr"), str(options.service_cidr))
+    if options.drop_hosts or options.add_hosts:
+        drop = [options.host_map.get(name, name) for name in options.drop_hosts]
+        problems, notes = reshape_hosts(out.raw, drop, options.add_hosts)
+        out.problems += problems
+        out.notes += notes
     return out.raw, out.problems, out.notes
 
 

@@ -5,7 +5,8 @@ In order, first found wins, per key:
 2. the stack's config as the Pulumi CLI reads it, secrets decrypted:
    `pulumi config --json --show-secrets --stack STACK`, run in the project folder (only when the
    `pulumi` executable is on PATH and preflight reads the stack's own `Pulumi.STACK.yaml`);
-   this is what the README's `pulumi config set --secret vsphere:password` writes to;
+   `validate` refuses vCenter credentials there (every stack but `sim`), so in practice it gives
+   the server; the account comes from the environment, as the fix below says;
 3. the stack file's plain values (`secure:` ones need the CLI to decrypt; we never do it);
 4. the environment: `VSPHERE_SERVER`, `VSPHERE_USER`, `VSPHERE_PASSWORD`,
    `VSPHERE_ALLOW_UNVERIFIED_SSL` (what pulumi-vsphere falls back to too).
@@ -76,12 +77,18 @@ class Settings:
         lines = []
         for key in self.missing:
             lines.append(f"{key} not found; tried, in order: " + "; ".join(self.tried.get(key, [])))
-        lines.append(
-            "Fix: `pulumi config set vsphere:vsphereServer ...`, `pulumi config set vsphere:user ...`, "
-            "`pulumi config set --secret vsphere:password` (with the Pulumi CLI on PATH and the stack's "
-            "passphrase or backend login at hand), or export VSPHERE_SERVER / VSPHERE_USER / VSPHERE_PASSWORD, "
-            "or pass --server/--user/--password"
-        )
+        # The account comes from the run's environment only: `validate` refuses vsphere:user and
+        # vsphere:password in a stack file (stacks/environment/loader.py CREDENTIAL_KEYS), so the fix
+        # never suggests `pulumi config set` for them (issue 54 item 4).
+        fixes = []
+        if CONFIG_SERVER in self.missing:
+            fixes.append("`pulumi config set vsphere:vsphereServer ...` (or export VSPHERE_SERVER, or --server)")
+        if CONFIG_USER in self.missing or CONFIG_PASSWORD in self.missing:
+            fixes.append(
+                "export VSPHERE_USER=... VSPHERE_PASSWORD=... (your role's vCenter account; a stack file holds "
+                "none, docs/environments.md), or pass --user/--password"
+            )
+        lines.append("Fix: " + "; ".join(fixes))
         return "\n".join(lines)
 
     def describe(self) -> str:

@@ -87,14 +87,24 @@ def start(
     env: Environment, *, port: int, workdir: Path, harness: Path = HARNESS
 ) -> tuple[subprocess.Popen[bytes], str]:
     """Start the harness serving `env`'s inventory; (the process, its URL with credentials)."""
+    inventory = workdir / "stack-inventory.json"
+    return start_inventory(
+        inventory_of(env), harness_flags(env, str(inventory)), port=port, workdir=workdir, harness=harness
+    )
+
+
+def start_inventory(
+    inventory: dict[str, object], flags: list[str], *, port: int, workdir: Path, harness: Path = HARNESS
+) -> tuple[subprocess.Popen[bytes], str]:
+    """Start the harness serving `inventory` (the `-stack-inventory` JSON, written to
+    `workdir/stack-inventory.json`, which `flags` name) with `flags`; (the process, its URL)."""
     if not harness.exists():
         raise SimulatorError(f"{harness} is missing; build it with `bash scripts/build-vcsim.sh` (needs Go)")
     refuse_a_busy_port(port)
-    inventory = workdir / "stack-inventory.json"
-    inventory.write_text(json.dumps(inventory_of(env), indent=2))
+    (workdir / "stack-inventory.json").write_text(json.dumps(inventory, indent=2))
     process = subprocess.Popen(
         # -exit-on-stdin-eof: the harness ends with us even if we are killed (our end of the pipe closes).
-        [str(harness), "-port", str(port), "-exit-on-stdin-eof", *harness_flags(env, str(inventory))],
+        [str(harness), "-port", str(port), "-exit-on-stdin-eof", *flags],
         stdin=subprocess.PIPE,
         stdout=subprocess.PIPE,
     )
@@ -132,8 +142,10 @@ def plant_over_api(env: Environment, url: str) -> list[str]:
         raise SimulatorError(f"planting the templates failed: {fault_text(error)}") from error
 
 
-def instructions(stack: str, stack_server: object, url: str) -> list[str]:
-    """What to run against the simulator at `url`, given the stack file's `vsphere:vsphereServer`."""
+def instructions(stack: str, stack_server: object, url: str, stack_user: object) -> list[str]:
+    """What to run against the simulator at `url`, given the stack file's `vsphere:vsphereServer` and
+    `vsphere:user` (only the `sim` stack names one: every other stack file may not, so its command
+    brings VSPHERE_USER too; stacks/environment/loader.py CREDENTIAL_KEYS)."""
     parts = urllib.parse.urlsplit(url)
     server = f"{parts.scheme}://{parts.hostname}:{parts.port}"
     user = urllib.parse.unquote(parts.username or "")
@@ -146,7 +158,8 @@ def instructions(stack: str, stack_server: object, url: str) -> list[str]:
         f"export VSPHERE_SERVER={server}",
         f"export VSPHERE_USER={user}",
         f"export VSPHERE_PASSWORD={password}",
-        f"then: VSPHERE_PASSWORD={password} python -m stacks preflight {stack}{flag}",
+        f"then: {'' if stack_user else f'VSPHERE_USER={user} '}VSPHERE_PASSWORD={password} "
+        f"python -m stacks preflight {stack}{flag}",
     ]
 
 
@@ -193,7 +206,8 @@ def main(argv: list[str] | None = None) -> int:
             print(f"simulator: serving the inventory of {path.name} (stack {args.stack!r})", flush=True)
             for line in planted:
                 print(f"planted: {line}", flush=True)
-            for line in instructions(args.stack, view.values.get("vsphere:vsphereServer"), url):
+            stack_server, stack_user = view.values.get("vsphere:vsphereServer"), view.values.get("vsphere:user")
+            for line in instructions(args.stack, stack_server, url, stack_user):
                 print(line, flush=True)
             print("Ctrl-C stops the simulator.", flush=True)
             _serve_until_signal(process)

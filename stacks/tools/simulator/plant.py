@@ -14,10 +14,11 @@ Two halves, both driven by the validated `Environment` only, so the simulator fo
 from __future__ import annotations
 
 import re
+from collections import Counter
 from typing import Any
 
 from components.vsphere.gpu_template import TOOLKIT_VERSION_KEY
-from components.vsphere.vgpu.profiles import needs_64bit_mmio, vgpu_extra_config
+from components.vsphere.vgpu.profiles import BOARDS, needs_64bit_mmio, parse_profile, vgpu_extra_config
 from stacks import PROJECT_DIR
 from stacks.environment.model import Environment
 from stacks.tools.preflight.checks.hardware import MIN_ESXI
@@ -40,15 +41,57 @@ def esxi_version(env: Environment) -> str:
     return max(candidates, key=version_tuple)
 
 
+MIN_DATASTORE_FREE_GB = 10 * 1024
+"""The least free space the simulated datastore reports: a small GPU cluster's vSAN."""
+
+
+def datastore_free_gb(env: Environment) -> int:
+    """What the simulated datastore reports free: room for every VM's full disk and swap and the
+    templates, four times over, at least MIN_DATASTORE_FREE_GB. vcsim's own figure is the free space
+    of the disk it runs on less every planted disk in full (thin or not), so a stack with 200 GB disks
+    read as short of space on a laptop (issue 54: `-173 GB free`); a real datastore of the site's
+    size is what the stack names (DatastoreSummary.freeSpace, vSphere API reference)."""
+    pools = [(env.control_plane, len(env.control_plane.nodes)), (env.gpu_workers, len(env.gpu_workers.nodes))]
+    need = sum(count * (pool.disk_gb + pool.memory_mb // 1024) for pool, count in pools)
+    need += 2 * max(env.control_plane.disk_gb, env.gpu_workers.disk_gb)  # the two templates
+    return max(MIN_DATASTORE_FREE_GB, 4 * need)
+
+
+def host_gpus(env: Environment) -> list[dict[str, Any]]:
+    """Each host's GPUs as the stack's workers need them: one physical GPU of the profile's board per
+    vGPU of a worker (`HostGraphicsInfo.deviceName`, `memorySizeInKB`); none listed (the harness's one
+    Tesla T4) for T4 profiles and boards missing from the table."""
+    board = BOARDS.get(parse_profile(env.gpu_workers.vgpu_profiles[0]).board)
+    if board is None or board.key == "t4":
+        return []
+    return [{"deviceName": board.product, "memoryMb": board.framebuffer_gb * 1024}] * len(env.gpu_workers.vgpu_profiles)
+
+
+def host_memory_mb(env: Environment) -> int:
+    """A GPU host's memory: SIM_HOST_MEMORY_MB, or twice what the workers pinned to one host reserve
+    when that is more (a site sizes its hosts for its workers; a fixed figure made preflight report
+    a stack with large workers short of memory on the simulator)."""
+    per_host = Counter(node.host for node in env.gpu_workers.nodes if node.host)
+    workers = max(per_host.values(), default=1)
+    return max(SIM_HOST_MEMORY_MB, 2 * workers * env.gpu_workers.memory_mb)
+
+
 def inventory_of(env: Environment) -> dict[str, Any]:
-    """The `-stack-inventory` JSON for `env` : its names, hosts in file order."""
+    """The `-stack-inventory` JSON for `env` : its names, hosts in file order, each with the GPUs its
+    worker needs, and a datastore with room for the stack."""
     version = esxi_version(env)
+    gpus = host_gpus(env)
+    memory = host_memory_mb(env)
     return {
         "datacenter": env.vcenter.datacenter,
         "cluster": env.vcenter.compute_cluster,
         "datastore": env.vcenter.datastore,
+        "datastoreFreeGb": datastore_free_gb(env),
         "network": env.management_network.network_name,
-        "hosts": [{"name": h.name, "esxiVersion": version, "memoryMb": SIM_HOST_MEMORY_MB} for h in env.hosts],
+        "hosts": [
+            {"name": h.name, "esxiVersion": version, "memoryMb": memory, **({"gpus": gpus} if gpus else {})}
+            for h in env.hosts
+        ],
     }
 
 

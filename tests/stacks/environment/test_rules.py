@@ -318,6 +318,27 @@ BROKEN: list[tuple[str, Edit, list[tuple[str, str]]]] = [
         _set("jobs", "sample", "slotsPerWorker", value=3),
         [("jobs.sample.slotsPerWorker", "3 ranks per worker but each worker has 1 vGPU(s); use at most 1")],
     ),
+    # vgpu_profiles_exist (issue 54 item 5): names no host offers, caught offline
+    (
+        "L40S profile larger than the board",
+        _set("gpuWorkers", "vgpuProfiles", value=["nvidia_l40s-64c"]),
+        [("gpuWorkers.vgpuProfiles[0]", "NVIDIA L40S (48 GB) has no such C-series type; its types: nvidia_l40s-48c")],
+    ),
+    (
+        "L40S profile size NVIDIA does not offer",
+        _set("gpuWorkers", "vgpuProfiles", value=["nvidia_l40s-5c"]),
+        [("gpuWorkers.vgpuProfiles[0]", "has no such C-series type")],
+    ),
+    (
+        "L40S profile with the grid_ prefix",
+        _set("gpuWorkers", "vgpuProfiles", value=["grid_l40s-48c"]),
+        [("gpuWorkers.vgpuProfiles[0]", "listed as nvidia_l40s-..., not grid_")],
+    ),
+    (
+        "T4 profile below the smallest C-series type",
+        _set("gpuWorkers", "vgpuProfiles", value=["grid_t4-2c"]),
+        [("gpuWorkers.vgpuProfiles[0]", "its types: grid_t4-16c, grid_t4-8c, grid_t4-4c")],
+    ),
 ]
 
 FINE: list[tuple[str, Edit]] = [

@@ -26,7 +26,7 @@ from stacks.tools.preflight.checks.placement import check_datastore, check_place
 from stacks.tools.preflight.checks.privileges import check_privileges
 from stacks.tools.preflight.checks.rdma import check_rdma_devices
 from stacks.tools.preflight.checks.replicas import check_replica_space, check_replica_state
-from stacks.tools.preflight.checks.report import Finding, Report, our_vm_names
+from stacks.tools.preflight.checks.report import Finding, Report, grouped, our_vm_names
 from stacks.tools.preflight.checks.templates import check_templates
 
 __all__ = ["Finding", "check"]
@@ -51,4 +51,5 @@ def check(env: Environment, inv: Inventory, stack: str | None = None, user: str 
     check_memory(env, inv, report, our_vms)
     check_networks(env, inv, report)
     check_names_and_addresses(env, inv, report, our_vms)
-    return [*check_privileges(env, inv, user), *report.findings]
+    # Identical findings on several hosts or slots as one line (checks.report.grouped).
+    return grouped([*check_privileges(env, inv, user), *report.findings], [*inv.hosts, *(h.name for h in env.hosts)])

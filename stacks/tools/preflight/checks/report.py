@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Literal
@@ -73,3 +74,47 @@ def listing(names: Iterable[object], *, empty: str = "none") -> str:
     """`a, b, c` sorted, or `empty`: what exists, for a finding that says something is missing."""
     items = sorted(str(n) for n in names)
     return ", ".join(items) if items else empty
+
+
+_INDEX = re.compile(r"\[(\d+)\]")
+_HOST = "\0"
+"""Where a host's quoted name stood in a message, while findings are compared."""
+
+
+def _merged_key(keys: list[str]) -> str:
+    """`a[0].b[1]` and `a[0].b[0]` -> `a[0].b[0,1]`: each list index, every value the keys have."""
+    columns = [sorted({int(_INDEX.findall(key)[i]) for key in keys}) for i in range(len(_INDEX.findall(keys[0])))]
+    parts = iter(",".join(str(index) for index in column) for column in columns)
+    return _INDEX.sub(lambda _: f"[{next(parts)}]", keys[0])
+
+
+def grouped(findings: list[Finding], hosts: Iterable[str]) -> list[Finding]:
+    """WARN and BLOCKER findings that differ only in the host they name and the list indexes of
+    their key, as one line naming every host and index (`gpuWorkers.vgpuProfiles[0,1]: each of
+    hosts 'a', 'b' does not offer ...`), where the first of them stood; OK lines and the rest as
+    they are. A profile no host offers was one line per host per slot (issue 54: 12 lines on 6 hosts)."""
+    names = sorted(set(hosts), key=len, reverse=True)  # the longest first: no name inside another
+    groups: dict[tuple[str, ...], list[tuple[Finding, str | None]]] = {}
+    for number, finding in enumerate(findings):
+        message, named = finding.message, None
+        for name in names:
+            if f"'{name}'" in message:
+                message, named = message.replace(f"'{name}'", _HOST), name
+                break
+        shape = (finding.level, _INDEX.sub("[*]", finding.key), message) if finding.level != "OK" else (str(number),)
+        groups.setdefault(shape, []).append((finding, named))
+    merged = []
+    for members in groups.values():
+        first = members[0][0]
+        if len(members) == 1:
+            merged.append(first)
+            continue
+        listed = ", ".join(f"'{name}'" for name in dict.fromkeys(n for _, n in members if n is not None))
+        text = first.message
+        if listed:
+            named = members[0][1]
+            text = first.message.replace(f"host '{named}'", f"each of hosts {listed}", 1)
+            if text == first.message:
+                text = first.message.replace(f"'{named}'", f"each of {listed}", 1)
+        merged.append(Finding(first.level, _merged_key([f.key for f, _ in members]), text))
+    return merged

@@ -147,11 +147,11 @@ def test_address_in_use_by_another_vm_is_a_blocker(dev_env) -> None:
 def test_vmnic_used_by_another_switch_is_a_blocker(dev_env) -> None:
     inv = _inventory(uplink_of={"vmnic4": "standard switch vSwitch1"})
     blockers = [f.render() for f in check(dev_env, inv) if f.level == "BLOCKER"]
-    assert len(blockers) == 4
-    assert blockers[0] == (
-        f"BLOCKER {ENV}.hosts[0].rdmaVmnics[0]: vmnic4 on 'esxi-01.lab.example.com' is already an uplink of "
+    # One line for the four hosts (checks.report.grouped).
+    assert blockers == [
+        f"BLOCKER {ENV}.hosts[0,1,2,3].rdmaVmnics[0]: vmnic4 on each of 'esxi-01.lab.example.com', 'esxi-02.lab.example.com', 'esxi-03.lab.example.com', 'esxi-04.lab.example.com' is already an uplink of "
         "standard switch vSwitch1; free it for the RDMA switch"
-    )
+    ]
     ours = _inventory(uplink_of={"vmnic4": "distributed switch dev-rdma-dvs"})  # a re-run: our own switch
     assert [f for f in check(dev_env, ours) if f.level == "BLOCKER"] == []
 
@@ -165,9 +165,9 @@ def test_unmanaged_host_graphics_must_be_actively_shared_direct(dev_env) -> None
     assert [f for f in check(env, _inventory()) if f.level == "BLOCKER"] == []
     # Configured as Shared Direct, but xorg never restarted: the device still runs 'shared'.
     blockers = [f.render() for f in check(env, _inventory(gpus=_gpu("shared"))) if f.level == "BLOCKER"]
-    assert len(blockers) == 4
+    assert len(blockers) == 1  # the four hosts in one line (checks.report.grouped)
     assert blockers[0].startswith(
-        f"BLOCKER {ENV}.hostGraphics.manage: host 'esxi-01.lab.example.com': the NVIDIA GPU runs in 'shared' mode "
+        f"BLOCKER {ENV}.hostGraphics.manage: each of hosts 'esxi-01.lab.example.com', 'esxi-02.lab.example.com', 'esxi-03.lab.example.com', 'esxi-04.lab.example.com': the NVIDIA GPU runs in 'shared' mode "
         "now, not 'sharedDirect' (vGPU needs it); 'sharedDirect' is configured but takes effect only when xorg "
         "restarts"
     )
@@ -177,21 +177,23 @@ def test_managed_host_graphics_switch_needs_the_gpu_free(dev_env) -> None:
     assert dev_env.host_graphics.manage
     found = check(dev_env, _inventory(graphics_default="shared", gpus=_gpu("shared")))
     warns = [f.render() for f in found if f.level == "WARN"]
-    assert len(warns) == 4 and "The program will set Shared Direct and restart the host's xorg service" in warns[0]
+    assert len(warns) == 1 and "The program will set Shared Direct and restart the host's xorg service" in warns[0]
     assert [f for f in found if f.level == "BLOCKER"] == []
 
     inv = _inventory(graphics_default="shared", gpus=_gpu("shared", "vm-9"))
     inv.vms["vsga-desktop"] = [VmInfo("vsga-desktop", "vm-9", "host-x", True, 0, False, (), (), ())]
     blockers = [f.render() for f in check(dev_env, inv) if f.level == "BLOCKER"]
-    assert len(blockers) == 4
-    assert blockers[0].startswith(f"BLOCKER {ENV}.hosts[0].name: host 'esxi-01.lab.example.com': the NVIDIA GPU runs")
+    assert len(blockers) == 1
+    assert blockers[0].startswith(
+        f"BLOCKER {ENV}.hosts[0,1,2,3].name: each of hosts 'esxi-01.lab.example.com', 'esxi-02.lab.example.com', 'esxi-03.lab.example.com', 'esxi-04.lab.example.com': the NVIDIA GPU runs"
+    )
     assert blockers[0].endswith("and these VMs hold it: vsga-desktop. Power them off (or move them) first")
 
 
 def test_host_without_an_nvidia_device_is_a_blocker(dev_env) -> None:
     blockers = [f.render() for f in check(dev_env, _inventory(gpus=())) if f.level == "BLOCKER"]
     assert blockers[0] == (
-        f"BLOCKER {ENV}.hosts[0].name: host 'esxi-01.lab.example.com' has no NVIDIA graphics device (graphicsInfo "
+        f"BLOCKER {ENV}.hosts[0,1,2,3].name: each of hosts 'esxi-01.lab.example.com', 'esxi-02.lab.example.com', 'esxi-03.lab.example.com', 'esxi-04.lab.example.com' has no NVIDIA graphics device (graphicsInfo "
         "lists none): vGPU needs the GPU and the NVIDIA vGPU Manager VIB on every GPU host"
     )
 

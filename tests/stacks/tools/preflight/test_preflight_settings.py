@@ -186,3 +186,18 @@ def test_cli_output_is_read_as_pulumi_prints_it(project: Callable[..., Path], mo
         "vsphere:allowUnverifiedSsl": "true",
         "vsphere:password": "p<&>w",
     }
+
+
+def test_the_fix_for_a_missing_account_is_the_one_validate_accepts(
+    project: Callable[..., Path], capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Issue 54 item 4: the advice was `pulumi config set vsphere:user ...`, which `validate` then
+    refuses (a stack file holds no vCenter credentials: stacks/environment/loader.py CREDENTIAL_KEYS)."""
+    project({"vsphere:vsphereServer": "vc.lab", ENV: BASE}, cli=False)
+
+    assert main(["preflight", "sim"]) == 2
+
+    err = capsys.readouterr().err
+    fix = next(line for line in err.splitlines() if line.startswith("Fix:"))
+    assert "vsphere:user" not in fix and "vsphere:password" not in fix
+    assert "export VSPHERE_USER=... VSPHERE_PASSWORD=..." in fix

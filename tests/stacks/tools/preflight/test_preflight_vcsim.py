@@ -150,7 +150,8 @@ def _rename_host(name: str) -> Callable[[dict[str, Any]], None]:
         ),
         pytest.param(
             _set(["gpuWorkers", "vgpuProfiles"], ["grid_a100-40c"]),
-            f"BLOCKER {ENV}.gpuWorkers.vgpuProfiles[0]: host 'DC0_C0_H0' does not offer vGPU profile "
+            # Both hosts in one line (checks.report.grouped).
+            f"BLOCKER {ENV}.gpuWorkers.vgpuProfiles[0]: each of hosts 'DC0_C0_H0', 'DC0_C0_H1' does not offer vGPU profile "
             "'grid_a100-40c' (offered: grid_t4-4c, grid_t4-8c, grid_t4-16c)",
             id="vgpu-profile-not-offered",
         ),

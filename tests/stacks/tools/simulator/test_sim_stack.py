@@ -145,6 +145,7 @@ def test_the_simulator_serves_exactly_what_the_stack_names() -> None:
         "datacenter": "Sim-Datacenter",
         "cluster": "Sim-GPU-Cluster",
         "datastore": "sim-datastore1",
+        "datastoreFreeGb": 10240,
         "network": "VM Network",
         "hosts": [
             {"name": f"esxi-0{i}.sim.example.com", "esxiVersion": "8.0.3", "memoryMb": 262144} for i in range(1, 5)
@@ -156,7 +157,32 @@ def test_the_simulator_serves_exactly_what_the_stack_names() -> None:
     assert flags[flags.index("-vgpu-profiles") + 1] == "grid_t4-16c"
 
 
+def test_a_users_stack_gets_its_boards_gpus_memory_and_datastore(tmp_path: Path) -> None:
+    """Issue 54: a stack of two L40S per worker and 256 GB workers, served as its site would have it:
+    two L40S per host, hosts with room for the workers' reservations, a datastore with room for the
+    disks (vcsim's own free space is its machine's disk, less every planted disk)."""
+    text = fixture_stack("sim").read_text().replace("  vsphere:user: user\n", "")  # a user's stack names none
+    text = text.replace("vgpuProfiles: [grid_t4-16c]", "vgpuProfiles: [nvidia_l40s-48c, nvidia_l40s-48c]")
+    text = text.replace("memoryMb: 24576\n      diskGb: 50", "memoryMb: 262144\n      diskGb: 500")
+    path = tmp_path / "Pulumi.lab.yaml"
+    path.write_text(text)
+    env = load_environment(read_stack_file(path))
+    inventory = inventory_of(env)
+    assert inventory["hosts"][0]["gpus"] == [{"deviceName": "NVIDIA L40S", "memoryMb": 48 * 1024}] * 2
+    assert inventory["hosts"][0]["memoryMb"] == 2 * 262144
+    assert inventory["datastoreFreeGb"] >= 4 * (4 * (500 + 256) + 50 + 16)
+
+
 def test_the_printed_command_needs_no_server_on_the_stack_files_port() -> None:
-    lines = instructions("sim", "http://127.0.0.1:8989", "http://user:pass@127.0.0.1:8989/sdk")
+    lines = instructions("sim", "http://127.0.0.1:8989", "http://user:pass@127.0.0.1:8989/sdk", "user")
     assert lines[-1] == "then: VSPHERE_PASSWORD=pass python -m stacks preflight sim"
     assert "export VSPHERE_USER=user" in lines
+
+
+def test_the_printed_command_for_a_users_stack_brings_the_account() -> None:
+    """Issue 54 item 4: a user's stack names no vCenter account (validate refuses one), so the
+    suggested preflight command without VSPHERE_USER failed with 'vsphere:user not found'."""
+    lines = instructions("lab", "https://vc.lab.example", "http://user:pass@127.0.0.1:8989/sdk", stack_user=None)
+    assert lines[-1] == (
+        "then: VSPHERE_USER=user VSPHERE_PASSWORD=pass python -m stacks preflight lab --server http://127.0.0.1:8989"
+    )
