@@ -24,7 +24,9 @@ from typing import Any
 
 import yaml
 
-CREDENTIAL_KEYS = ("vsphere:password", "vsphere:user")
+CREDENTIAL_KEYS = ("vsphere:password",)
+"""What a preview could still decrypt. `vsphere:user` alone names an account and opens nothing (the
+repositories of earlier versions hold it in their history; its password is what matters)."""
 
 
 def _git(folder: Path, *args: str) -> str | None:
@@ -38,7 +40,7 @@ def _git(folder: Path, *args: str) -> str | None:
 
 
 def credential_history_warnings(path: Path) -> list[str]:
-    """One warning per credential key the file's git history ever held (none outside a git checkout)."""
+    """One warning per secret credential key the file's git history ever held (none outside a git checkout)."""
     warnings = []
     for key in CREDENTIAL_KEYS:
         # --follow: the file may have been renamed (a clone of another stack's file).

@@ -48,8 +48,8 @@ def test_an_account_once_in_the_stack_files_history_is_named(lab_file: Path, cap
     status, out = _validate(lab_file, capsys)
     assert status == 0, out  # valid today: the warning is about what git still holds
     warnings = [line for line in out.splitlines() if line.startswith("warning: Pulumi.lab.yaml held")]
-    assert len(warnings) == 2, out
-    assert "`vsphere:password`" in out and "`vsphere:user`" in out
+    assert len(warnings) == 1, out
+    assert "`vsphere:password`" in warnings[0]
     assert "Rotate that vCenter account" in out and "change the passphrase" in out
 
 
@@ -71,3 +71,16 @@ def test_an_imported_esc_environment_is_named_as_open_to_previews(
     assert status == 0, out
     assert "imports the ESC environment(s) vsphere-gpu-cluster/lab" in out
     assert "esc run ENV -- pulumi up" in out
+
+
+def test_an_account_name_alone_in_history_opens_nothing(lab_file: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    repo = lab_file.parent
+    clean = lab_file.read_text()
+    _git(repo, "init", "-q")
+    lab_file.write_text(clean.replace("config:\n", "config:\n  vsphere:user: administrator@vsphere.local\n", 1))
+    _git(repo, "add", lab_file.name)
+    _git(repo, "commit", "-q", "-m", "the account's name, no password")
+    lab_file.write_text(clean)
+    _git(repo, "commit", "-q", "-am", "credentials come by role")
+    _, out = _validate(lab_file, capsys)
+    assert "held `vsphere" not in out
