@@ -90,3 +90,23 @@ def test_plan_refuses_a_fabric_check_on_part_of_the_workers(tmp_path: Path) -> N
     assert "6 rank(s) for the workers' 12 GPUs" in verdict.detail
     assert "leave jobs.workers unset" in verdict.detail
     assert report.failures == [verdict]  # plan exits 2 (cli.py: EXIT_INVALID on any FAIL)
+
+
+def test_the_plan_command_prints_the_template_line_and_exits_2_on_a_partial_fabric_check(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from stacks.cli import main
+
+    path = six_by_two_stack(tmp_path)
+    assert main(["plan", "estate", "--file", str(path), "--out", str(tmp_path / "ok")]) == 0
+    printed = capsys.readouterr().out
+    assert "firmware efi, 64-bit MMIO 256 GB (pciPassthru.64bitMMIOSizeGB)" in printed
+    assert "12 ranks on all 12 GPUs (slotsPerWorker 2)" in printed
+
+    document = six_by_two_document()
+    document["config"][ENVIRONMENT_KEY]["jobs"]["workers"] = 3
+    path.write_text(yaml.safe_dump(document, sort_keys=False))
+    assert main(["plan", "estate", "--file", str(path), "--out", str(tmp_path / "partial")]) == 2
+    captured = capsys.readouterr()
+    assert f"FAIL {FABRIC}: no rank on worker-4, worker-5, worker-6" in captured.out
+    assert f"error: 1 workload(s) cannot run: {FABRIC}" in captured.err
