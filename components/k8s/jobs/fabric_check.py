@@ -9,8 +9,9 @@ stacks/wiring/kubernetes.py), and the MPIJob's `slotsPerWorker` equals it: the M
 <workers x slots> -map-by slot` fills them, so each rank has its own GPU and each worker's RDMA
 device carries traffic. A pod that holds all of its node's GPUs cannot share the node with
 another, so the scheduler itself spreads the pods one per worker; `plan` refuses a check that
-would leave a GPU worker or a GPU out (stacks/tools/plan/admission/coverage.py), and `verify`
-FAILs a log in which a worker's RDMA device is missing (stacks/tools/verify/logs.py).
+would leave a GPU worker or a GPU out (stacks/tools/plan/admission/coverage.py); the launcher's
+verdict (given the workers and ranks) and `verify` (stacks/tools/verify/coverage.py) FAIL a log in
+which a worker, a rank or a worker's RDMA device is missing.
 The launcher then judges the run (files/fabric_verdict.sh, shipped in a ConfigMap): the job FAILS
 when NCCL used another network than asked for (a RoCE run that fell back to `NET/Socket`), when
 over RoCE the peak bus bandwidth is below `min_bus_share` of the link rate, or when values were
@@ -128,6 +129,8 @@ class FabricCheckJob(GpuJob):
                 f"{self.link_gbps:g}",
                 f"{self.min_bus_share:g}",
                 RUN_LOG,
+                str(self.workers),  # every worker and rank must show in the log (the verdict's coverage)
+                str(self.np),
             ]
         )
         return ["/bin/bash", "-o", "pipefail", "-c", f"{devices}{run} 2>&1 | tee {RUN_LOG} && exec {verdict}"]

@@ -141,3 +141,45 @@ def test_the_samples_numbers_agree_with_each_other(sample: Path) -> None:
     assert average == pytest.approx(sum(busbws) / len(busbws), abs=0.01)
     assert peak_bus_bandwidth(text) == max(busbws)
     assert nccl_evidence(text).network == ("Socket" if sample == FALLBACK_SAMPLE else "IB")
+
+
+VERDICT_SCRIPT = ROOT / "components" / "k8s" / "jobs" / "files" / "fabric_verdict.sh"
+
+
+@pytest.mark.parametrize(
+    ("sample", "code", "says"),
+    [
+        (PASS_SAMPLE, 0, "fabric check: 4 ranks on 4 workers, each through its own device"),
+        (PARTIAL_SAMPLE, 1, "fabric check: 3 rank(s) on 3 worker(s) ran, this job has 4 on 4"),
+        (FALLBACK_SAMPLE, 1, "but this job asks for roce: a fallback"),
+    ],
+    ids=lambda v: v.name if isinstance(v, Path) else None,
+)
+def test_the_launchers_own_verdict_agrees_with_verify_on_the_samples(sample: Path, code: int, says: str) -> None:
+    """The launcher judges coverage too (components/k8s/jobs/files/fabric_verdict.sh WORKERS RANKS:
+    the dev stack's 4 workers x 1 GPU), so a partial run fails the MPIJob itself."""
+    result = subprocess.run(
+        ["sh", str(VERDICT_SCRIPT), "roce", "100", "0.8", str(sample), "4", "4"], capture_output=True, text=True
+    )
+    assert result.returncode == code, result.stdout + result.stderr
+    assert says in result.stdout
+
+
+def test_the_launchers_verdict_names_a_worker_whose_nic_is_missing(tmp_path: Path) -> None:
+    log = tmp_path / "launcher.log"
+    log.write_text(
+        "\n".join(
+            line
+            for line in PASS_SAMPLE.read_text().splitlines()
+            if not ("worker-2:" in line and "NET/IB : Using" in line) and not line.startswith("fabric check:")
+        )
+    )
+    result = subprocess.run(
+        ["sh", str(VERDICT_SCRIPT), "roce", "100", "0.8", str(log), "4", "4"], capture_output=True, text=True
+    )
+    assert result.returncode == 1
+    assert (
+        "fabric check: no NET/IB device line from nccl-fabric-check-roce-worker-2: its NIC carried nothing"
+        in result.stdout
+    )
+    assert verify("dev", "--log", str(log)).returncode == 1
