@@ -279,3 +279,16 @@ def test_the_readme_gives_the_mmio_size_of_several_vgpus() -> None:
     for profiles, size in rows:
         names = re.findall(r'"([^"]+)"', profiles)
         assert mmio_size_gb(names) == int(size), (profiles, size)
+
+
+@pytest.mark.parametrize("path", [BASE_HCL, GPU_HCL], ids=lambda p: p.parent.name)
+def test_every_validation_message_is_one_packer_accepts(path: Path) -> None:
+    """Packer refuses the whole file when a variable's `error_message` is not a sentence: first
+    letter uppercase, last character `.`, `?` or `!` (hashicorp/packer hcl2template/
+    types.variables.go `looksLikeSentences`). The GPU build's toolkit check said
+    "nvidia_container_toolkit_version is a release ...", and `packer build` stopped there."""
+    for name, body in _blocks(_hcl(path), "variable").items():
+        for validation in body.get("validation", []):
+            message = _unquote(validation["error_message"]).strip()
+            assert message[:1].isupper() or not message[:1].isalpha(), (name, message)
+            assert message[-1:] in ".?!", (name, message)

@@ -88,7 +88,7 @@ variable "vgpu_profiles" {
   description = "gpuWorkers.vgpuProfiles, in order: one vGPU device each (e.g. [\"nvidia_l40s-48c\", \"nvidia_l40s-48c\"] for every GPU of a two-L40S host). This build adds the first; with more, components/vsphere/vgpu/template_step.py adds the rest."
   validation {
     condition     = length(var.vgpu_profiles) > 0
-    error_message = "vgpu_profiles lists gpuWorkers.vgpuProfiles: at least one profile."
+    error_message = "List at least one profile in vgpu_profiles (gpuWorkers.vgpuProfiles)."
   }
 }
 
@@ -121,7 +121,7 @@ variable "nvidia_container_toolkit_version" {
   description = "The NVIDIA Container Toolkit release installed (dnf nvidia-container-toolkit-<version>) and recorded in the template's extraConfig; at least 1.17.8 (CVE-2025-23266): preflight and the bootstrap refuse older ones."
   validation {
     condition     = can(regex("^[0-9]+\\.[0-9]+\\.[0-9]+$", var.nvidia_container_toolkit_version))
-    error_message = "nvidia_container_toolkit_version is a release such as 1.17.8."
+    error_message = "The nvidia_container_toolkit_version must be a release such as 1.17.8."
   }
 }
 
