@@ -79,10 +79,20 @@ def _need(module: str) -> Any:
         pytest.skip(message)
 
 
-def _hcl(path: Path) -> dict[str, Any]:
+def _hcl_file(path: Path) -> dict[str, Any]:
     hcl2 = _need("hcl2")
     with path.open() as handle:
         return dict(hcl2.load(handle))
+
+
+def _hcl(path: Path) -> dict[str, Any]:
+    """The build `path` belongs to as Packer reads it: every *.pkr.hcl of its folder, the link to
+    the shared file included, its top-level blocks merged."""
+    merged: dict[str, Any] = {}
+    for each in sorted(path.parent.glob("*.pkr.hcl")):
+        for kind, blocks in _hcl_file(each).items():
+            merged.setdefault(kind, []).extend(blocks)
+    return merged
 
 
 def _unquote(value: Any) -> Any:
@@ -185,7 +195,7 @@ def test_the_base_template_is_a_vsphere_iso_build_of_the_kickstart(dev: Any) -> 
     assert _unquote(source["firmware"]) == "efi"
     [cd_file] = source["cd_files"]
     assert (BASE_HCL.parent / _unquote(cd_file).removeprefix("${path.root}/")).resolve() == KICKSTART
-    assert "cloud-init clean" in source["shutdown_command"]
+    assert source["shutdown_command"] == "${local.seal_command}"  # cloud-init clean: ../shared
     [build] = document["build"]
     assert [_unquote(s) for s in build["sources"]] == ["source.vsphere-iso.rocky9"]
 
@@ -292,3 +302,23 @@ def test_every_validation_message_is_one_packer_accepts(path: Path) -> None:
             message = _unquote(validation["error_message"]).strip()
             assert message[:1].isupper() or not message[:1].isalpha(), (name, message)
             assert message[-1:] in ".?!", (name, message)
+
+
+SHARED_HCL = TEMPLATES / "packer" / "shared" / "vsphere.pkr.hcl"
+
+
+def test_both_builds_share_one_file_of_vcenter_settings() -> None:
+    """One declaration of the plugin, the vCenter variables, the snapshot name and the seal, linked
+    into both build folders (Packer reads each folder's *.pkr.hcl, links included); a variable
+    declared twice in a folder would stop Packer ("Duplicate variable")."""
+    for build in (BASE_HCL, GPU_HCL):
+        link = build.parent / "vsphere.pkr.hcl"
+        assert link.is_symlink() and link.resolve() == SHARED_HCL.resolve(), link
+        names = [name for block in _hcl(build).get("variable", []) for name in map(_unquote, block)]
+        assert len(names) == len(set(names)), sorted(n for n in names if names.count(n) > 1)
+        assert len(_hcl(build)["packer"]) == 1
+        [source] = _blocks(_hcl(build), "source").values()
+        assert source["shutdown_command"] == "${local.seal_command}"
+    shared = {_unquote(name) for block in _hcl_file(SHARED_HCL)["variable"] for name in block}
+    assert {"vcenter_server", "vcenter_password", "datacenter", "network", "snapshot_name"} <= shared
+    assert "cloud-init clean" in _hcl_file(SHARED_HCL)["locals"][0]["seal_command"]

@@ -14,55 +14,8 @@
 # installs the driver with it and leaves the VM off, unsnapshotted, not a template; then
 #   python -m components.vsphere.vgpu.template_step --vm NAME --profile P1 --profile P2 ...
 # adds the others, their 64-bit MMIO and EFI, takes the snapshot and makes it a template.
-
-packer {
-  required_plugins {
-    vsphere = {
-      source  = "github.com/hashicorp/vsphere"
-      version = ">= 1.4.0"
-    }
-  }
-}
-
-variable "vcenter_server" {
-  type = string
-}
-
-variable "vcenter_user" {
-  type = string
-}
-
-variable "vcenter_password" {
-  type      = string
-  sensitive = true
-}
-
-variable "insecure_connection" {
-  type    = bool
-  default = false
-}
-
-variable "datacenter" {
-  type = string
-}
-
-variable "cluster" {
-  type = string
-}
-
-variable "datastore" {
-  type = string
-}
-
-variable "folder" {
-  type    = string
-  default = "templates"
-}
-
-variable "network" {
-  type        = string
-  description = "The build VM's network (DHCP), as for the base template."
-}
+# The plugin, the vCenter variables and the seal are in vsphere.pkr.hcl, a link to
+# ../shared/vsphere.pkr.hcl (the same file in both builds).
 
 variable "base_template" {
   type        = string
@@ -74,12 +27,6 @@ variable "template_name" {
   type        = string
   default     = "rocky9-k8s-vgpu-t4-16c"
   description = "vcenter.gpuTemplate of the stack."
-}
-
-variable "snapshot_name" {
-  type        = string
-  default     = "base"
-  description = "vcenter.templateSnapshot."
 }
 
 variable "vgpu_profiles" {
@@ -182,7 +129,7 @@ source "vsphere-clone" "rocky9_vgpu" {
   ssh_username     = "packer"
   ssh_password     = "packer"
   ssh_timeout      = "30m"
-  shutdown_command = "echo packer | sudo -S sh -c 'cloud-init clean --logs --seed && userdel -rf packer && shutdown -P now'"
+  shutdown_command = local.seal_command # ../shared/vsphere.pkr.hcl
 
   # One vGPU: this build seals the template. More: the template step adds the others first, then
   # takes the snapshot (linked clones get the devices only from a snapshot taken after them).
