@@ -110,3 +110,22 @@ def test_the_plan_command_prints_the_template_line_and_exits_2_on_a_partial_fabr
     captured = capsys.readouterr()
     assert f"FAIL {FABRIC}: no rank on worker-4, worker-5, worker-6" in captured.out
     assert f"error: 1 workload(s) cannot run: {FABRIC}" in captured.err
+
+
+def test_validate_refuses_the_benchmark_beside_a_fabric_check_that_holds_every_gpu(tmp_path: Path) -> None:
+    """The fabric check holds all 12 GPUs; the benchmark's 6 one-GPU pods beside it could deadlock.
+    The rule counted the fabric check at the benchmark's one slot per worker (6 + 6 <= 12) and let
+    it through to the program, which then refused it with a ValueError."""
+    from stacks.environment.loader import InvalidEnvironment
+
+    document = six_by_two_document()
+    document["config"][ENVIRONMENT_KEY]["jobs"]["sample"]["enabled"] = True
+    document["config"][ENVIRONMENT_KEY]["jobs"]["siteImage"] = "registry.site.example/gpucluster/site:25.06-1"
+    path = six_by_two_stack(tmp_path)
+    path.write_text(yaml.safe_dump(document, sort_keys=False))
+
+    with pytest.raises(InvalidEnvironment) as refused:
+        load_environment(read_stack_file(path))
+
+    [problem] = refused.value.problems
+    assert "need 6 and 12 GPUs at once, but the workers have 12" in problem
