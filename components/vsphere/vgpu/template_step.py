@@ -6,10 +6,11 @@ unsnapshotted and not yet a template, and this step finishes it:
 
 1. the VM must be off (vCenter adds a vGPU only to a powered-off VM) and not yet a template
    (a template cannot be reconfigured);
-2. one reconfigure: the missing vmiop devices (desired minus existing, `plan_vgpu_devices`, the
+2. on large-BAR boards its firmware must be EFI already (the base template's; switching a guest
+   installed for BIOS would leave it unbootable, so that is refused, not changed);
+   one reconfigure: the missing vmiop devices (desired minus existing, `plan_vgpu_devices`, the
    same diff VgpuAttachment uses), memory reserved and locked to max (a vGPU VM powers on only with
-   all of it reserved), the 64-bit MMIO keys for the profiles' total (`vgpu_extra_config`), and EFI
-   firmware on large-BAR boards;
+   all of it reserved), and the 64-bit MMIO keys for the profiles' total (`vgpu_extra_config`);
 3. the snapshot `vcenter.templateSnapshot` (linked clones clone it, so it must come after the
    devices), then `MarkAsTemplate`.
 
@@ -65,13 +66,17 @@ def finish_gpu_template(si: Any, vm_name: str, profiles: Sequence[str], *, snaps
         )
     if vm.runtime.powerState != vim.VirtualMachine.PowerState.poweredOff:
         raise VsphereError(f"{vm_name} is {vm.runtime.powerState}: vCenter adds a vGPU only while the VM is off")
+    if build.firmware == "efi" and vm.config.firmware != "efi":
+        # Not switched here: a guest installed for BIOS does not boot under EFI.
+        raise VsphereError(
+            f"{vm_name} has {vm.config.firmware} firmware: vGPU {', '.join(build.profiles)} powers on only in an "
+            "EFI guest; rebuild it from a base installed for EFI (templates/packer/base sets firmware efi)"
+        )
     plan = plan_vgpu_devices(build.profiles, existing_vgpus(vm))
     spec = build_config_spec(vm, plan, lock_memory=True)
     extra = extra_config_changes(vm, build.extra_config)
     if extra:
         spec.extraConfig = extra
-    if build.firmware == "efi" and vm.config.firmware != "efi":
-        spec.firmware = "efi"
     wait_for_task(vm.ReconfigVM_Task(spec=spec), object_name=vm_name, what="adding the vGPU devices")
     if snapshot:
         wait_for_task(

@@ -13,7 +13,7 @@
 # edits the one it has, and skips the reconfigure when it has more), so this build adds the first,
 # installs the driver with it and leaves the VM off, unsnapshotted, not a template; then
 #   python -m components.vsphere.vgpu.template_step --vm NAME --profile P1 --profile P2 ...
-# adds the others, their 64-bit MMIO and EFI, takes the snapshot and makes it a template.
+# adds the others and their 64-bit MMIO (EFI checked), takes the snapshot and makes it a template.
 # The plugin, the vCenter variables and the seal are in vsphere.pkr.hcl, a link to
 # ../shared/vsphere.pkr.hcl (the same file in both builds).
 

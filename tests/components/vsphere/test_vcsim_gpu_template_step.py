@@ -25,14 +25,15 @@ pytestmark = pytest.mark.vcsim
 
 
 @pytest.fixture
-def packer_left(extended: Any, find: Callable[[Any, str], Any]) -> Iterator[Callable[[str], Any]]:
+def packer_left(extended: Any, find: Callable[[Any, str], Any]) -> Iterator[Callable[..., Any]]:
     """What templates/packer/gpu leaves with several profiles: a powered-off VM with the first vGPU."""
     made: list[Any] = []
 
-    def make(first_profile: str) -> Any:
+    def make(first_profile: str, firmware: str = "efi") -> Any:
         vm = clone(find(vim.VirtualMachine, TEMPLATE_VM), unique("gpu-build"))
         made.append(vm)
-        reconfigure(vm, deviceChange=[vgpu_device_spec(first_profile)])
+        # EFI: the base template's firmware (templates/packer/base), kept by the clone.
+        reconfigure(vm, firmware=firmware, deviceChange=[vgpu_device_spec(first_profile)])
         return vm
 
     yield make
@@ -47,9 +48,7 @@ def _snapshot_names(vm: Any) -> list[str]:
     return walk(vm.snapshot.rootSnapshotList)
 
 
-def test_two_l40s_vgpus_their_mmio_and_efi_then_snapshot_and_template(
-    packer_left: Callable[[str], Any], si: Any
-) -> None:
+def test_two_l40s_vgpus_their_mmio_and_efi_then_snapshot_and_template(packer_left: Callable[..., Any], si: Any) -> None:
     profiles = ["nvidia_l40s-48c", "nvidia_l40s-48c"]
     vm = packer_left(profiles[0])
 
@@ -69,7 +68,7 @@ def test_two_l40s_vgpus_their_mmio_and_efi_then_snapshot_and_template(
     assert [f.level for f in findings] == ["OK"], findings
 
 
-def test_small_bar_profiles_get_no_mmio_and_a_template_is_refused(packer_left: Callable[[str], Any], si: Any) -> None:
+def test_small_bar_profiles_get_no_mmio_and_a_template_is_refused(packer_left: Callable[..., Any], si: Any) -> None:
     vm = packer_left("grid_t4-16c")
 
     done = finish_gpu_template(si, vm.name, ["grid_t4-16c", "grid_t4-16c"], snapshot=None)
@@ -81,7 +80,7 @@ def test_small_bar_profiles_get_no_mmio_and_a_template_is_refused(packer_left: C
         finish_gpu_template(si, vm.name, ["grid_t4-16c", "grid_t4-16c"], snapshot=None)
 
 
-def test_a_running_build_vm_is_refused_unchanged(packer_left: Callable[[str], Any], si: Any) -> None:
+def test_a_running_build_vm_is_refused_unchanged(packer_left: Callable[..., Any], si: Any) -> None:
     vm = packer_left("grid_t4-16c")
     reconfigure(vm, memoryAllocation=vim.ResourceAllocationInfo(reservation=vm.config.hardware.memoryMB))
     from tests.components.vsphere.graphics_helpers import set_active_graphics
@@ -103,3 +102,13 @@ def test_the_command_names_what_is_missing(capsys: pytest.CaptureFixture[str], m
     assert main(["--vm", "x", "--profile", "grid_t4-16c"]) == 1
 
     assert "VSPHERE_USER" in capsys.readouterr().err
+
+
+def test_a_bios_build_vm_for_large_bar_vgpus_is_refused_unchanged(packer_left: Callable[..., Any], si: Any) -> None:
+    vm = packer_left("nvidia_l40s-48c", firmware="bios")
+
+    with pytest.raises(VsphereError, match="has bios firmware: vGPU nvidia_l40s-48c, nvidia_l40s-48c powers on only"):
+        finish_gpu_template(si, vm.name, ["nvidia_l40s-48c", "nvidia_l40s-48c"], snapshot="base")
+
+    assert vgpus(vm) == ["nvidia_l40s-48c"]
+    assert vm.config.firmware == "bios" and vm.config.template is False
