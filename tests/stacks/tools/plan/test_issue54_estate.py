@@ -129,3 +129,11 @@ def test_validate_refuses_the_benchmark_beside_a_fabric_check_that_holds_every_g
 
     [problem] = refused.value.problems
     assert "need 6 and 12 GPUs at once, but the workers have 12" in problem
+
+
+def test_the_estate_picture_notes_the_gpu_template_with_its_mmio(planned: Any) -> None:
+    from stacks.tools.plan.estate_picture import estate_dot
+
+    env, result, _ = planned
+    dot = estate_dot(env, result.run.resources, result.timing, stack="estate")
+    assert "GPU workers': 2 vGPU devices (nvidia_l40s-48c, nvidia_l40s-48c); firmware efi, 64-bit MMIO 256 GB" in dot
