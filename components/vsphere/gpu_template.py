@@ -20,12 +20,20 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Literal
 
-from components.vsphere.vgpu.profiles import MMIO_SIZE_GB, USE_64BIT_MMIO, mmio_size_gb, needs_64bit_mmio
+from components.vsphere.vgpu.profiles import (
+    MMIO_SIZE_GB,
+    USE_64BIT_MMIO,
+    mmio_size_gb,
+    needs_64bit_mmio,
+    vgpu_extra_config,
+)
 
 Level = Literal["OK", "WARN", "BLOCKER"]
 
 TEMPLATE_BUILD = "templates/README.md: the checklist and a Packer build of both templates"
 """Where the two templates are described and built (templates/packer/gpu adds the vGPU device)."""
+TEMPLATE_STEP = "python -m components.vsphere.vgpu.template_step"
+"""The step that gives the GPU template its other vGPUs after Packer (templates/README.md)."""
 ADD_DEVICE_HOW = (
     "with the template powered off (convert it to a VM first): Edit Settings > Add New Device > "
     "PCI Device > NVIDIA GRID vGPU, pick the profile, reserve all guest memory, convert it back; "
@@ -48,6 +56,57 @@ class TemplateFacts:
     firmware: str = "bios"
     hardware_version: int = 0
     extra_config: Mapping[str, str] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class GpuTemplateBuild:
+    """What the GPU workers' template must carry for a list of vGPU profiles, and who adds what.
+
+    Packer's vsphere-clone builder adds ONE vGPU device: `vgpu_profile` is a single string, and its
+    reconfigure adds a device when the VM has no PCI device, edits the one it has, and does nothing
+    when it has more (hashicorp/packer-plugin-vsphere builder/vsphere/common/step_hardware.go
+    `VGPUProfile string`; builder/vsphere/driver/vm.go `Configure`). Its
+    `pci_passthrough_allowed_device` is Dynamic DirectPath I/O (a `DynamicBackingInfo`), not a
+    vGPU. So Packer adds the first profile (the driver's install needs a vGPU to see) and, with
+    more than one, leaves the VM unsealed for `TEMPLATE_STEP`, which adds the rest while the VM is
+    off, then takes the snapshot and makes it a template."""
+
+    profiles: tuple[str, ...]
+    firmware: str
+    """efi when a profile is on a large-BAR board (bios is also fine otherwise; the base is efi)."""
+    extra_config: Mapping[str, str]
+    """The 64-bit MMIO keys (`vgpu_extra_config`); empty on small-BAR boards."""
+
+    @property
+    def packer_profile(self) -> str:
+        """The profile Packer's `vgpu_profile` adds (the first)."""
+        return self.profiles[0]
+
+    @property
+    def added_after_packer(self) -> tuple[str, ...]:
+        """The profiles `TEMPLATE_STEP` adds (all but the first)."""
+        return self.profiles[1:]
+
+    @property
+    def mmio_size_gb(self) -> int:
+        """`pciPassthru.64bitMMIOSizeGB`, 0 when the boards need no 64-bit MMIO."""
+        return int(self.extra_config.get(MMIO_SIZE_GB, "0"))
+
+    def summary(self) -> str:
+        """One line for `plan`: the devices, firmware and MMIO size of the template."""
+        count = len(self.profiles)
+        devices = f"{count} vGPU device{'s' if count != 1 else ''} ({', '.join(self.profiles)})"
+        if not self.mmio_size_gb:
+            return f"{devices}; no 64-bit MMIO (small-BAR board)"
+        return f"{devices}; firmware {self.firmware}, 64-bit MMIO {self.mmio_size_gb} GB ({MMIO_SIZE_GB})"
+
+
+def gpu_template_build(profiles: Sequence[str]) -> GpuTemplateBuild:
+    """The template a worker with these vGPUs is cloned from; ValueError on no or malformed profiles."""
+    if not profiles:
+        raise ValueError("a GPU template needs at least one vGPU profile")
+    extra = vgpu_extra_config(profiles)
+    return GpuTemplateBuild(profiles=tuple(profiles), firmware="efi" if extra else "bios", extra_config=extra)
 
 
 def hardware_version_number(version: str | None) -> int:

@@ -69,7 +69,9 @@ class Jobs(Model):
     namespace: DnsLabel = "training"
     """Namespace the jobs run in (created by the program); default training."""
     workers: int | None = Field(default=None, ge=1)
-    """GPU worker pods per job; default every GPU worker (set 1 for a single-node baseline)."""
+    """Worker pods of the sample benchmark; default every GPU worker (set 1 for a single-node
+    baseline). The fabric check runs on every GPU worker with all its GPUs, and `plan` refuses it
+    with fewer: switch it off for a smaller run."""
     extra_env: dict[EnvName, str] = Field(default_factory=dict)
     """More environment variables for every rank of every job; they override the transport's
     settings (e.g. `NCCL_IB_GID_INDEX: "3"`, `NCCL_DEBUG: WARN`)."""

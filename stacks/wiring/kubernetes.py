@@ -297,7 +297,9 @@ def training_jobs_args(env: Environment, cluster: ClusterAccess, operator: MpiOp
         fabric = FabricCheckJob(
             workers=workers,
             namespace=jobs.namespace,
-            shape=shape,
+            # Every GPU of each worker, one rank each (issue 54: one GPU per pod left half of each
+            # worker's GPUs idle and let the scheduler pack the pods onto half the hosts).
+            shape=dataclasses.replace(shape, gpus=len(env.gpu_workers.vgpu_profiles)),
             extra_env=extra_env,
             link_gbps=check.link_gbps,
             min_bus_share=check.min_bus_bandwidth_share,

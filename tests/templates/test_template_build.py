@@ -23,7 +23,9 @@ import pytest
 
 from components.k8s.gpu_runtime import MINIMUM_NVIDIA_CONTAINER_TOOLKIT as MINIMUM
 from components.k8s.version_policy import containerd_refusal, policy_for
-from components.vsphere.gpu_template import TOOLKIT_VERSION_KEY, TemplateFacts, toolkit_findings
+from components.vsphere.gpu_template import TOOLKIT_VERSION_KEY, TemplateFacts, gpu_template_build, toolkit_findings
+from components.vsphere.vgpu.profiles import mmio_size_gb
+from components.vsphere.vgpu.template_step import main as template_step_main
 from stacks.environment.loader import load_environment, read_stack_file
 from tests.stack_fixtures import fixture_stack
 
@@ -78,10 +80,20 @@ def _need(module: str) -> Any:
         pytest.skip(message)
 
 
-def _hcl(path: Path) -> dict[str, Any]:
+def _hcl_file(path: Path) -> dict[str, Any]:
     hcl2 = _need("hcl2")
     with path.open() as handle:
         return dict(hcl2.load(handle))
+
+
+def _hcl(path: Path) -> dict[str, Any]:
+    """The build `path` belongs to as Packer reads it: every *.pkr.hcl of its folder, the link to
+    the shared file included, its top-level blocks merged."""
+    merged: dict[str, Any] = {}
+    for each in sorted(path.parent.glob("*.pkr.hcl")):
+        for kind, blocks in _hcl_file(each).items():
+            merged.setdefault(kind, []).extend(blocks)
+    return merged
 
 
 def _unquote(value: Any) -> Any:
@@ -103,6 +115,10 @@ def _blocks(document: dict[str, Any], kind: str) -> dict[str, Any]:
 
 def _defaults(document: dict[str, Any]) -> dict[str, Any]:
     return {name: _unquote(body.get("default")) for name, body in _blocks(document, "variable").items()}
+
+
+def _locals(document: dict[str, Any]) -> dict[str, Any]:
+    return {name: value for block in document.get("locals", []) for name, value in block.items()}
 
 
 def _kickstart() -> Any:
@@ -180,7 +196,7 @@ def test_the_base_template_is_a_vsphere_iso_build_of_the_kickstart(dev: Any) -> 
     assert _unquote(source["firmware"]) == "efi"
     [cd_file] = source["cd_files"]
     assert (BASE_HCL.parent / _unquote(cd_file).removeprefix("${path.root}/")).resolve() == KICKSTART
-    assert "cloud-init clean" in source["shutdown_command"]
+    assert source["shutdown_command"] == "${local.seal_command}"  # cloud-init clean: ../shared
     [build] = document["build"]
     assert [_unquote(s) for s in build["sources"]] == ["source.vsphere-iso.rocky9"]
 
@@ -193,16 +209,19 @@ def test_the_gpu_template_is_a_clone_of_the_base_with_its_vgpu(dev: Any) -> None
     assert defaults["base_template"] == dev.vcenter.template == _defaults(_hcl(BASE_HCL))["template_name"]
     assert defaults["template_name"] == dev.vcenter.gpu_template
     assert defaults["snapshot_name"] == dev.vcenter.template_snapshot
-    assert [defaults["vgpu_profile"]] == list(dev.gpu_workers.vgpu_profiles)
+    assert [_unquote(p) for p in defaults["vgpu_profiles"]] == list(dev.gpu_workers.vgpu_profiles)
     assert defaults["memory_mb"] == dev.gpu_workers.memory_mb
-    assert defaults["mmio_size_gb"] == 0  # grid_t4: a small-BAR board
+    assert defaults["mmio_size_gb"] == gpu_template_build(dev.gpu_workers.vgpu_profiles).mmio_size_gb == 0  # grid_t4
     assert source["template"] == "${var.base_template}"
     assert source["linked_clone"] is False
-    assert source["vgpu_profile"] == "${var.vgpu_profile}"
+    assert source["vgpu_profile"] == "${var.vgpu_profiles[0]}"
+    assert _unquote(source["firmware"]) == "efi"
     assert source["RAM_reserve_all"] is True
     assert "pciPassthru.64bitMMIOSizeGB" in source["configuration_parameters"]
-    assert source["create_snapshot"] is True and source["snapshot_name"] == "${var.snapshot_name}"
-    assert source["convert_to_template"] is True
+    # One vGPU: Packer seals the template; several: the template step does, after the other devices.
+    assert _locals(document)["single_vgpu"] == "${length(var.vgpu_profiles) == 1}"
+    assert source["create_snapshot"] == "${local.single_vgpu}" and source["snapshot_name"] == "${var.snapshot_name}"
+    assert source["convert_to_template"] == "${local.single_vgpu}"
     inline = " ".join(step for p in document["build"][0]["provisioner"] for step in p['"shell"']["inline"])
     assert "nvidia-smi" in inline and "nvidia-container-toolkit" in inline and "nvidia-ctk" in inline
     # The toolkit is pinned, has the CVE-2025-23266 fix, and is recorded where preflight reads it.
@@ -252,3 +271,70 @@ def test_the_kickstart_pins_containerd_to_a_line_the_templates_minor_recommends(
     policy = policy_for(dev.kubernetes.version)
     assert line == policy.containerd_line
     assert containerd_refusal(f"{line}.0", dev.kubernetes.version) is None
+
+
+def test_a_worker_with_every_gpu_of_its_host_gets_a_template_with_every_vgpu() -> None:
+    """Issue 54 item 1: two L40S per host, one worker per host: `vgpu_profiles` takes the list;
+    Packer's vsphere-clone adds the first vGPU (it has one `vgpu_profile`), and the post-processor
+    runs the template step with every profile, which adds the rest, then snapshots and seals."""
+    document = _hcl(GPU_HCL)
+    variables = _blocks(document, "variable")
+    assert variables["vgpu_profiles"]["type"] == "${list(string)}"
+    [post] = [body for block in document["build"] for p in block["post-processor"] for body in p.values()]
+    [command] = [_unquote(step) for step in [post["inline"]]]
+    # The several-profiles branch runs the step with the build's VM, snapshot and every profile.
+    several = command.split(" : ", 1)[1]
+    step = "components.vsphere.vgpu.template_step --vm '${var.template_name}' --snapshot '${var.snapshot_name}'"
+    assert step in several
+    assert "for p in var.vgpu_profiles : " in several and "--profile '${p}'" in several
+    assert any("VSPHERE_PASSWORD=${var.vcenter_password}" in e for e in post["environment_vars"])
+    # The flags the post-processor passes are the step's own (a typo would fail only on a real build).
+    with pytest.raises(SystemExit) as parsed:
+        template_step_main(["--help"])
+    assert parsed.value.code == 0
+    build = gpu_template_build(["nvidia_l40s-48c", "nvidia_l40s-48c"])
+    assert (build.packer_profile, build.added_after_packer) == ("nvidia_l40s-48c", ("nvidia_l40s-48c",))
+    assert (build.firmware, build.mmio_size_gb) == ("efi", 256)
+
+
+def test_the_readme_gives_the_mmio_size_of_several_vgpus() -> None:
+    """The sizes the checklist lists are the ones the program computes (profiles.py mmio_size_gb)."""
+    readme = (TEMPLATES / "README.md").read_text()
+    rows = re.findall(r"^\s*\| `(\[[^`]+\])` \| (\d+) \|", readme, re.M)
+    assert len(rows) >= 3, "templates/README.md lists the 64-bit MMIO size of several profile lists"
+    for profiles, size in rows:
+        names = re.findall(r'"([^"]+)"', profiles)
+        assert mmio_size_gb(names) == int(size), (profiles, size)
+
+
+@pytest.mark.parametrize("path", [BASE_HCL, GPU_HCL], ids=lambda p: p.parent.name)
+def test_every_validation_message_is_one_packer_accepts(path: Path) -> None:
+    """Packer refuses the whole file when a variable's `error_message` is not a sentence: first
+    letter uppercase, last character `.`, `?` or `!` (hashicorp/packer hcl2template/
+    types.variables.go `looksLikeSentences`). The GPU build's toolkit check said
+    "nvidia_container_toolkit_version is a release ...", and `packer build` stopped there."""
+    for name, body in _blocks(_hcl(path), "variable").items():
+        for validation in body.get("validation", []):
+            message = _unquote(validation["error_message"]).strip()
+            assert message[:1].isupper() or not message[:1].isalpha(), (name, message)
+            assert message[-1:] in ".?!", (name, message)
+
+
+SHARED_HCL = TEMPLATES / "packer" / "shared" / "vsphere.pkr.hcl"
+
+
+def test_both_builds_share_one_file_of_vcenter_settings() -> None:
+    """One declaration of the plugin, the vCenter variables, the snapshot name and the seal, linked
+    into both build folders (Packer reads each folder's *.pkr.hcl, links included); a variable
+    declared twice in a folder would stop Packer ("Duplicate variable")."""
+    for build in (BASE_HCL, GPU_HCL):
+        link = build.parent / "vsphere.pkr.hcl"
+        assert link.is_symlink() and link.resolve() == SHARED_HCL.resolve(), link
+        names = [name for block in _hcl(build).get("variable", []) for name in map(_unquote, block)]
+        assert len(names) == len(set(names)), sorted(n for n in names if names.count(n) > 1)
+        assert len(_hcl(build)["packer"]) == 1
+        [source] = _blocks(_hcl(build), "source").values()
+        assert source["shutdown_command"] == "${local.seal_command}"
+    shared = {_unquote(name) for block in _hcl_file(SHARED_HCL)["variable"] for name in block}
+    assert {"vcenter_server", "vcenter_password", "datacenter", "network", "snapshot_name"} <= shared
+    assert "cloud-init clean" in _hcl_file(SHARED_HCL)["locals"][0]["seal_command"]

@@ -2,6 +2,16 @@
 
 `all_reduce_perf -b 8 -e 4G -f 2 -g 1` sweeps message sizes from 8 B to 4 GiB (doubling), one GPU
 per rank, one rank per GPU across every worker, over the same RoCE/TCP switch as the training job.
+Every GPU worker runs one worker pod holding all of its GPUs (`shape.gpus` = the worker's vGPUs,
+stacks/wiring/kubernetes.py), and the MPIJob's `slotsPerWorker` equals it: the MPI Operator writes
+`<pod>.<job>.<namespace>.svc slots=<slotsPerWorker>` per worker into the launcher's hostfile
+(kubeflow/mpi-operator pkg/controller/mpi_job_controller.go `newConfigMap`), and `mpirun -np
+<workers x slots> -map-by slot` fills them, so each rank has its own GPU and each worker's RDMA
+device carries traffic. A pod that holds all of its node's GPUs cannot share the node with
+another, so the scheduler itself spreads the pods one per worker; `plan` refuses a check that
+would leave a GPU worker or a GPU out (stacks/tools/plan/admission/coverage.py); the launcher's
+verdict (given the workers and ranks) and `verify` (stacks/tools/verify/coverage.py) FAIL a log in
+which a worker, a rank or a worker's RDMA device is missing.
 The launcher then judges the run (files/fabric_verdict.sh, shipped in a ConfigMap): the job FAILS
 when NCCL used another network than asked for (a RoCE run that fell back to `NET/Socket`), when
 over RoCE the peak bus bandwidth is below `min_bus_share` of the link rate, or when values were
@@ -119,6 +129,8 @@ class FabricCheckJob(GpuJob):
                 f"{self.link_gbps:g}",
                 f"{self.min_bus_share:g}",
                 RUN_LOG,
+                str(self.workers),  # every worker and rank must show in the log (the verdict's coverage)
+                str(self.np),
             ]
         )
         return ["/bin/bash", "-o", "pipefail", "-c", f"{devices}{run} 2>&1 | tee {RUN_LOG} && exec {verdict}"]

@@ -156,15 +156,17 @@ def training_jobs_fit_the_gpus(env: Environment) -> Iterator[Problem]:
     if jobs.workers is not None and jobs.workers > available:
         yield Problem(("jobs", "workers"), f"{jobs.workers} worker pods but there are {available} GPU workers")
         return
-    per_job = (jobs.workers or available) * jobs.sample.slots_per_worker
-    enabled = [key for key, on in (("sample", jobs.sample.enabled), ("fabricCheck", jobs.fabric_check.enabled)) if on]
+    workers = jobs.workers or available
+    sample = workers * jobs.sample.slots_per_worker
+    # The fabric check holds every GPU of its workers (stacks/wiring/kubernetes.py: one rank per GPU).
+    fabric = workers * len(env.gpu_workers.vgpu_profiles)
     gpus = available * len(env.gpu_workers.vgpu_profiles)
-    if len(enabled) > 1 and per_job * len(enabled) > gpus:
+    if jobs.sample.enabled and jobs.fabric_check.enabled and sample + fabric > gpus:
         yield Problem(
             ("jobs",),
-            f"jobs.sample and jobs.fabricCheck are both enabled and need {per_job} GPUs each at once, but the "
-            f"workers have {gpus}: they could deadlock; set jobs.sample.enabled: false until the fabric "
-            "check has passed (then the reverse), or lower jobs.workers",
+            f"jobs.sample and jobs.fabricCheck are both enabled and need {sample} and {fabric} GPUs at once, but "
+            f"the workers have {gpus}: they could deadlock; set jobs.sample.enabled: false until the fabric "
+            "check has passed (then the reverse)",
         )
     if jobs.sample.script_path is not None and jobs.sample.benchmark != "tf-cnn-benchmarks":
         yield Problem(

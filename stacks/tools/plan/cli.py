@@ -37,6 +37,7 @@ def cmd_plan(args: argparse.Namespace) -> int:
     from stacks.tools.plan.deploy_time.estimate import summary_lines
     from stacks.tools.plan.deploy_time.workflow import workflow_lines
     from stacks.tools.plan.scrape_note import scrape_lines
+    from stacks.tools.plan.template_note import gpu_template_lines, gpu_template_note
     from stacks.tools.plan.upgrade_notes import upgrade_notes
     from stacks.tools.plan.workload_diff import workload_changes
 
@@ -99,6 +100,7 @@ def cmd_plan(args: argparse.Namespace) -> int:
             "deployment": {**timing.as_dict(), "workflow": workflow_data},
             "admission": admission.as_dict(),
             "scraping": scrape_lines(new_env),
+            "gpuTemplate": gpu_template_note(new_env),
             "versionPolicy": {"summary": policy_lines(new_env), "warnings": version_warnings(new_env)},
         }
         if changes is not None and rolling is not None:
@@ -141,7 +143,7 @@ def cmd_plan(args: argparse.Namespace) -> int:
     )
     if graph is not None:
         print(f"wrote {graph}")
-    for line in scrape_lines(new_env):
+    for line in [*gpu_template_lines(new_env), *scrape_lines(new_env)]:
         print(line)
     print("version policy:")
     for line in [*policy_lines(new_env), *(f"warning: {w}" for w in version_warnings(new_env))]:

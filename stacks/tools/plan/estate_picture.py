@@ -17,6 +17,7 @@ import math
 import re
 from collections.abc import Sequence
 
+from components.vsphere.gpu_template import gpu_template_build
 from stacks.environment.model import Environment
 from stacks.tools.plan.deploy_time.estimate import Estimate
 from stacks.tools.plan.deploy_time.words import about, format_seconds
@@ -120,7 +121,8 @@ def estate_dot(env: Environment, resources: Sequence[RecordedResource], timing: 
     lines.append(f"    control_plane [label={_quote(cp_text)}{', ' + _CRITICAL if cp_critical else ''}];")
     templates = f"templates: {vc.template} (control plane), {vc.gpu_template or vc.template} (GPU workers)"
     clone = "linked clones" if env.vm.linked_clone else "full clones"
-    template_label = f"{templates}\n{clone}, hardware version {env.vm.hardware_version}"
+    gpu_template = gpu_template_build(workers.vgpu_profiles).summary()  # its vGPUs, firmware, MMIO
+    template_label = f"{templates}\n{clone}, hardware version {env.vm.hardware_version}\nGPU workers': {gpu_template}"
     lines.append(f"    templates [label={_quote(template_label)}, shape=note];")
     lines.append("  }")
     # The networks.

@@ -9,6 +9,7 @@ from components.k8s.jobs.benchmark import BenchmarkJob
 from components.k8s.jobs.fabric_check import FabricCheckJob
 from components.k8s.jobs.pytorch_ddp import PytorchDdpJob
 from stacks.environment.model import Environment
+from stacks.tools.verify.coverage import judge_coverage
 from stacks.tools.verify.logs import Transport, Verdict, judge_benchmark, judge_fabric
 
 
@@ -27,7 +28,9 @@ def job_of_kind(env: Environment, kind: str) -> ExpectedJob:
     workers = jobs.workers or len(env.gpu_workers.nodes)
     gpus = workers * jobs.sample.slots_per_worker
     if kind == "fabric-check":
-        return ExpectedJob(f"{FabricCheckJob.default_name}-{jobs.transport}", kind, jobs.transport, gpus)
+        # Every GPU of every GPU worker, one rank each (stacks/wiring/kubernetes.py).
+        every = len(env.gpu_workers.nodes) * len(env.gpu_workers.vgpu_profiles)
+        return ExpectedJob(f"{FabricCheckJob.default_name}-{jobs.transport}", kind, jobs.transport, every)
     prefix = PytorchDdpJob.default_name if jobs.sample.benchmark == "pytorch-ddp" else BenchmarkJob.default_name
     return ExpectedJob(f"{prefix}-{jobs.transport}", "benchmark", jobs.transport, gpus)
 
@@ -53,6 +56,11 @@ def judge(env: Environment, job: ExpectedJob, log: str, *, gpus: int, succeeded:
             link_gbps=check.link_gbps,
             min_share=check.min_bus_bandwidth_share,
             succeeded=succeeded,
+        )
+        # Against the stack, not the MPIJob's spec: a job that left workers out fails here.
+        workers = len(env.gpu_workers.nodes)
+        judge_coverage(
+            verdict, log, want=job.transport, workers=workers, gpus=workers * len(env.gpu_workers.vgpu_profiles)
         )
     else:
         judge_benchmark(verdict, log, want=job.transport, gpus=gpus, succeeded=succeeded)

@@ -5,56 +5,8 @@
 #   packer build -var-file=site.pkrvars.hcl templates/packer/base
 # Option names: packer-plugin-vsphere, builder/vsphere/iso and builder/vsphere/common
 # (HardwareConfig, CreateConfig, StorageConfig, create_snapshot/snapshot_name, convert_to_template).
-
-packer {
-  required_plugins {
-    vsphere = {
-      source  = "github.com/hashicorp/vsphere"
-      version = ">= 1.4.0"
-    }
-  }
-}
-
-variable "vcenter_server" {
-  type = string
-}
-
-variable "vcenter_user" {
-  type = string
-}
-
-variable "vcenter_password" {
-  type      = string
-  sensitive = true
-}
-
-variable "insecure_connection" {
-  type    = bool
-  default = false
-}
-
-variable "datacenter" {
-  type = string
-}
-
-variable "cluster" {
-  type = string
-}
-
-variable "datastore" {
-  type = string
-}
-
-variable "folder" {
-  type        = string
-  default     = "templates"
-  description = "VM folder for the template (must exist)."
-}
-
-variable "network" {
-  type        = string
-  description = "The build VM's network: managementNetwork.networkName, with DHCP and a route to the package mirrors."
-}
+# The plugin, the vCenter variables and the seal are in vsphere.pkr.hcl, a link to
+# ../shared/vsphere.pkr.hcl (the same file in both builds).
 
 variable "iso_path" {
   type        = string
@@ -65,12 +17,6 @@ variable "template_name" {
   type        = string
   default     = "rocky9-k8s-gpu-template"
   description = "vcenter.template of the stack."
-}
-
-variable "snapshot_name" {
-  type        = string
-  default     = "base"
-  description = "vcenter.templateSnapshot: linked clones need exactly this one snapshot."
 }
 
 variable "hardware_version" {
@@ -126,9 +72,7 @@ source "vsphere-iso" "rocky9" {
   ssh_username = "packer"
   ssh_password = "packer"
   ssh_timeout  = "45m"
-  # The build user goes with the shutdown, and cloud-init forgets this boot: each clone is a new
-  # instance that reads its own guestinfo.
-  shutdown_command = "echo packer | sudo -S sh -c 'cloud-init clean --logs --seed && userdel -rf packer && shutdown -P now'"
+  shutdown_command = local.seal_command # ../shared/vsphere.pkr.hcl
 
   create_snapshot     = true
   snapshot_name       = var.snapshot_name

@@ -1,62 +1,21 @@
 # vcenter.gpuTemplate: a full clone of vcenter.template (templates/packer/base) by vsphere-clone,
-# with the GPU workers' vGPU device, all memory reserved, the NVIDIA vGPU guest driver and the
+# with the GPU workers' vGPU devices, all memory reserved, the NVIDIA vGPU guest driver and the
 # NVIDIA Container Toolkit, sealed, snapshot `base` taken, converted to a template.
 # templates/README.md: the checklist this satisfies and how to run it:
 #   packer init templates/packer/gpu
 #   packer build -var-file=site.pkrvars.hcl templates/packer/gpu
-# Build it on a host whose GPU runs in Shared Direct mode and offers the profile: the build VM
+# Build it on a host whose GPU runs in Shared Direct mode and offers the profiles: the build VM
 # powers on with its vGPU. Option names: packer-plugin-vsphere, builder/vsphere/clone and
 # builder/vsphere/common (HardwareConfig: vgpu_profile, RAM_reserve_all, firmware;
 # configuration_parameters; create_snapshot/snapshot_name; convert_to_template).
-
-packer {
-  required_plugins {
-    vsphere = {
-      source  = "github.com/hashicorp/vsphere"
-      version = ">= 1.4.0"
-    }
-  }
-}
-
-variable "vcenter_server" {
-  type = string
-}
-
-variable "vcenter_user" {
-  type = string
-}
-
-variable "vcenter_password" {
-  type      = string
-  sensitive = true
-}
-
-variable "insecure_connection" {
-  type    = bool
-  default = false
-}
-
-variable "datacenter" {
-  type = string
-}
-
-variable "cluster" {
-  type = string
-}
-
-variable "datastore" {
-  type = string
-}
-
-variable "folder" {
-  type    = string
-  default = "templates"
-}
-
-variable "network" {
-  type        = string
-  description = "The build VM's network (DHCP), as for the base template."
-}
+# Several vGPUs per worker (vgpu_profiles with more than one entry): the plugin adds ONE vGPU
+# (`vgpu_profile` is a string; driver/vm.go Configure adds a device to a VM without PCI devices,
+# edits the one it has, and skips the reconfigure when it has more), so this build adds the first,
+# installs the driver with it and leaves the VM off, unsnapshotted, not a template; then
+#   python -m components.vsphere.vgpu.template_step --vm NAME --profile P1 --profile P2 ...
+# adds the others and their 64-bit MMIO (EFI checked), takes the snapshot and makes it a template.
+# The plugin, the vCenter variables and the seal are in vsphere.pkr.hcl, a link to
+# ../shared/vsphere.pkr.hcl (the same file in both builds).
 
 variable "base_template" {
   type        = string
@@ -70,16 +29,14 @@ variable "template_name" {
   description = "vcenter.gpuTemplate of the stack."
 }
 
-variable "snapshot_name" {
-  type        = string
-  default     = "base"
-  description = "vcenter.templateSnapshot."
-}
-
-variable "vgpu_profile" {
-  type        = string
-  default     = "grid_t4-16c"
-  description = "gpuWorkers.vgpuProfiles (one profile: one device per worker)."
+variable "vgpu_profiles" {
+  type        = list(string)
+  default     = ["grid_t4-16c"]
+  description = "gpuWorkers.vgpuProfiles, in order: one vGPU device each (e.g. [\"nvidia_l40s-48c\", \"nvidia_l40s-48c\"] for every GPU of a two-L40S host). This build adds the first; with more, components/vsphere/vgpu/template_step.py adds the rest."
+  validation {
+    condition     = length(var.vgpu_profiles) > 0
+    error_message = "List at least one profile in vgpu_profiles (gpuWorkers.vgpuProfiles)."
+  }
 }
 
 variable "memory_mb" {
@@ -91,7 +48,7 @@ variable "memory_mb" {
 variable "mmio_size_gb" {
   type        = number
   default     = 0
-  description = "0 on T4, M10, M60; else pciPassthru.64bitMMIOSizeGB (A100 40 GB: 128; components/vsphere/vgpu_profiles.py)."
+  description = "0 on T4, M10, M60; else pciPassthru.64bitMMIOSizeGB for ALL of vgpu_profiles: `python -m stacks plan STACK` prints it per worker template (A100 40 GB: 128; 2 x L40S 48 GB: 256; components/vsphere/vgpu/profiles.py mmio_size_gb; templates/README.md)."
 }
 
 variable "nvidia_driver_url" {
@@ -111,11 +68,12 @@ variable "nvidia_container_toolkit_version" {
   description = "The NVIDIA Container Toolkit release installed (dnf nvidia-container-toolkit-<version>) and recorded in the template's extraConfig; at least 1.17.8 (CVE-2025-23266): preflight and the bootstrap refuse older ones."
   validation {
     condition     = can(regex("^[0-9]+\\.[0-9]+\\.[0-9]+$", var.nvidia_container_toolkit_version))
-    error_message = "nvidia_container_toolkit_version is a release such as 1.17.8."
+    error_message = "The nvidia_container_toolkit_version must be a release such as 1.17.8."
   }
 }
 
 locals {
+  single_vgpu     = length(var.vgpu_profiles) == 1
   build_user_data = <<-USERDATA
     #cloud-config
     users:
@@ -145,7 +103,10 @@ source "vsphere-clone" "rocky9_vgpu" {
   RAM = var.memory_mb
   # vSphere powers a vGPU VM on only with all of its memory reserved (NVIDIA vGPU user guide).
   RAM_reserve_all = true
-  vgpu_profile    = var.vgpu_profile
+  # The first vGPU; the template step adds the others (see the top of this file).
+  vgpu_profile = var.vgpu_profiles[0]
+  # The base's guest is installed for EFI; large-BAR vGPUs power on only with it.
+  firmware = "efi"
   # The base template's sealed guest has no build user: cloud-init creates one from guestinfo,
   # the only datasource the guest reads (ks.cfg), as every node later reads its own. The program
   # writes guestinfo.userdata/metadata on every clone, so these build values never reach a node.
@@ -168,11 +129,13 @@ source "vsphere-clone" "rocky9_vgpu" {
   ssh_username     = "packer"
   ssh_password     = "packer"
   ssh_timeout      = "30m"
-  shutdown_command = "echo packer | sudo -S sh -c 'cloud-init clean --logs --seed && userdel -rf packer && shutdown -P now'"
+  shutdown_command = local.seal_command # ../shared/vsphere.pkr.hcl
 
-  create_snapshot     = true
+  # One vGPU: this build seals the template. More: the template step adds the others first, then
+  # takes the snapshot (linked clones get the devices only from a snapshot taken after them).
+  create_snapshot     = local.single_vgpu
   snapshot_name       = var.snapshot_name
-  convert_to_template = true
+  convert_to_template = local.single_vgpu
 }
 
 build {
@@ -198,6 +161,20 @@ build {
       # Pinned to the version recorded in extraConfig above, and checked: the template says what it has.
       "dnf -y install \"nvidia-container-toolkit-$NVIDIA_CONTAINER_TOOLKIT_VERSION\"",
       "nvidia-ctk --version | grep -qx \"NVIDIA Container Toolkit CLI version $NVIDIA_CONTAINER_TOOLKIT_VERSION\"",
+    ]
+  }
+
+  # Several vGPUs: the template step on this machine adds the others to the VM just built, then the
+  # snapshot and the template (components/vsphere/vgpu/template_step.py; the repository's .venv).
+  post-processor "shell-local" {
+    environment_vars = [
+      "VSPHERE_SERVER=${var.vcenter_server}",
+      "VSPHERE_USER=${var.vcenter_user}",
+      "VSPHERE_PASSWORD=${var.vcenter_password}",
+      "VSPHERE_ALLOW_UNVERIFIED_SSL=${var.insecure_connection}",
+    ]
+    inline = local.single_vgpu ? ["echo 'one vGPU: the template is sealed'"] : [
+      "cd '${path.root}/../../..' && .venv/bin/python -m components.vsphere.vgpu.template_step --vm '${var.template_name}' --snapshot '${var.snapshot_name}' ${join(" ", [for p in var.vgpu_profiles : "--profile '${p}'"])}",
     ]
   }
 }

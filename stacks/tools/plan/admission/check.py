@@ -30,6 +30,7 @@ from typing import Any
 from components.k8s.addons.gpu_operator import driver_image_tag, visible_pod_templates
 from components.k8s.gpu_runtime import NVIDIA_RUNTIME_CLASS, NVIDIA_RUNTIME_HANDLER
 from stacks.environment.model import Environment
+from stacks.tools.plan.admission.coverage import fabric_coverage, is_fabric_check
 from stacks.tools.plan.admission.model import PodGroup, Workload
 from stacks.tools.plan.admission.nodes import ClusterModel, PlannedNode, cluster_model
 from stacks.tools.plan.admission.rules import (
@@ -321,6 +322,11 @@ class _Check:
         if keep:
             self.free = free
         detail = f"{sum(g.replicas for g in workload.groups)} pod(s) on {_names(sorted(set(where)))}"
+        if is_fabric_check(workload):  # it must cover every GPU worker and GPU (coverage.py)
+            status, detail = fabric_coverage(workload, where[: workload.groups[0].replicas], self.cluster)
+            if status == "FAIL":
+                self.add(status, workload, detail)
+                return
         self.add("WARN" if warnings else "OK", workload, "; ".join([detail, *warnings]))
 
 

@@ -215,7 +215,10 @@ def test_fabric_check_sweeps_all_reduce_as_specified() -> None:
         "-g",
         "1",
     ]
-    assert command[-1].endswith("exec /bin/sh /opt/gpucluster/fabric_verdict.sh roce 100 0.8 /tmp/all_reduce_perf.log")
+    # ... and the verdict, which also wants every worker (4) and rank (4 x 1 GPU) in the log.
+    assert command[-1].endswith(
+        "exec /bin/sh /opt/gpucluster/fabric_verdict.sh roce 100 0.8 /tmp/all_reduce_perf.log 4 4"
+    )
     image = container(job, "Launcher")["image"]
     assert image.startswith("ghcr.io/coreweave/nccl-tests:12.4.1") and "nccl2.27.6" in image  # NCCL >= 2.26
     assert container(job, "Worker")["image"] == image

@@ -18,6 +18,7 @@ ROOT = Path(__file__).resolve().parents[4]
 SAMPLES = ROOT / "docs" / "samples"
 PASS_SAMPLE = SAMPLES / "fabric-check-roce-pass.log"
 FALLBACK_SAMPLE = SAMPLES / "fabric-check-socket-fallback-fail.log"
+PARTIAL_SAMPLE = SAMPLES / "fabric-check-roce-partial-fail.log"
 FIXTURES = (
     Path(__file__).resolve().parents[3] / "components" / "k8s" / "jobs" / "fixtures"
 )  # shared with the jobs tests
@@ -52,6 +53,18 @@ def test_the_shipped_socket_fallback_sample_fails() -> None:
     assert "below the required 80 %" in result.stdout
     assert "verdict: FAIL (nccl-fabric-check-roce)" in result.stdout
     assert "Traceback" not in result.stderr
+
+
+def test_the_shipped_partial_run_sample_fails_though_its_launcher_said_pass() -> None:
+    """Issue 54 item 2: three of the dev stack's four workers ran, at full bandwidth, and the
+    launcher's own verdict was PASS; the fourth worker's NIC is in no line of the log."""
+    result = verify("dev", "--log", str(PARTIAL_SAMPLE))
+    assert result.returncode == 1, result.stdout + result.stderr
+    assert "state: the launcher's own verdict: PASS" in result.stdout
+    assert (
+        "coverage: 3 rank(s) ran, the stack's GPU workers have 4 GPUs; ranks on 3 of the 4 GPU workers" in result.stdout
+    )
+    assert result.stdout.rstrip().endswith("verdict: FAIL (nccl-fabric-check-roce)")
 
 
 def test_a_missing_log_is_a_clear_error(tmp_path: Path) -> None:
@@ -110,12 +123,13 @@ ROW = re.compile(
 )
 
 
-@pytest.mark.parametrize("sample", [PASS_SAMPLE, FALLBACK_SAMPLE], ids=lambda p: p.name)
+@pytest.mark.parametrize("sample", [PASS_SAMPLE, FALLBACK_SAMPLE, PARTIAL_SAMPLE], ids=lambda p: p.name)
 def test_the_samples_numbers_agree_with_each_other(sample: Path) -> None:
     text = sample.read_text()
     ranks = len(re.findall(r"^#  Rank +\d+ ", text, re.M))
     rows = ROW.findall(text)
-    assert ranks == 4 and len(rows) == 30  # 8 B .. 4 GiB, doubling
+    assert ranks == (3 if sample == PARTIAL_SAMPLE else 4) and len(rows) == 30  # 8 B .. 4 GiB, doubling
+    assert len(re.findall(rf"nranks {ranks} .*- Init COMPLETE$", text, re.M)) in (1, ranks)
     busbws = []
     for size, count, *runs in rows:
         assert int(size) == 4 * int(count)  # float
@@ -126,4 +140,46 @@ def test_the_samples_numbers_agree_with_each_other(sample: Path) -> None:
     average = float(re.search(r"^# Avg bus bandwidth +: ([\d.]+)", text, re.M).group(1))  # type: ignore[union-attr]
     assert average == pytest.approx(sum(busbws) / len(busbws), abs=0.01)
     assert peak_bus_bandwidth(text) == max(busbws)
-    assert nccl_evidence(text).network == ("IB" if sample == PASS_SAMPLE else "Socket")
+    assert nccl_evidence(text).network == ("Socket" if sample == FALLBACK_SAMPLE else "IB")
+
+
+VERDICT_SCRIPT = ROOT / "components" / "k8s" / "jobs" / "files" / "fabric_verdict.sh"
+
+
+@pytest.mark.parametrize(
+    ("sample", "code", "says"),
+    [
+        (PASS_SAMPLE, 0, "fabric check: 4 ranks on 4 workers, each through its own device"),
+        (PARTIAL_SAMPLE, 1, "fabric check: 3 rank(s) on 3 worker(s) ran, this job has 4 on 4"),
+        (FALLBACK_SAMPLE, 1, "but this job asks for roce: a fallback"),
+    ],
+    ids=lambda v: v.name if isinstance(v, Path) else None,
+)
+def test_the_launchers_own_verdict_agrees_with_verify_on_the_samples(sample: Path, code: int, says: str) -> None:
+    """The launcher judges coverage too (components/k8s/jobs/files/fabric_verdict.sh WORKERS RANKS:
+    the dev stack's 4 workers x 1 GPU), so a partial run fails the MPIJob itself."""
+    result = subprocess.run(
+        ["sh", str(VERDICT_SCRIPT), "roce", "100", "0.8", str(sample), "4", "4"], capture_output=True, text=True
+    )
+    assert result.returncode == code, result.stdout + result.stderr
+    assert says in result.stdout
+
+
+def test_the_launchers_verdict_names_a_worker_whose_nic_is_missing(tmp_path: Path) -> None:
+    log = tmp_path / "launcher.log"
+    log.write_text(
+        "\n".join(
+            line
+            for line in PASS_SAMPLE.read_text().splitlines()
+            if not ("worker-2:" in line and "NET/IB : Using" in line) and not line.startswith("fabric check:")
+        )
+    )
+    result = subprocess.run(
+        ["sh", str(VERDICT_SCRIPT), "roce", "100", "0.8", str(log), "4", "4"], capture_output=True, text=True
+    )
+    assert result.returncode == 1
+    assert (
+        "fabric check: no NET/IB device line from nccl-fabric-check-roce-worker-2: its NIC carried nothing"
+        in result.stdout
+    )
+    assert verify("dev", "--log", str(log)).returncode == 1

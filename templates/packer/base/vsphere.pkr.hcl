@@ -1,0 +1,1 @@
+../shared/vsphere.pkr.hcl
