@@ -41,6 +41,7 @@ from components.k8s.node_bootstrap.paths import FIREWALL_RULES_PATH, FIREWALL_SY
 from components.k8s.node_bootstrap.spec import NodeFirewall
 from tests.components.k8s.node_bootstrap.cluster_settings import (
     CONTROL_PLANE_JOIN,
+    HANDOFF_SIGNER_PEM,
     cluster_settings,
 )
 from tests.flows.netpol import Endpoint, allows
@@ -145,7 +146,7 @@ def spec_for(shape: Shape, control_plane: Mapping[str, str], workers: Sequence[C
 
 def first_boot_files(spec: ClusterSpec, node: str) -> dict[str, str]:
     renderer = UserDataRenderer(spec, token="abcdef.0123456789abcdef", ca_cert_hash="sha256:" + "0" * 64,
-        control_plane_join=CONTROL_PLANE_JOIN,
+        control_plane_join=CONTROL_PLANE_JOIN, pki_handoff_signer_pem=HANDOFF_SIGNER_PEM,
     )
     document = yaml.load(renderer.render(node), Loader=getattr(yaml, "CSafeLoader", yaml.SafeLoader))
     return {f["path"]: f["content"] for f in document["write_files"]}
