@@ -471,8 +471,20 @@ open_envelope() {
   fi
 }
 
+# bundle_has_only_files BUNDLE: whether every member of the tar is a regular file or a directory.
+# tar would extract a symlink, a hard link, a device or a fifo as such, and the chmod and mv that
+# follow act on what a link points at (a member `ca.crt` linking to /etc/shadow makes it 0644: GNU
+# tar 1.34). `tar -tv` starts each line with the member's type as `ls -l` does ('-' file, 'd'
+# directory; 'l', 'h', 'c', 'b', 'p' the rest), and quotes odd characters in names (escape
+# style), so one member is one line.
+bundle_has_only_files() {
+  local listing
+  listing=$(tar -tvzf "$1") || return 1
+  [ -n "$listing" ] && ! grep -qv '^[-d]' <<<"$listing"
+}
+
 receive_pki() {
-  local dir=$pki_handoff_dir request envelope seen="" n=0 delay=5 tool
+  local dir=$pki_handoff_dir request envelope seen="" n=0 delay=5 tool member
   if [ -f "$pki_staging/ca.key" ] && [ -f "$encryption_config" ]; then
     [ ! -f "$dir/handoff.crt" ] || acknowledge_pki
     return 0
@@ -510,11 +522,20 @@ receive_pki() {
     sleep "$delay"
     delay=$((delay * 2 > 30 ? 30 : delay * 2))
   done
+  # Signed by the stack, but checked all the same before anything is extracted, moved or chmodded.
+  bundle_has_only_files "$dir/bundle.tgz" ||
+    die "the sealed keys hold a member that is not a regular file (a link, a device, a fifo): refusing the bundle"
   rm -rf "$dir/open"
   (umask 077 && mkdir -p "$dir/open" &&
     tar -xzf "$dir/bundle.tgz" -C "$dir/open" --no-same-owner --no-same-permissions \
       ca.crt ca.key front-proxy-ca.crt front-proxy-ca.key etcd/ca.crt etcd/ca.key sa.key sa.pub \
       encryption-configuration.yaml) || die "the sealed keys opened but are not the bundle the stack makes"
+  for member in ca.crt ca.key front-proxy-ca.crt front-proxy-ca.key etcd/ca.crt etcd/ca.key sa.key sa.pub \
+    encryption-configuration.yaml; do
+    if [ -L "$dir/open/$member" ] || [ ! -f "$dir/open/$member" ]; then
+      die "the sealed keys' $member is not a regular file: refusing the bundle"
+    fi
+  done
   chmod 0644 "$dir/open/ca.crt" "$dir/open/front-proxy-ca.crt" "$dir/open/etcd/ca.crt" "$dir/open/sa.pub"
   mkdir -p "${encryption_config%/*}"
   mv "$dir/open/encryption-configuration.yaml" "$encryption_config"

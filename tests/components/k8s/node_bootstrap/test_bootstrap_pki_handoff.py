@@ -8,8 +8,11 @@ from __future__ import annotations
 import base64
 import dataclasses
 import hashlib
+import io
+import os
 import shutil
 import subprocess
+import tarfile
 from pathlib import Path
 
 import pytest
@@ -179,6 +182,81 @@ def test_the_init_node_user_data_carries_the_signers_public_half_only(tmp_path: 
     assert signer.read_text() == HANDOFF_SIGNER_PEM
     assert "PRIVATE KEY" not in node.user_data
     assert HANDOFF_SIGNING_KEY_PEM.splitlines()[1] not in node.user_data
+
+
+def _gnu_tar_bundle(tmp_path: Path, odd: str) -> bytes:
+    """The bundle's members made on disk and packed with GNU tar, `ca.crt` replaced by a member of
+    kind `odd` (a symlink to the node's /etc/shadow, a hard link to it, a fifo), or a character
+    device added with Python's tarfile (making one on disk needs root)."""
+    src = tmp_path / "bundle-src"
+    (src / "etcd").mkdir(parents=True)
+    members = {
+        "ca.crt": PKI.ca_cert_pem,
+        "ca.key": PKI.ca_key_pem,
+        "front-proxy-ca.crt": PKI.front_proxy_ca_cert_pem,
+        "front-proxy-ca.key": PKI.front_proxy_ca_key_pem,
+        "etcd/ca.crt": PKI.etcd_ca_cert_pem,
+        "etcd/ca.key": PKI.etcd_ca_key_pem,
+        "sa.key": PKI.service_account_key_pem,
+        "sa.pub": PKI.service_account_pub_pem,
+        "encryption-configuration.yaml": render_encryption_configuration(make_spec(), PKI),
+    }
+    for name, text in members.items():
+        if not (name == "ca.crt" and odd != "chardev"):
+            (src / name).write_text(text)
+    shadow = tmp_path / "this" / "cp-1" / "root" / "etc" / "shadow"
+    if odd == "symlink":
+        (src / "ca.crt").symlink_to(shadow)
+    elif odd == "hardlink":
+        (src / "target").write_text("x")
+        os.link(src / "target", src / "ca.crt")
+    elif odd == "fifo":
+        os.mkfifo(src / "ca.crt")
+    names = [n for n in members if n != "ca.crt" or odd != "chardev"]
+    if odd == "hardlink":
+        names = ["target", *names]  # the link's target first: tar stores ca.crt as a hard link to it
+    packed = subprocess.run(["tar", "-czf", "-", "-C", str(src), *names], check=True, capture_output=True).stdout
+    if odd != "chardev":
+        return packed
+    raw = io.BytesIO()
+    with tarfile.open(fileobj=io.BytesIO(packed), mode="r:gz") as src_tar, tarfile.open(fileobj=raw, mode="w") as out:
+        for member in src_tar.getmembers():
+            out.addfile(member, src_tar.extractfile(member))
+        device = tarfile.TarInfo("ca.crt")
+        device.type, device.devmajor, device.devminor = tarfile.CHRTYPE, 1, 3
+        out.addfile(device)
+    return gzip_bytes(raw.getvalue())
+
+
+def gzip_bytes(data: bytes) -> bytes:
+    import gzip
+
+    return gzip.compress(data)
+
+
+@pytest.mark.parametrize("odd", ["symlink", "hardlink", "fifo", "chardev"])
+def test_a_bundle_with_a_member_that_is_not_a_regular_file_is_refused_before_any_file_is_touched(
+    tmp_path: Path, odd: str
+) -> None:
+    """Issue 53 item 2: `ca.crt` as a symlink to /etc/shadow would be made 0644 by the chmod that
+    follows the extraction (GNU tar extracts the link as a link). Signed by the stack or not, the
+    bundle is refused before anything is extracted, moved or chmodded."""
+    node, request = _waiting(tmp_path / "this")
+    shadow = node.file("/etc/shadow")
+    shadow.write_text("root:$6$secret:19000::::::\n")
+    shadow.chmod(0o600)
+    bundle = _gnu_tar_bundle(tmp_path, odd)
+    listing = subprocess.run(["tar", "-tvzf", "-"], input=bundle, check=True, capture_output=True).stdout.decode()
+    assert any(
+        line.startswith({"symlink": "l", "hardlink": "h", "fifo": "p", "chardev": "c"}[odd])
+        for line in listing.splitlines()
+    )
+    (node.sim / "guestinfo" / ENVELOPE_KEY).write_text(seal_bundle(bundle, request, HANDOFF_SIGNING_KEY_PEM))
+    run = node.start()
+    assert run.returncode != 0
+    assert "a member that is not a regular file" in run.output
+    assert oct(shadow.stat().st_mode & 0o777) == "0o600"
+    _assert_nothing_staged(node)
 
 
 def test_no_key_is_ever_on_an_openssl_command_line(tmp_path: Path) -> None:
