@@ -261,7 +261,11 @@ class InitPkiDeliveryProvider(VsphereProvider):
                 raise exposure_error(label, answered, fingerprint)
             if fingerprint is not None and not sent:
                 assert request is not None  # a fingerprint comes from a request
-                self._send(vm_id, label, seal_bundle(bundle, request, str(props["signing_key"])))
+                try:
+                    envelope = seal_bundle(bundle, request, str(props["signing_key"]))
+                except ValueError as exc:  # the signing key, or a bundle too large for guestinfo
+                    raise VsphereError(f"VM {label}: could not seal its keys: {exc}", object_name=label) from exc
+                self._send(vm_id, label, envelope)
                 pulumi.log.info(f"VM {label}: its keys were sealed to {fingerprint} and delivered")
                 answered, sent = fingerprint, True
             if self._wait.clock() >= deadline:

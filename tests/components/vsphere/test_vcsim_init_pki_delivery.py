@@ -377,3 +377,22 @@ def test_the_scrub_and_the_delivery_on_the_same_vm_at_once_leave_each_other_alon
     assert asks_for_its_keys(left["guestinfo.metadata"])
     assert left[RECEIVED_KEY] == created.outs["certificate_fingerprint"]
     assert REQUEST_KEY not in left and ENVELOPE_KEY not in left
+
+
+def test_a_signing_key_that_is_not_the_stacks_ecdsa_key_fails_naming_it_and_writes_nothing(
+    init_vm: Any, provider: InitPkiDeliveryProvider, tmp_path: Path
+) -> None:
+    assert [f.property for f in provider.check({}, {**_props(init_vm), "signing_key": "nope"}).failures] == [
+        "signing_key"
+    ]
+    guest = Guest(init_vm, tmp_path)
+    guest.info_set(REQUEST_KEY, guest.make_key())
+    rsa_key = subprocess.run(
+        ["openssl", "genpkey", "-algorithm", "RSA", "-pkeyopt", "rsa_keygen_bits:2048"],
+        check=True,
+        capture_output=True,
+        text=True,
+    ).stdout
+    with pytest.raises(VsphereError, match=rf"VM {init_vm.name}: could not seal its keys: .*must be ECDSA P-256"):
+        provider.create(provider.check({}, {**_props(init_vm), "signing_key": rsa_key}).inputs)
+    assert ENVELOPE_KEY not in _extra(init_vm)
