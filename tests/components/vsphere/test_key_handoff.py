@@ -14,6 +14,7 @@ import pytest
 from cryptography.hazmat.primitives import serialization
 from cryptography.hazmat.primitives.asymmetric import ec, rsa
 
+from components.vcenter.errors import VsphereError
 from components.vsphere.key_handoff import (
     ENVELOPE_KEY,
     MAXIMUM_ENVELOPE_CHARS,
@@ -26,7 +27,7 @@ from components.vsphere.key_handoff import (
     request_fingerprint,
     seal_bundle,
 )
-from components.vsphere.pki_delivery import delivered, earlier_answer
+from components.vsphere.pki_delivery import DeliveryWait, InitPkiDeliveryProvider, delivered, earlier_answer
 from tests.components.k8s.node_bootstrap.cluster_settings import HANDOFF_SIGNER_PEM, HANDOFF_SIGNING_KEY_PEM
 
 
@@ -195,3 +196,35 @@ def test_a_rerun_knows_which_request_an_earlier_run_answered(tmp_path: Path) -> 
     assert earlier_answer({REQUEST_KEY: request, ENVELOPE_KEY: envelope}) == request_fingerprint(request)
     assert earlier_answer({RECEIVED_KEY: "sha256:" + "ab" * 32}) == "sha256:" + "ab" * 32
     assert earlier_answer({REQUEST_KEY: request}) is None
+
+
+def test_the_delivery_seals_to_the_first_request_only_and_fails_on_a_second(tmp_path: Path) -> None:
+    """The delivery's decision without vCenter: the VM's extraConfig is a dict the node and an
+    intruder write to between polls (the simulator runs the same: test_vcsim_init_pki_delivery.py)."""
+    first, _ = _request(tmp_path)
+    (tmp_path / "second").mkdir()
+    second, _ = _request(tmp_path / "second")
+    vm: dict[str, str] = {REQUEST_KEY: first}
+    sent: list[str] = []
+    polls = [lambda: None, lambda: vm.update({REQUEST_KEY: second})]
+    ticks = iter(range(1000))
+
+    def sleep(_seconds: float) -> None:  # between two polls: the intruder's turn, then nobody's
+        if polls:
+            polls.pop(0)()
+
+    wait = DeliveryWait(poll_seconds=0, clock=lambda: float(next(ticks)), sleep=sleep)
+    provider = InitPkiDeliveryProvider(wait=wait)
+    provider._first_look = lambda _id, _label: (False, False)  # type: ignore[method-assign]
+    provider._values = lambda _id, _label: dict(vm)  # type: ignore[method-assign]
+
+    def send(_id: str, _label: str, envelope: str) -> None:
+        sent.append(envelope)
+        vm[ENVELOPE_KEY] = envelope
+
+    provider._send = send  # type: ignore[method-assign]
+    props = {"vm_id": "uuid", "vm_name": "cp-1", "bundle": "", "signing_key": HANDOFF_SIGNING_KEY_PEM}
+    with pytest.raises(VsphereError, match="keys exposed: rotate") as failed:
+        provider.create({**props, "wait_seconds": 60})
+    assert request_fingerprint(first) in str(failed.value) and request_fingerprint(second) in str(failed.value)
+    assert [envelope_recipient(e) for e in sent] == [request_fingerprint(first)]  # nothing sealed to the second
