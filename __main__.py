@@ -104,6 +104,7 @@ if bootstrap is not None:
         vm_name=init_node.vm_name,
         node_name=bootstrap.init_node_name,
         bundle=bootstrap.init_pki_bundle,
+        signing_key=bootstrap.init_pki_signing_key_pem,
         wait_seconds=env.kubernetes.rollout_timeout_minutes * 60,
     )
     ready = ApiServerReady(

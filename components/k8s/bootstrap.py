@@ -181,6 +181,9 @@ class ClusterBootstrap(pulumi.ComponentResource):
     init_pki_bundle: pulumi.Output[str]
     """Base64 of the init node's keys (`pki_handoff.pki_bundle`), secret: what `InitPkiDelivery`
     seals to the key that node makes."""
+    init_pki_signing_key_pem: pulumi.Output[str]
+    """The ECDSA P-256 key `InitPkiDelivery` signs the sealed keys with, secret; the init node's
+    user-data carries its public half."""
     api_server_url: pulumi.Output[str]
     """`https://<control_plane_endpoint>:<api_server_port>`."""
     api_server_host: str
@@ -222,6 +225,10 @@ class ClusterBootstrap(pulumi.ComponentResource):
         front_proxy_ca = _CertificateAuthority(self, f"{name}-front-proxy-ca", "front-proxy-ca", args.ca_validity_hours)
         etcd_ca = _CertificateAuthority(self, f"{name}-etcd-ca", "etcd-ca", args.ca_validity_hours)
         service_account_key = tls.PrivateKey(f"{name}-sa-key", algorithm="RSA", rsa_bits=2048, opts=child)
+        # Signs the init node's sealed keys (InitPkiDelivery); its public half is in that node's
+        # user-data, so the node opens no envelope someone else wrote to its guestinfo (issue 53).
+        # ECDSA P-256: FIPS-approved, and `openssl dgst -verify` checks it with the key in a file.
+        handoff_signer = tls.PrivateKey(f"{name}-pki-handoff-signer", algorithm="ECDSA", ecdsa_curve="P256", opts=child)
 
         admin_key, admin_cert = _client_certificate(
             self, f"{name}-admin", cluster_ca, args, common_name=ADMIN_USER, organization=ADMIN_GROUP
@@ -257,7 +264,9 @@ class ClusterBootstrap(pulumi.ComponentResource):
         # too (apply keeps secretness). No node gets key material in its user-data: the init node
         # receives it sealed (init_pki_bundle), the other control-plane nodes a short-lived token
         # and a certificate key (issue 40, item 5); workers the token and the pin only.
-        shared_inputs: pulumi.Output[list[Any]] = pulumi.Output.secret(pulumi.Output.all(token, ca_hash))
+        shared_inputs: pulumi.Output[list[Any]] = pulumi.Output.secret(
+            pulumi.Output.all(token, ca_hash, handoff_signer.public_key_pem)
+        )
         # One renderer for the init node and the workers, so what all of a role's nodes share is
         # rendered once (UserDataRenderer).
         renderer = shared_inputs.apply(_user_data_renderer(spec))
@@ -280,6 +289,7 @@ class ClusterBootstrap(pulumi.ComponentResource):
         self.init_pki_bundle = pulumi.Output.secret(
             pki.apply(lambda value: base64.b64encode(pki_bundle(spec, value)).decode())
         )
+        self.init_pki_signing_key_pem = _secret(handoff_signer.private_key_pem)
 
         self.api_server_host = spec.control_plane_endpoint
         self.api_server_port = spec.api_server_port
@@ -322,10 +332,11 @@ class ClusterBootstrap(pulumi.ComponentResource):
 
 
 def _user_data_renderer(spec: ClusterSpec) -> Callable[[list[Any]], UserDataRenderer]:
-    """A renderer of the init node's and the workers' user-data from `[token, ca_hash]`."""
+    """A renderer of the init node's and the workers' user-data from `[token, ca_hash, the key
+    hand-off signer's public key]`."""
 
     def renderer(values: list[Any]) -> UserDataRenderer:
-        return UserDataRenderer(spec, token=values[0], ca_cert_hash=values[1])
+        return UserDataRenderer(spec, token=values[0], ca_cert_hash=values[1], pki_handoff_signer_pem=values[2])
 
     return renderer
 

@@ -24,6 +24,8 @@ from dataclasses import dataclass
 from ipaddress import IPv4Address, IPv4Network
 from typing import Literal
 
+from components.vsphere.key_handoff import HANDOFF_KEYS
+
 NicRole = Literal["management", "rdma"]
 KEY_HANDOFF_METADATA = "gpucluster-key-handoff"
 KEY_HANDOFF_VERSION = "v1"
@@ -107,15 +109,25 @@ GUESTINFO_KEYS = (
     "guestinfo.metadata.encoding",
     "guestinfo.userdata",
     "guestinfo.userdata.encoding",
+    *HANDOFF_KEYS,
 )
 """The extraConfig keys of `guestinfo_extra_config`."""
 
 
 def guestinfo_extra_config(metadata: str, user_data: str) -> dict[str, str]:
-    """The extraConfig entries the datasource reads (base64, so YAML survives the VMX format)."""
+    """The extraConfig entries the datasource reads (base64, so YAML survives the VMX format), and
+    the init node's key hand-off keys blank.
+
+    Blank removes a key (vSphere's OptionValue semantics, which terraform-provider-vsphere relies
+    on to remove a key: virtual_machine_config_structure.go, `expandExtraConfig`), and the clone's
+    extraConfig is applied before the VM powers on. So a request, envelope or answer a template
+    or an earlier VM left behind is gone before the node's bootstrap starts: the first request
+    the delivery sees is this VM's, and a stale answer cannot pass for this VM's (issue 53 item 1).
+    """
     return {
         "guestinfo.metadata": base64.b64encode(metadata.encode()).decode(),
         "guestinfo.metadata.encoding": "base64",
         "guestinfo.userdata": base64.b64encode(user_data.encode()).decode(),
         "guestinfo.userdata.encoding": "base64",
+        **dict.fromkeys(HANDOFF_KEYS, ""),
     }

@@ -16,27 +16,29 @@ the node asks for them with a public key of its own, through the same guestinfo 
    `vmware-rpctool "info-set guestinfo.ready true"`; pkg/providers/vsphere/vmlifecycle/
    update_status.go reads cloud-init's guest-set `guestinfo.local-ipv4` the same way).
 2. The stack (`InitPkiDelivery`, components/vsphere/pki_delivery.py) reads that certificate from
-   the VM, seals the PKI bundle (components/k8s/node_bootstrap/pki_handoff.py) to it and writes
-   the envelope to the VM as `guestinfo.gpucluster.pki.envelope` (`ReconfigVM_Task`; the guest
-   reads extraConfig set on a running VM with `info-get`: govmomi issue 223). The envelope: a
-   fresh 32-byte key wrapped with RSA-OAEP (SHA-256) to the certificate's key, and the bundle
-   under it as the joining control-plane nodes' Secret is sealed (AES-256-CTR, then HMAC-SHA256
-   over IV and ciphertext, both keys derived from the fresh one;
-   components/k8s/node_bootstrap/control_plane_join.py), with labels of its own. Only what the
-   openssl command line opens (`pkeyutl -decrypt` with OAEP, `enc -aes-256-ctr`, `dgst -hmac`)
-   and only algorithms a FIPS-mode template still allows: not CMS, whose RSA key transport is
-   PKCS#1 v1.5 in `cryptography`'s `PKCS7EnvelopeBuilder`.
-3. The node opens it (the script's `open_envelope`), stages the files, deletes its key and
-   answers with the certificate's fingerprint in `guestinfo.gpucluster.pki.received`. The stack
-   then removes the request and the envelope from the VM.
+   the VM, seals the PKI bundle (components/k8s/node_bootstrap/pki_handoff.py) to it, signs the
+   result and writes it to the VM as `guestinfo.gpucluster.pki.envelope` (`ReconfigVM_Task`; the
+   guest reads extraConfig set on a running VM with `info-get`: govmomi issue 223). The envelope
+   (`seal_bundle`): a CMS EnvelopedData with RSA-OAEP (SHA-256) key transport and AES-256-CBC
+   (cms_envelope.py), the fingerprint of the certificate it answers, and an ECDSA P-256 signature
+   of the stack's hand-off key over both. Only what the openssl command line opens, with every key
+   in a file (`cms -decrypt -inkey`, `dgst -verify`): no key on a command line, which any local
+   user reads in /proc/PID/cmdline; and only algorithms a FIPS-mode template still allows.
+3. The node checks the signature with the public half its user-data carries, then the fingerprint
+   (its own certificate), opens it (the script's `open_envelope`), stages the files, deletes its key
+   and answers with the certificate's fingerprint in `guestinfo.gpucluster.pki.received`. The
+   stack then removes the request and the envelope from the VM.
 
 Only ciphertext and public values pass through vCenter. Once the node deleted its key, no copy of
 the envelope (events, vmware.log, a backup of the .vmx) opens any more.
 
-Who can subvert it: whoever can write the VM's extraConfig (VirtualMachine.Config.AdvancedConfig)
-could post their own certificate before the node does, but could as well rewrite its user-data
-before it boots. Any process in the guest can post one too, root or not (open-vm-tools issue
-288): on a first boot, before the bootstrap, nothing but the template's own services runs.
+Who can subvert it (issue 53 item 1): whoever can write the VM's extraConfig
+(VirtualMachine.Config.AdvancedConfig) and any process in the guest, root or not (open-vm-tools
+issue 288), can post a certificate of their own. The stack answers one request per VM: a second
+one means someone else's was there first or came later, and the delivery fails, naming the keys to
+rotate, without sealing to it (pki_delivery.py). An envelope someone else wrote does not carry the
+stack's signature, and the node refuses it. The clone's extraConfig clears the hand-off keys a
+template or an earlier VM left (first_boot.py), so the first request is the new VM's.
 docs/security.md lists it with the other actors.
 
 This module is the channel and the sealing, without Kubernetes: what the bundle holds is
@@ -46,19 +48,17 @@ node_bootstrap/pki_handoff.py's.
 from __future__ import annotations
 
 import base64
-import hashlib
-import hmac
-import os
 
 from cryptography import x509
-from cryptography.hazmat.primitives import hashes
-from cryptography.hazmat.primitives.asymmetric import padding, rsa
-from cryptography.hazmat.primitives.ciphers import Cipher, algorithms, modes
+from cryptography.hazmat.primitives import hashes, serialization
+from cryptography.hazmat.primitives.asymmetric import ec, rsa
+
+from components.vsphere.cms_envelope import envelope_der
 
 REQUEST_KEY = "guestinfo.gpucluster.pki.request"
 """Set by the node: base64 of its handoff certificate (DER)."""
 ENVELOPE_KEY = "guestinfo.gpucluster.pki.envelope"
-"""Set by the stack: base64 of the CMS envelope (DER) sealed to that certificate."""
+"""Set by the stack: the signed envelope sealed to that certificate (`seal_bundle`)."""
 RECEIVED_KEY = "guestinfo.gpucluster.pki.received"
 """Set by the node once it staged the files: `sha256:<hex>` of the certificate it opened them with."""
 HANDOFF_KEYS = (REQUEST_KEY, ENVELOPE_KEY, RECEIVED_KEY)
@@ -90,44 +90,57 @@ def request_fingerprint(value: str) -> str:
     return "sha256:" + certificate.fingerprint(hashes.SHA256()).hex()
 
 
-ENVELOPE_VERSION = "v1"
-ENCRYPTION_KEY_LABEL = b"gpucluster pki-handoff aes-256-ctr"
-MAC_KEY_LABEL = b"gpucluster pki-handoff hmac-sha256"
-IV_BYTES = 16
-OAEP = padding.OAEP(mgf=padding.MGF1(algorithm=hashes.SHA256()), algorithm=hashes.SHA256(), label=None)
-"""What `openssl pkeyutl -decrypt -pkeyopt rsa_padding_mode:oaep -pkeyopt rsa_oaep_md:sha256
--pkeyopt rsa_mgf1_md:sha256` opens."""
+ENVELOPE_VERSION = "v2"
 MAXIMUM_ENVELOPE_CHARS = 60_000
 """Below a GuestRPC value's 64 KiB (open-vm-tools `guest_msg_def.h`, GUESTMSG_MAX_IN_SIZE) and the
 1 MB a VM's guest-set values may take in all (`tools.setInfo.sizeLimit`). A prod bundle is ~8 KB."""
 
 
-def derived_keys(key: bytes) -> tuple[bytes, bytes]:
-    """(AES key, HMAC key), each HMAC-SHA256(key, label): what the script's `hmac_hex` derives."""
-    return (
-        hmac.new(key, ENCRYPTION_KEY_LABEL, hashlib.sha256).digest(),
-        hmac.new(key, MAC_KEY_LABEL, hashlib.sha256).digest(),
-    )
+class HandoffEnvelopeError(ValueError):
+    """A `guestinfo.gpucluster.pki.envelope` value that is not in the form `seal_bundle` writes."""
 
 
-def envelope_mac(iv_hex: str, ciphertext_b64: str, mac_key: bytes) -> str:
-    """HMAC-SHA256 over `<iv hex>:<ciphertext base64>`, as the script hashes what it received."""
-    return hmac.new(mac_key, f"{iv_hex}:{ciphertext_b64}".encode(), hashlib.sha256).hexdigest()
+def signing_key(pem: str) -> ec.EllipticCurvePrivateKey:
+    """The stack's hand-off signing key (ClusterBootstrap's ECDSA P-256 `tls.PrivateKey`)."""
+    try:
+        key = serialization.load_pem_private_key(pem.encode(), password=None)
+    except (ValueError, TypeError) as exc:
+        raise ValueError(f"the key hand-off's signing key is not a PEM private key: {exc}") from exc
+    if not isinstance(key, ec.EllipticCurvePrivateKey) or not isinstance(key.curve, ec.SECP256R1):
+        raise ValueError("the key hand-off's signing key must be ECDSA P-256")
+    return key
 
 
-def seal_bundle(bundle: bytes, request: str) -> str:
-    """The bundle sealed to the posted certificate:
-    `v1.<base64 RSA-OAEP-wrapped key>.<iv hex>.<base64 AES-256-CTR ciphertext>.<HMAC hex>`.
-    A fresh key each time: a new envelope for every request answered."""
-    public_key = request_certificate(request).public_key()
-    assert isinstance(public_key, rsa.RSAPublicKey)  # request_certificate checked it
-    key = os.urandom(32)
-    encryption_key, mac_key = derived_keys(key)
-    iv = os.urandom(IV_BYTES)
-    encryptor = Cipher(algorithms.AES(encryption_key), modes.CTR(iv)).encryptor()
-    ciphertext = base64.b64encode(encryptor.update(bundle) + encryptor.finalize()).decode()
-    wrapped = base64.b64encode(public_key.encrypt(key, OAEP)).decode()
-    envelope = ".".join((ENVELOPE_VERSION, wrapped, iv.hex(), ciphertext, envelope_mac(iv.hex(), ciphertext, mac_key)))
+def seal_bundle(bundle: bytes, request: str, signing_key_pem: str) -> str:
+    """The bundle sealed to the posted certificate and signed by the stack:
+    `v2.<certificate fingerprint hex>.<base64 CMS EnvelopedData>.<base64 ECDSA-SHA256 signature>`,
+    the signature over everything before its own dot.
+
+    The CMS (cms_envelope.py: RSA-OAEP-SHA256, AES-256-CBC) opens with `openssl cms -decrypt`,
+    which takes the node's key from a file: no key passes a command line (issue 53 item 3). The
+    signature (ECDSA P-256, `openssl dgst -sha256 -verify` with the public half from the user-data)
+    is what lets the node refuse an envelope someone else wrote to its guestinfo (issue 53 item 1);
+    it also covers the ciphertext, which CBC does not. The fingerprint names the one request it
+    answers, so a re-run of the delivery knows which certificate got the keys. A fresh content key
+    every call. Only algorithms a FIPS-mode template allows."""
+    certificate = request_certificate(request)
+    fingerprint = certificate.fingerprint(hashes.SHA256()).hex()
+    body = ".".join((ENVELOPE_VERSION, fingerprint, base64.b64encode(envelope_der(bundle, certificate)).decode()))
+    signature = signing_key(signing_key_pem).sign(body.encode(), ec.ECDSA(hashes.SHA256()))
+    envelope = f"{body}.{base64.b64encode(signature).decode()}"
     if len(envelope) > MAXIMUM_ENVELOPE_CHARS:
         raise ValueError(f"the sealed keys take {len(envelope)} characters, more than a guestinfo value carries")
     return envelope
+
+
+def envelope_recipient(envelope: str) -> str:
+    """`sha256:<hex>` of the certificate an envelope was sealed to (what its header says; the
+    delivery reads it to know which request a former run answered)."""
+    parts = envelope.strip().split(".")
+    if len(parts) != 4 or parts[0] != ENVELOPE_VERSION or len(parts[1]) != 64:
+        raise HandoffEnvelopeError(f"{ENVELOPE_KEY} is not a {ENVELOPE_VERSION} envelope")
+    try:
+        bytes.fromhex(parts[1])
+    except ValueError as exc:
+        raise HandoffEnvelopeError(f"{ENVELOPE_KEY} names no certificate fingerprint") from exc
+    return f"sha256:{parts[1]}"

@@ -344,7 +344,8 @@ class NodePool(pulumi.ComponentResource):
                 # the guest and GuestinfoScrub removes it from the VM once the guest read it, so the
                 # live value differs. Changing it later must not churn the VM (nor put the secrets
                 # back): a node is re-bootstrapped by replacing it, not by editing extraConfig.
-                # Only those keys: any other extraConfig stays managed.
+                # The key hand-off's keys, cleared at the clone, are then set by the node and
+                # InitPkiDelivery. Only those keys: any other extraConfig stays managed.
                 ignore_changes=[
                     *(f'extraConfig["{key}"]' for key in GUESTINFO_KEYS),
                     *(ROLLED_PROPERTIES if trigger is not None else ()),

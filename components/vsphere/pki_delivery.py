@@ -7,16 +7,29 @@ waits until the node answers `guestinfo.gpucluster.pki.received` with that certi
 fingerprint, and removes the request and the envelope from the VM (the answer stays: it is public,
 and a re-run that finds it knows the node has its keys).
 
-Re-runs and faults: a node that rebooted before opening the envelope keeps its key on disk and
-posts the same request, so the envelope written still opens. A request that changes (a node that
-lost its key, or a stale one copied with a template) is answered again: only the latest counts,
-and only its fingerprint ends the wait. An interrupted `create` runs again from the top and finds
-either the answer (done) or the request (answers it again). The wait is `wait_seconds` (the
-program gives the join's timeout); running out fails `pulumi up` naming the VM and what to check.
+One request per VM (issue 53 item 1). Anyone who can set the VM's guestinfo can post a
+certificate: a vCenter user with VirtualMachine.Config.AdvancedConfig, or any process in the guest,
+root or not (open-vm-tools lets every user `info-set`). So the stack seals to the first request it
+finds and to no other: a second certificate means either the first or the second was not the
+node's, and the keys may be in someone else's hands. `create` then fails, names what to rotate
+("keys exposed: rotate ...") and seals nothing to the newcomer; it keeps failing on every re-run
+until the VM is replaced (a new VM is a new delivery). The envelope names the certificate it was
+sealed to, and stays on the VM until the node answers, so a re-run knows which request was
+answered even when the run that answered it was cut. The envelope is signed with the stack's
+hand-off key (`signing_key`, ClusterBootstrap's), whose public half the init node's user-data
+carries: the node opens no envelope the stack did not write. The clone clears the hand-off keys a
+template or an earlier VM left (first_boot.py), so the first request is the new VM's own.
 
-Why the request is trusted: only the VM's guest and whoever may write its extraConfig can set it,
-and both already control the node (pki_handoff.py). Every value read or written is public or
-ciphertext: a refresh or a failed run leaves no key in vCenter.
+Re-runs and faults: a node that rebooted before opening the envelope keeps its key on disk and
+posts the same request, so the envelope written still opens (a re-run seals to it again). A node
+that lost its key posts another certificate: that is a second request too, refused as above, since
+the stack cannot tell it from someone else's. An interrupted `create` runs again from the top and
+finds either the answer (done) or the request and the envelope (seals again to the same
+certificate). The wait is `wait_seconds` (the program gives the join's timeout); running out fails
+`pulumi up` naming the VM and what to check.
+
+Every value read or written is public, ciphertext or a signature: a refresh or a failed run leaves
+no key in vCenter.
 
 The handoff keys are no drift for the VM resource: terraform-provider-vsphere reads back only the
 extraConfig keys its configuration names (virtual_machine_config_structure.go, `flattenExtraConfig`).
@@ -50,7 +63,9 @@ from components.vsphere.key_handoff import (
     HANDOFF_KEYS,
     RECEIVED_KEY,
     REQUEST_KEY,
+    HandoffEnvelopeError,
     HandoffRequestError,
+    envelope_recipient,
     request_fingerprint,
     seal_bundle,
 )
@@ -75,19 +90,49 @@ def handoff_values(vm: Any) -> dict[str, str]:
     return {str(o.key): str(o.value) for o in vm.config.extraConfig or [] if o.key in HANDOFF_KEYS}
 
 
-def delivered(values: dict[str, str]) -> bool:
-    """Whether the node has said its keys arrived: its answer names the certificate of the request
-    the VM holds, or the request is gone (removed after an answer by an earlier run)."""
+def delivered(values: dict[str, str], answered: str) -> bool:
+    """Whether the node has said its keys arrived: its answer names `answered`, the certificate
+    the keys were sealed to, and the VM holds no other request."""
     received = values.get(RECEIVED_KEY)
-    if not received:
+    if not received or received != answered:
         return False
     request = values.get(REQUEST_KEY)
-    if not request:
-        return True
+    return not request or _fingerprint(request) in (answered, None)
+
+
+def _fingerprint(request: str) -> str | None:
     try:
-        return received == request_fingerprint(request)
+        return request_fingerprint(request)
     except HandoffRequestError:
-        return False
+        return None
+
+
+def earlier_answer(values: dict[str, str]) -> str | None:
+    """The certificate an earlier run sealed the keys to: what the envelope still on the VM names
+    (a run cut after sealing), or the node's answer once the envelope was removed."""
+    envelope = values.get(ENVELOPE_KEY)
+    if envelope:
+        try:
+            return envelope_recipient(envelope)
+        except HandoffEnvelopeError:
+            return None
+    return values.get(RECEIVED_KEY) or None
+
+
+def exposure_error(label: str, answered: str, other: str) -> VsphereError:
+    """The delivery's verdict on a second request: the keys went to one of two certificates, and
+    only one of them can be the node's."""
+    return VsphereError(
+        f"VM {label}: keys exposed: rotate. A second key request ({other}) appeared after the keys were sealed "
+        f"to {answered}; the stack answers one request per VM, so one of the two was posted by someone else "
+        "(a vCenter user with VirtualMachine.Config.AdvancedConfig on this VM, or a process in its guest), who may "
+        "hold the cluster's keys. Nothing was sealed to the second. Rotate every key the init node receives: the "
+        "cluster CA, the front-proxy CA, the etcd CA, the service-account key and the Secrets encryption keys "
+        "(pulumi up --replace with the URNs of ClusterBootstrap's tls PrivateKey resources *-ca-key, "
+        "*-front-proxy-ca-key, *-etcd-ca-key, *-sa-key and its random RandomBytes *-secrets-encryption-*), "
+        "and replace this VM; then find who could set its guestinfo",
+        object_name=label,
+    )
 
 
 def write_envelope(vm: Any, envelope: str) -> None:
@@ -105,6 +150,9 @@ class InitPkiDeliveryProvider(VsphereProvider):
     def check(self, _olds: dict[str, Any], news: dict[str, Any]) -> handlers.CheckResult:
         inputs = public_props(news)
         failures = check_vm_id(inputs)
+        key = inputs.get("signing_key")
+        if not is_unknown(key) and (not isinstance(key, str) or "PRIVATE KEY" not in key):
+            failures.append(handlers.CheckFailure("signing_key", "must be the PEM of the stack's hand-off signing key"))
         bundle = inputs.get("bundle")
         if not is_unknown(bundle):
             try:
@@ -196,33 +244,42 @@ class InitPkiDeliveryProvider(VsphereProvider):
         bundle = base64.b64decode(props["bundle"])
         deadline = self._wait.clock() + float(props["wait_seconds"])
         answered: str | None = None
+        sent = False
+        ignored: set[str] = set()
         while True:
             values = self._values(vm_id, label)
-            if delivered(values):
+            if answered is None:
+                answered = earlier_answer(values)
+            if answered is not None and delivered(values, answered):
                 break
             request = values.get(REQUEST_KEY)
-            if request and request != answered:
+            fingerprint = _fingerprint(request) if request else None
+            if request and fingerprint is None and request not in ignored:
+                ignored.add(request)
+                pulumi.log.warn(f"VM {label}: ignoring a key request that is not a certificate to seal to")
+            if fingerprint is not None and answered is not None and fingerprint != answered:
+                raise exposure_error(label, answered, fingerprint)
+            if fingerprint is not None and not sent:
+                assert request is not None  # a fingerprint comes from a request
                 try:
-                    envelope = seal_bundle(bundle, request)
-                except HandoffRequestError as exc:
-                    pulumi.log.warn(f"VM {label}: ignoring its key request: {exc}")
-                else:
-                    self._send(vm_id, label, envelope)
-                    pulumi.log.info(f"VM {label}: its keys were sealed to {request_fingerprint(request)} and delivered")
-                answered = request
+                    envelope = seal_bundle(bundle, request, str(props["signing_key"]))
+                except ValueError as exc:  # the signing key, or a bundle too large for guestinfo
+                    raise VsphereError(f"VM {label}: could not seal its keys: {exc}", object_name=label) from exc
+                self._send(vm_id, label, envelope)
+                pulumi.log.info(f"VM {label}: its keys were sealed to {fingerprint} and delivered")
+                answered, sent = fingerprint, True
             if self._wait.clock() >= deadline:
                 raise VsphereError(
                     f"VM {label}: its node did not "
-                    + ("confirm it received" if answered else "ask for")
+                    + ("confirm it received" if sent else "ask for")
                     + f" its keys within {float(props['wait_seconds']) / 60:g} minutes (guestinfo "
-                    f"{REQUEST_KEY if not answered else RECEIVED_KEY}). On the node: journalctl -u "
+                    f"{REQUEST_KEY if not sent else RECEIVED_KEY}). On the node: journalctl -u "
                     "gpucluster-bootstrap (is open-vm-tools running?); then run pulumi up again",
                     object_name=label,
                 )
             self._wait.sleep(self._wait.poll_seconds)
-        fingerprint = values.get(RECEIVED_KEY, "")
         left = self._remove(vm_id, label, (REQUEST_KEY, ENVELOPE_KEY)) or []
-        return handlers.CreateResult(id_=f"init-pki-delivery:{vm_id}", outs=self._outs(props, left, fingerprint))
+        return handlers.CreateResult(id_=f"init-pki-delivery:{vm_id}", outs=self._outs(props, left, answered or ""))
 
     def update(self, _id: str, olds: dict[str, Any], news: dict[str, Any]) -> handlers.UpdateResult:
         # Only inputs that change nothing on the VM reach here (diff replaces for a new VM).
@@ -271,6 +328,7 @@ class InitPkiDelivery(GpuclusterResource, module="vsphere", name="InitPkiDeliver
         vm_name: str,
         node_name: str,
         bundle: pulumi.Input[str],
+        signing_key: pulumi.Input[str],
         wait_seconds: float,
         opts: pulumi.ResourceOptions | None = None,
     ) -> None:
@@ -279,6 +337,9 @@ class InitPkiDelivery(GpuclusterResource, module="vsphere", name="InitPkiDeliver
         :param vm_name: the VM's name in vCenter (for messages).
         :param node_name: the node the VM becomes.
         :param bundle: base64 of `pki_handoff.pki_bundle` (`ClusterBootstrap.init_pki_bundle`); kept secret.
+        :param signing_key: PEM of the stack's ECDSA P-256 hand-off key
+            (`ClusterBootstrap.init_pki_signing_key_pem`), whose public half the init node's user-data
+            carries; kept secret.
         :param wait_seconds: how long to wait for the node's request and its answer.
         """
         super().__init__(
@@ -288,6 +349,7 @@ class InitPkiDelivery(GpuclusterResource, module="vsphere", name="InitPkiDeliver
                 "vm_name": vm_name,
                 "node_name": node_name,
                 "bundle": pulumi.Output.secret(bundle),
+                "signing_key": pulumi.Output.secret(signing_key),
                 "wait_seconds": wait_seconds,
                 "certificate_fingerprint": None,
                 "keys_present": None,

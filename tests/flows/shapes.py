@@ -23,6 +23,7 @@ from components.k8s.node_bootstrap import ClusterNode, ClusterSpec, UserDataRend
 from components.k8s.node_bootstrap.spec import NodeFirewall
 from tests.components.k8s.node_bootstrap.cluster_settings import (
     CONTROL_PLANE_JOIN,
+    HANDOFF_SIGNER_PEM,
     cluster_settings,
 )
 
@@ -133,7 +134,7 @@ def first_boot_files(spec: ClusterSpec, node: str) -> dict[str, str]:
         spec,
         token="abcdef.0123456789abcdef",
         ca_cert_hash="sha256:" + "0" * 64,
-        control_plane_join=CONTROL_PLANE_JOIN,
+        control_plane_join=CONTROL_PLANE_JOIN, pki_handoff_signer_pem=HANDOFF_SIGNER_PEM,
     )
     document = yaml.load(renderer.render(node), Loader=getattr(yaml, "CSafeLoader", yaml.SafeLoader))
     return {f["path"]: f["content"] for f in document["write_files"]}

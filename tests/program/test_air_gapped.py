@@ -24,7 +24,7 @@ from stacks.environment.loader import (
 )
 from stacks.tools.images.inventory import container_images, inventory, outside_plan_images
 from stacks.tools.plan.command import kubernetes_objects, plan_stack
-from tests.components.k8s.node_bootstrap.cluster_settings import CONTROL_PLANE_JOIN
+from tests.components.k8s.node_bootstrap.cluster_settings import CONTROL_PLANE_JOIN, HANDOFF_SIGNER_PEM
 from tests.program.conftest import run_view, stack_view
 
 REGISTRY = "registry.site.example:5000/gpucluster"
@@ -134,7 +134,7 @@ def test_the_first_boot_fetches_and_pulls_only_from_the_mirror() -> None:
     env = load_environment(_mirrored())
     spec = cluster_spec(env, ClusterSpec)
     renderer = UserDataRenderer(spec, token="abcdef.0123456789abcdef", ca_cert_hash="sha256:" + "0" * 64,
-        control_plane_join=CONTROL_PLANE_JOIN,
+        control_plane_join=CONTROL_PLANE_JOIN, pki_handoff_signer_pem=HANDOFF_SIGNER_PEM,
     )
     for node in [*spec.control_plane_nodes, *spec.worker_nodes]:
         user_data = renderer.render(node.name)

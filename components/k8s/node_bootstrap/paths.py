@@ -65,5 +65,8 @@ CONTROL_PLANE_JOIN_ENV_PATH = "/etc/gpucluster/control-plane-join.env"
 """Joining control-plane nodes: the short-lived join token and the certificate key that open the
 two Secrets they fetch (control_plane_join.py). 0600, removed once the node is bootstrapped."""
 CLUSTER_CA_CERT_PATH = "/etc/gpucluster/cluster-ca.crt"
+PKI_HANDOFF_SIGNER_PATH = "/etc/gpucluster/pki-handoff-signer.pem"
+"""First control-plane node only: the public half of the stack's key hand-off signing key; the
+node opens no sealed keys without its signature (components/vsphere/key_handoff.py)."""
 """Joining control-plane nodes: the cluster CA certificate (public), which the script checks
 against the CA pin and then trusts for the fetch of the sealed EncryptionConfiguration."""

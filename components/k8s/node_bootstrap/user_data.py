@@ -136,17 +136,23 @@ def render_user_data(
     token: str,
     ca_cert_hash: str,
     control_plane_join: ControlPlaneJoin | None = None,
+    pki_handoff_signer_pem: str | None = None,
 ) -> str:
     """The `#cloud-config` user-data of one node.
 
-    `control_plane_join` is required for the control-plane nodes other than the first. No node's
+    `control_plane_join` is required for the control-plane nodes other than the first,
+    `pki_handoff_signer_pem` (a public key) for the first. No node's
     user-data carries a long-lived key (the init node's arrive sealed: pki_handoff.py), but every
     one carries a token: callers must keep it secret. To render many nodes from the same
     credentials, use one `UserDataRenderer`.
     """
-    return UserDataRenderer(spec, token=token, ca_cert_hash=ca_cert_hash, control_plane_join=control_plane_join).render(
-        node_name
-    )
+    return UserDataRenderer(
+        spec,
+        token=token,
+        ca_cert_hash=ca_cert_hash,
+        control_plane_join=control_plane_join,
+        pki_handoff_signer_pem=pki_handoff_signer_pem,
+    ).render(node_name)
 
 
 _RUNCMD = [
@@ -178,6 +184,7 @@ class UserDataRenderer:
         token: str,
         ca_cert_hash: str,
         control_plane_join: ControlPlaneJoin | None = None,
+        pki_handoff_signer_pem: str | None = None,
     ) -> None:
         if not BOOTSTRAP_TOKEN_PATTERN.match(token):
             raise ValueError("token is not a kubeadm bootstrap token ([a-z0-9]{6}.[a-z0-9]{16})")
@@ -187,6 +194,7 @@ class UserDataRenderer:
         self._token = token
         self._ca_cert_hash = ca_cert_hash
         self._control_plane_join = control_plane_join
+        self._pki_handoff_signer_pem = pki_handoff_signer_pem
         self._emitted_files: dict[tuple[tuple[str, str], ...], str] = {}
 
     def render(self, node_name: str) -> str:
@@ -229,7 +237,14 @@ class UserDataRenderer:
                 )
             ]
         else:  # the init node: its keys arrive sealed to a key it makes (pki_handoff.py)
+            if not self._pki_handoff_signer_pem:
+                raise ValueError(
+                    f"the first control-plane node {node_name!r} needs the public half of the stack's key "
+                    "hand-off signing key (pki_handoff_signer_pem): it opens no sealed keys without it"
+                )
             files.extend(_api_server_files())
+            # Public: the node checks the sealed keys' signature with it before it opens them.
+            files.append(_file(paths.PKI_HANDOFF_SIGNER_PATH, self._pki_handoff_signer_pem, "0644"))
             kubeadm_docs = kubeadm_init_documents(spec, token=token)
             # Used instead of init only when the cluster already runs (a replaced VM): the
             # same control-plane join as every other control-plane node. 0600: the token.

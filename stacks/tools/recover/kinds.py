@@ -53,8 +53,12 @@ ADOPTED: dict[str, str] = {
     # components/vsphere/guestinfo_scrub.py `create` -> `_scrub`: removes keys still there.
     "GuestinfoScrub": "removes first-boot keys still present; none left is a no-op",
     # components/vsphere/pki_delivery.py `create`: done when the node already answered; else it
-    # answers the node's latest key request (a sealed envelope, public values only in vCenter).
-    "InitPkiDelivery": "looks first: a node that confirmed its keys is done; otherwise its latest request is answered",
+    # answers the one request of the VM, the one an earlier run's envelope names (a sealed
+    # envelope, public values only in vCenter), and fails "keys exposed: rotate" on any other.
+    "InitPkiDelivery": (
+        "looks first: a node that confirmed its keys is done; otherwise the VM's one request is answered "
+        "(a second one fails: keys exposed, rotate)"
+    ),
     # components/vsphere/template_copies/replica.py `create` -> `_check_adoptable`: a finished copy
     # of its name is REFUSED (it could be another resource's live copy). See `TEMPLATE_COPY_NOTE`.
     "TemplateReplica": "NOT idempotent over a finished copy: see the template copies listed below",

@@ -3,7 +3,8 @@ sealed to a key it made, and vCenter never holds one in plain text.
 
 The provider runs as the plugin runs it (its own session, configured like the engine does). The
 guest is a thread doing what the bootstrap's `receive_pki` does, with the real openssl for the
-key, the certificate, the unwrap (`pkeyutl`, OAEP), the HMAC and the decryption, and the real tar; only its guestinfo calls are a double
+key, the certificate, the signature check (`dgst -verify`) and the decryption (`cms -decrypt`,
+RSA-OAEP), and the real tar; only its guestinfo calls are a double
 (docs/tests.md): `info-set` becomes a reconfigure of the VM's extraConfig, which is where vCenter
 shows a value the guest set (vm-operator reads guest-set keys from `config.extraConfig`), and
 `info-get` reads extraConfig. The script's own run of the same exchange, against the program's
@@ -31,10 +32,16 @@ from components.k8s.node_bootstrap.pki_handoff import BUNDLE_MEMBERS, pki_bundle
 from components.vcenter.errors import VsphereError
 from components.vsphere.first_boot import asks_for_its_keys, guestinfo_extra_config, metadata_document
 from components.vsphere.guestinfo_scrub import GuestinfoScrubProvider
-from components.vsphere.key_handoff import ENVELOPE_KEY, RECEIVED_KEY, REQUEST_KEY
+from components.vsphere.key_handoff import ENVELOPE_KEY, HANDOFF_KEYS, RECEIVED_KEY, REQUEST_KEY, envelope_recipient
 from components.vsphere.pki_delivery import DeliveryWait, InitPkiDeliveryProvider
 from components.vsphere.provider_base import RetryPolicy
-from tests.components.k8s.node_bootstrap.cluster_settings import PEM_FIELDS, TEST_ENCRYPTION_KEYS, cluster_settings
+from tests.components.k8s.node_bootstrap.cluster_settings import (
+    HANDOFF_SIGNER_PEM,
+    HANDOFF_SIGNING_KEY_PEM,
+    PEM_FIELDS,
+    TEST_ENCRYPTION_KEYS,
+    cluster_settings,
+)
 from tests.components.vsphere.conftest import TEMPLATE_VM
 from tests.components.vsphere.test_vcsim_control_plane_keys import _readable, _reconfigure_events
 from tests.components.vsphere.vm_helpers import clone, destroy, power_on, reconfigure, unique
@@ -91,6 +98,7 @@ def _props(vm: Any, wait_seconds: float = 30) -> dict[str, Any]:
         "vm_name": vm.name,
         "node_name": "master",
         "bundle": base64.b64encode(BUNDLE).decode(),
+        "signing_key": HANDOFF_SIGNING_KEY_PEM,
         "wait_seconds": wait_seconds,
     }
 
@@ -111,7 +119,9 @@ class Guest:
              "-keyout", str(self.key), "-out", str(self.cert)],
             check=True, capture_output=True,
         )  # fmt: skip
-        der = subprocess.run(["openssl", "x509", "-in", str(self.cert), "-outform", "der"], check=True, capture_output=True).stdout
+        der = subprocess.run(
+            ["openssl", "x509", "-in", str(self.cert), "-outform", "der"], check=True, capture_output=True
+        ).stdout
         return base64.b64encode(der).decode()
 
     def info_set(self, key: str, value: str) -> None:
@@ -121,31 +131,34 @@ class Guest:
         return subprocess.run(["openssl", *args], input=stdin, check=True, capture_output=True).stdout
 
     def _opened(self, envelope: str | None) -> bool:
-        """As the script's `open_envelope`: the key unwrapped with `pkeyutl` (OAEP), the HMAC
-        checked with `dgst`, the bundle decrypted with `enc`; False when it is not for this key."""
+        """As the script's `open_envelope`: the stack's signature checked with `dgst -verify` and the
+        public key from user-data, then the certificate it names, then `cms -decrypt`; False when
+        it is not for this key."""
         if not envelope:
             return False
-        version, wrapped, iv, ciphertext, mac = envelope.split(".")
-        assert version == "v1"
-        (self.home / "wrapped.bin").write_bytes(base64.b64decode(wrapped))
-        try:
-            key = self._openssl(
-                "pkeyutl", "-decrypt", "-inkey", str(self.key), "-in", str(self.home / "wrapped.bin"),
-                "-pkeyopt", "rsa_padding_mode:oaep", "-pkeyopt", "rsa_oaep_md:sha256", "-pkeyopt", "rsa_mgf1_md:sha256",
-            ).hex()  # fmt: skip
-        except subprocess.CalledProcessError:
+        version, fingerprint, cms, signature = envelope.split(".")
+        assert version == "v2"
+        signer = self.home / "signer.pem"
+        signer.write_text(HANDOFF_SIGNER_PEM)
+        (self.home / "envelope.signed").write_text(f"{version}.{fingerprint}.{cms}")
+        (self.home / "envelope.sig").write_bytes(base64.b64decode(signature))
+        self._openssl(
+            "dgst", "-sha256", "-verify", str(signer), "-signature", str(self.home / "envelope.sig"),
+            str(self.home / "envelope.signed"),
+        )  # fmt: skip
+        mine = hashlib.sha256(base64.b64decode(self._request())).hexdigest()
+        if fingerprint != mine:
             return False
-
-        def hmac_hex(hex_key: str, data: str) -> str:
-            out = self._openssl("dgst", "-sha256", "-mac", "HMAC", "-macopt", f"hexkey:{hex_key}", "-r", stdin=data.encode())
-            return out.decode().split()[0]
-
-        enc_key = hmac_hex(key, "gpucluster pki-handoff aes-256-ctr")
-        mac_key = hmac_hex(key, "gpucluster pki-handoff hmac-sha256")
-        assert hmac_hex(mac_key, f"{iv}:{ciphertext}") == mac
-        bundle = self._openssl("enc", "-d", "-aes-256-ctr", "-K", enc_key, "-iv", iv, stdin=base64.b64decode(ciphertext))
-        (self.home / "bundle.tgz").write_bytes(bundle)
+        (self.home / "envelope.der").write_bytes(base64.b64decode(cms))
+        self._openssl(
+            "cms", "-decrypt", "-inform", "DER", "-in", str(self.home / "envelope.der"), "-inkey", str(self.key),
+            "-recip", str(self.cert), "-out", str(self.home / "bundle.tgz"),
+        )  # fmt: skip
         return True
+
+    def _request(self) -> str:
+        der = self._openssl("x509", "-in", str(self.cert), "-outform", "der")
+        return base64.b64encode(der).decode()
 
     def receive(self, request: str) -> None:
         try:
@@ -158,7 +171,9 @@ class Guest:
                 time.sleep(0.2)
             opened = self.home / "open"
             opened.mkdir()
-            subprocess.run(["tar", "-xzf", str(self.home / "bundle.tgz"), "-C", str(opened), *BUNDLE_MEMBERS], check=True)
+            subprocess.run(
+                ["tar", "-xzf", str(self.home / "bundle.tgz"), "-C", str(opened), *BUNDLE_MEMBERS], check=True
+            )
             self.staged = {name: (opened / name).read_bytes() for name in BUNDLE_MEMBERS}
             self.key.unlink()
             fingerprint = hashlib.sha256(base64.b64decode(request)).hexdigest()
@@ -190,7 +205,10 @@ def test_the_init_node_receives_its_keys_and_vcenter_never_holds_one(
     assert guest.staged == _bundle_members()
     assert b"PRIVATE KEY" in guest.staged["ca.key"]
     # What a vCenter reader sees, now and in the event log: only public values and ciphertext.
-    for where, text in (("extraConfig", _readable(list(_extra(init_vm).values()))), ("events", _reconfigure_events(si, init_vm))):
+    for where, text in (
+        ("extraConfig", _readable(list(_extra(init_vm).values()))),
+        ("events", _reconfigure_events(si, init_vm)),
+    ):
         assert "PRIVATE KEY" not in text, where
         assert TEST_ENCRYPTION_KEYS["key-1"] not in text, where
     left = _extra(init_vm)
@@ -209,29 +227,95 @@ def test_a_rerun_after_the_delivery_finds_the_answer_and_delivers_nothing_again(
     assert ENVELOPE_KEY not in _extra(init_vm)
 
 
-def test_a_stale_request_is_answered_again_when_the_node_posts_its_own(
+def _fingerprint(request: str) -> str:
+    return "sha256:" + hashlib.sha256(base64.b64decode(request)).hexdigest()
+
+
+def test_a_second_certificate_fails_the_delivery_keys_exposed_and_nothing_is_sealed_to_it(
     si: Any, init_vm: Any, provider: InitPkiDeliveryProvider, tmp_path: Path
 ) -> None:
-    """A request the node cannot open (a certificate copied with a template) is answered, and so
-    is the node's own when it comes: only its answer ends the wait."""
-    stale_home = tmp_path / "stale"
-    stale_home.mkdir()
-    Guest(init_vm, stale_home).info_set(REQUEST_KEY, Guest(init_vm, stale_home).make_key())
+    """Issue 53 item 1: someone (a vCenter user with AdvancedConfig, a process in the guest) posts
+    a certificate before the node does and gets the keys sealed to it. The node's own request,
+    when it comes, is a second one: the delivery fails naming the exposure and what to rotate, and
+    seals nothing to it; a re-run fails the same way (the VM is to be replaced)."""
+    (tmp_path / "other").mkdir()
+    other = Guest(init_vm, tmp_path / "other")
+    first = other.make_key()
+    other.info_set(REQUEST_KEY, first)
     (tmp_path / "node").mkdir()
-    guest = Guest(init_vm, tmp_path / "node")
-    request = guest.make_key()
+    node = Guest(init_vm, tmp_path / "node")
+    second = node.make_key()
 
     def post_later() -> None:
         time.sleep(1.0)
-        guest.receive(request)
+        node.info_set(REQUEST_KEY, second)
 
     thread = threading.Thread(target=post_later)
     thread.start()
-    created = provider.create(provider.check({}, _props(init_vm)).inputs)
+    with pytest.raises(VsphereError) as failed:
+        provider.create(provider.check({}, _props(init_vm)).inputs)
     thread.join(60)
-    assert guest.error is None, guest.error
-    assert guest.staged == _bundle_members()
-    assert created.outs["certificate_fingerprint"] == "sha256:" + hashlib.sha256(base64.b64decode(request)).hexdigest()
+    message = str(failed.value)
+    assert "keys exposed: rotate" in message
+    assert _fingerprint(first) in message and _fingerprint(second) in message
+    for what in ("cluster CA", "front-proxy CA", "etcd CA", "service-account key", "Secrets encryption keys"):
+        assert what in message
+    left = _extra(init_vm)
+    assert envelope_recipient(left[ENVELOPE_KEY]) == _fingerprint(first)  # none sealed to the second
+    assert RECEIVED_KEY not in left
+    with pytest.raises(VsphereError, match="keys exposed: rotate"):
+        provider.create(provider.check({}, _props(init_vm, wait_seconds=5)).inputs)
+    assert envelope_recipient(_extra(init_vm)[ENVELOPE_KEY]) == _fingerprint(first)
+
+
+def test_a_request_posted_after_the_node_received_its_keys_fails_the_delivery(
+    si: Any, init_vm: Any, provider: InitPkiDeliveryProvider, tmp_path: Path
+) -> None:
+    """The node asked, got the envelope, answered; a certificate posted before the stack saw the
+    answer is still a second request: the run fails rather than counting the keys delivered."""
+    guest = Guest(init_vm, tmp_path)
+    request = guest.make_key()
+    (tmp_path / "other").mkdir()
+    other = Guest(init_vm, tmp_path / "other")
+    late = other.make_key()
+    original = guest.info_set
+
+    def answer_then_someone_posts(key: str, value: str) -> None:
+        if key == RECEIVED_KEY:
+            other.info_set(REQUEST_KEY, late)
+        original(key, value)
+
+    guest.info_set = answer_then_someone_posts  # type: ignore[method-assign]
+    thread = threading.Thread(target=guest.receive, args=(request,))
+    thread.start()
+    with pytest.raises(VsphereError, match="keys exposed: rotate"):
+        provider.create(provider.check({}, _props(init_vm)).inputs)
+    thread.join(60)
+
+
+def test_the_clone_clears_handoff_keys_a_template_or_an_earlier_vm_left(
+    find: Callable[[Any, str], Any], provider: InitPkiDeliveryProvider, tmp_path: Path
+) -> None:
+    """A VM cloned from a template that carries a request, an envelope and an answer: the
+    extraConfig the clone gets (`guestinfo_extra_config`, applied before power-on) removes them,
+    so a stale answer cannot pass for this VM's and the first request is its own."""
+    template = clone(find(vim.VirtualMachine, TEMPLATE_VM), unique("stale"))
+    try:
+        guest = Guest(template, tmp_path)
+        stale = {REQUEST_KEY: guest.make_key(), ENVELOPE_KEY: "v2.stale", RECEIVED_KEY: "sha256:" + "0" * 64}
+        reconfigure(template, extraConfig=[vim.option.OptionValue(key=k, value=v) for k, v in stale.items()])
+        assert set(HANDOFF_KEYS) <= set(_extra(template))
+        vm = clone(template, unique("pki"))
+        try:
+            assert set(HANDOFF_KEYS) <= set(_extra(vm))  # the clone copied them
+            extra = guestinfo_extra_config(_metadata(), USER_DATA)
+            reconfigure(vm, extraConfig=[vim.option.OptionValue(key=k, value=v) for k, v in extra.items()])
+            assert not set(HANDOFF_KEYS) & set(_extra(vm))
+            assert asks_for_its_keys(_extra(vm)["guestinfo.metadata"])
+        finally:
+            destroy(vm)
+    finally:
+        destroy(template)
 
 
 def test_a_node_that_never_asks_fails_the_run_naming_the_vm(init_vm: Any, provider: InitPkiDeliveryProvider) -> None:
@@ -244,7 +328,9 @@ def test_an_init_vm_made_before_the_sealed_delivery_is_left_alone(
 ) -> None:
     """An existing cluster's init VM: its metadata has no marker (the VM ignores metadata changes)."""
     extra = guestinfo_extra_config(_metadata(asks=False), USER_DATA)
-    reconfigure(init_vm, extraConfig=[vim.option.OptionValue(key="guestinfo.metadata", value=extra["guestinfo.metadata"])])
+    reconfigure(
+        init_vm, extraConfig=[vim.option.OptionValue(key="guestinfo.metadata", value=extra["guestinfo.metadata"])]
+    )
     created = provider.create(provider.check({}, _props(init_vm, wait_seconds=1)).inputs)
     assert created.outs["certificate_fingerprint"] == ""
     assert ENVELOPE_KEY not in _extra(init_vm)
@@ -291,3 +377,22 @@ def test_the_scrub_and_the_delivery_on_the_same_vm_at_once_leave_each_other_alon
     assert asks_for_its_keys(left["guestinfo.metadata"])
     assert left[RECEIVED_KEY] == created.outs["certificate_fingerprint"]
     assert REQUEST_KEY not in left and ENVELOPE_KEY not in left
+
+
+def test_a_signing_key_that_is_not_the_stacks_ecdsa_key_fails_naming_it_and_writes_nothing(
+    init_vm: Any, provider: InitPkiDeliveryProvider, tmp_path: Path
+) -> None:
+    assert [f.property for f in provider.check({}, {**_props(init_vm), "signing_key": "nope"}).failures] == [
+        "signing_key"
+    ]
+    guest = Guest(init_vm, tmp_path)
+    guest.info_set(REQUEST_KEY, guest.make_key())
+    rsa_key = subprocess.run(
+        ["openssl", "genpkey", "-algorithm", "RSA", "-pkeyopt", "rsa_keygen_bits:2048"],
+        check=True,
+        capture_output=True,
+        text=True,
+    ).stdout
+    with pytest.raises(VsphereError, match=rf"VM {init_vm.name}: could not seal its keys: .*must be ECDSA P-256"):
+        provider.create(provider.check({}, {**_props(init_vm), "signing_key": rsa_key}).inputs)
+    assert ENVELOPE_KEY not in _extra(init_vm)

@@ -442,17 +442,20 @@ stage_gpu() {
 # --- the init node: its keys, sealed to a key made here, never in user-data ----------------------
 # No cluster runs yet whose TLS could carry them, and everything in user-data is readable in
 # vCenter. So this node makes an RSA key, posts its certificate to the VM's guestinfo, and the stack
-# answers with the shared PKI and the Secrets encryption keys sealed to it (open_envelope),
-# then removes both from the VM (components/vsphere/key_handoff.py, pki_delivery.py). The key
-# never leaves this directory and is deleted once the envelope is open: no copy of the envelope
-# (vCenter's events, vmware.log) opens after that. A replaced first node receives its keys the
-# same way, whether it then inits or joins. Only what the openssl command line opens, and only
-# algorithms a FIPS-mode template allows (RSA-OAEP, AES-CTR, HMAC-SHA256).
+# answers with the shared PKI and the Secrets encryption keys sealed to it and signed with the
+# stack's hand-off key (open_envelope), then removes both from the VM (components/vsphere/
+# key_handoff.py, pki_delivery.py). The key never leaves this directory and is deleted once the
+# envelope is open: no copy of the envelope (vCenter's events, vmware.log) opens after that. A
+# replaced first node receives its keys the same way, whether it then inits or joins. Only what the
+# openssl command line opens, every key read from a file (never on a command line: any local user
+# reads /proc/PID/cmdline), and only algorithms a FIPS-mode template allows (RSA-OAEP, AES-CBC,
+# ECDSA P-256, SHA-256).
 guestinfo_get() {  # guestinfo_get KEY: a guestinfo value, or nothing when the VM has none
   vmware-rpctool "info-get guestinfo.$1" 2>/dev/null || true
 }
 
 pki_handoff_dir=$state_dir/pki-handoff
+pki_handoff_signer=$root/etc/gpucluster/pki-handoff-signer.pem  # public, from user-data
 
 certificate_fingerprint() {  # certificate_fingerprint CERT: sha256:<hex> of its DER
   openssl x509 -in "$1" -outform der | sha256sum | sed 's/ .*//; s/^/sha256:/'
@@ -467,40 +470,59 @@ acknowledge_pki() {
 }
 
 # open_envelope ENVELOPE: the bundle sealed to this node's key, into $pki_handoff_dir/bundle.tgz.
-# `v1.<RSA-OAEP-wrapped key>.<iv>.<AES-256-CTR ciphertext>.<HMAC-SHA256>` (pki_handoff.py): the
-# fresh key unwrapped with this node's RSA key, then the joining nodes' encrypt-then-MAC scheme
-# under keys derived from it. Says why when it does not open (sealed to an earlier certificate, cut).
+# `v2.<certificate fingerprint>.<CMS EnvelopedData>.<signature>` (key_handoff.py, seal_bundle): the
+# stack's ECDSA signature over the rest is checked first, with the public key from user-data, so
+# an envelope anyone else wrote to guestinfo (a vCenter user, a process in this guest) is refused
+# unopened; then that it answers this node's certificate; then `openssl cms -decrypt` opens it with
+# this node's key (RSA-OAEP, then AES-256-CBC inside openssl: no key on a command line). Says why
+# when it does not open.
 open_envelope() {
-  local dir=$pki_handoff_dir version wrapped iv ciphertext mac key enc_key mac_key
-  IFS=. read -r version wrapped iv ciphertext mac <<<"$1"
-  if [ "$version" != v1 ] || [ -z "$mac" ]; then
+  local dir=$pki_handoff_dir version fingerprint cms signature
+  IFS=. read -r version fingerprint cms signature <<<"$1"
+  if [ "$version" != v2 ] || [ -z "$signature" ]; then
     log "the sealed keys in guestinfo are not in a form this script opens (version '$version')" >&2
     return 1
   fi
-  printf '%s' "$wrapped" | openssl base64 -d -A >"$dir/wrapped.bin"
-  key=$(openssl pkeyutl -decrypt -inkey "$dir/handoff.key" -in "$dir/wrapped.bin" -pkeyopt rsa_padding_mode:oaep \
-    -pkeyopt rsa_oaep_md:sha256 -pkeyopt rsa_mgf1_md:sha256 2>"$dir/openssl.err" | od -An -v -tx1 | tr -d ' \n') || key=
-  if [ "${#key}" -ne 64 ]; then
-    log "the sealed keys in guestinfo are not sealed to this node's key (an answer to an earlier request?): $(sed -n 1p "$dir/openssl.err")" >&2
+  [ -s "$pki_handoff_signer" ] ||
+    die "$pki_handoff_signer is missing: cloud-init did not write this node's files, and no sealed keys are opened without it"
+  printf '%s.%s.%s' "$version" "$fingerprint" "$cms" >"$dir/envelope.signed"
+  printf '%s' "$signature" | openssl base64 -d -A >"$dir/envelope.sig"
+  if ! openssl dgst -sha256 -verify "$pki_handoff_signer" -signature "$dir/envelope.sig" "$dir/envelope.signed" \
+    >"$dir/openssl.err" 2>&1; then
+    log "the sealed keys in guestinfo are not signed by the stack's hand-off key: refusing them (someone else wrote them?)" >&2
     return 1
   fi
-  enc_key=$(printf '%s' "gpucluster pki-handoff aes-256-ctr" | hmac_hex "$key")
-  mac_key=$(printf '%s' "gpucluster pki-handoff hmac-sha256" | hmac_hex "$key")
-  if [ "$(printf '%s:%s' "$iv" "$ciphertext" | hmac_hex "$mac_key")" != "$mac" ]; then
-    log "the sealed keys in guestinfo open with this node's key but are not intact (HMAC)" >&2
+  if [ "sha256:$fingerprint" != "$(certificate_fingerprint "$dir/handoff.crt")" ]; then
+    log "the sealed keys in guestinfo answer another certificate (sha256:$fingerprint: an earlier request?)" >&2
     return 1
   fi
-  (umask 077 && printf '%s' "$ciphertext" | openssl base64 -d -A |
-    openssl enc -d -aes-256-ctr -K "$enc_key" -iv "$iv" >"$dir/bundle.tgz")
+  printf '%s' "$cms" | openssl base64 -d -A >"$dir/envelope.der"
+  if ! (umask 077 && openssl cms -decrypt -inform DER -in "$dir/envelope.der" -inkey "$dir/handoff.key" \
+    -recip "$dir/handoff.crt" -out "$dir/bundle.tgz" 2>"$dir/openssl.err"); then
+    log "the sealed keys in guestinfo do not open with this node's key: $(sed -n 1p "$dir/openssl.err")" >&2
+    return 1
+  fi
+}
+
+# bundle_has_only_files BUNDLE: whether every member of the tar is a regular file or a directory.
+# tar would extract a symlink, a hard link, a device or a fifo as such, and the chmod and mv that
+# follow act on what a link points at (a member `ca.crt` linking to /etc/shadow makes it 0644: GNU
+# tar 1.34). `tar -tv` starts each line with the member's type as `ls -l` does ('-' file, 'd'
+# directory; 'l', 'h', 'c', 'b', 'p' the rest), and quotes odd characters in names (escape
+# style), so one member is one line.
+bundle_has_only_files() {
+  local listing
+  listing=$(tar -tvzf "$1") || return 1
+  [ -n "$listing" ] && ! grep -qv '^[-d]' <<<"$listing"
 }
 
 receive_pki() {
-  local dir=$pki_handoff_dir request envelope seen="" n=0 delay=5 tool
+  local dir=$pki_handoff_dir request envelope seen="" n=0 delay=5 tool member
   if [ -f "$pki_staging/ca.key" ] && [ -f "$encryption_config" ]; then
     [ ! -f "$dir/handoff.crt" ] || acknowledge_pki
     return 0
   fi
-  for tool in openssl tar gzip od vmware-rpctool; do
+  for tool in openssl tar gzip vmware-rpctool; do
     command -v "$tool" >/dev/null ||
       die "$tool is missing: the first control-plane node needs it to receive its keys (templates/rocky9/ks.cfg installs it: rebuild the template)"
   done
@@ -514,8 +536,9 @@ receive_pki() {
   request=$(openssl x509 -in "$dir/handoff.crt" -outform der | openssl base64 -A)
   log "asking the stack for this node's keys (certificate $(certificate_fingerprint "$dir/handoff.crt")); pulumi up delivers them"
   while :; do
-    # Posted again whenever guestinfo holds another request (one copied with a template, or set
-    # by someone else): the stack answers the latest.
+    # Posted again whenever guestinfo holds another request (one set by someone else): the stack
+    # seals to one request only and fails loudly on a second (pki_delivery.py), so this is what
+    # makes someone else's request seen.
     if [ "$(guestinfo_get gpucluster.pki.request)" != "$request" ]; then
       vmware-rpctool "info-set guestinfo.gpucluster.pki.request $request" >/dev/null ||
         die "could not post this node's key request to guestinfo (vmware-rpctool info-set; a VM with isolation.tools.setinfo.disable=TRUE forbids it)"
@@ -532,18 +555,27 @@ receive_pki() {
     sleep "$delay"
     delay=$((delay * 2 > 30 ? 30 : delay * 2))
   done
+  # Signed by the stack, but checked all the same before anything is extracted, moved or chmodded.
+  bundle_has_only_files "$dir/bundle.tgz" ||
+    die "the sealed keys hold a member that is not a regular file (a link, a device, a fifo): refusing the bundle"
   rm -rf "$dir/open"
   (umask 077 && mkdir -p "$dir/open" &&
     tar -xzf "$dir/bundle.tgz" -C "$dir/open" --no-same-owner --no-same-permissions \
       ca.crt ca.key front-proxy-ca.crt front-proxy-ca.key etcd/ca.crt etcd/ca.key sa.key sa.pub \
       encryption-configuration.yaml) || die "the sealed keys opened but are not the bundle the stack makes"
+  for member in ca.crt ca.key front-proxy-ca.crt front-proxy-ca.key etcd/ca.crt etcd/ca.key sa.key sa.pub \
+    encryption-configuration.yaml; do
+    if [ -L "$dir/open/$member" ] || [ ! -f "$dir/open/$member" ]; then
+      die "the sealed keys' $member is not a regular file: refusing the bundle"
+    fi
+  done
   chmod 0644 "$dir/open/ca.crt" "$dir/open/front-proxy-ca.crt" "$dir/open/etcd/ca.crt" "$dir/open/sa.pub"
   mkdir -p "${encryption_config%/*}"
   mv "$dir/open/encryption-configuration.yaml" "$encryption_config"
   rm -rf "$pki_staging"
   mv "$dir/open" "$pki_staging"
   # The key first: from here on no copy of the envelope opens.
-  rm -f "$dir/handoff.key" "$dir/wrapped.bin" "$dir/bundle.tgz"
+  rm -f "$dir/handoff.key" "$dir/envelope.der" "$dir/bundle.tgz"
   log "received this node's keys, sealed to its own key"
   acknowledge_pki
 }

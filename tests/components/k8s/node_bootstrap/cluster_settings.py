@@ -73,3 +73,23 @@ CONTROL_PLANE_JOIN = ControlPlaneJoin(
     token="cpjoin.0123456789abcdef", certificate_key="5e" * 32, ca_cert_pem=CLUSTER_CA_CERT_PEM
 )
 """What a joining control-plane node's user-data carries (issue 40, item 5)."""
+
+
+def _test_handoff_signer() -> tuple[str, str]:
+    """A real ECDSA P-256 key pair, as ClusterBootstrap's `tls.PrivateKey` makes it: the stack
+    signs the init node's sealed keys with the private half (PEM, SEC1 as pulumi-tls writes it)
+    and the node checks the signature with openssl and the public half from its user-data."""
+    from cryptography.hazmat.primitives import serialization
+    from cryptography.hazmat.primitives.asymmetric import ec
+
+    key = ec.generate_private_key(ec.SECP256R1())
+    private = key.private_bytes(
+        serialization.Encoding.PEM, serialization.PrivateFormat.TraditionalOpenSSL, serialization.NoEncryption()
+    )
+    public = key.public_key().public_bytes(serialization.Encoding.PEM, serialization.PublicFormat.SubjectPublicKeyInfo)
+    return private.decode(), public.decode()
+
+
+HANDOFF_SIGNING_KEY_PEM, HANDOFF_SIGNER_PEM = _test_handoff_signer()
+"""The stack's key hand-off signing key (secret, InitPkiDelivery's) and its public half (the init
+node's user-data)."""

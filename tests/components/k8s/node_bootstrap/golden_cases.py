@@ -34,6 +34,8 @@ CONTROL_PLANE_JOIN = ControlPlaneJoin(
     certificate_key="0" * 64,
     ca_cert_pem="-----BEGIN FAKE CERTIFICATE-----\nnot-a-real-certificate\n-----END FAKE CERTIFICATE-----\n",
 )
+HANDOFF_SIGNER_PEM = "-----BEGIN PUBLIC KEY-----\nnot-a-real-key\n-----END PUBLIC KEY-----\n"
+"""The public half of the stack's key hand-off signing key (the init node's user-data)."""
 SPEC = ClusterSpec(
     cluster_name="lab-k8s",
     kubernetes_version="1.34.2",
@@ -60,9 +62,13 @@ CASES = {
 
 
 def render(case: str) -> str:
-    return UserDataRenderer(SPEC, token=TOKEN, ca_cert_hash=CA_HASH, control_plane_join=CONTROL_PLANE_JOIN).render(
-        CASES[case]
-    )
+    return UserDataRenderer(
+        SPEC,
+        token=TOKEN,
+        ca_cert_hash=CA_HASH,
+        control_plane_join=CONTROL_PLANE_JOIN,
+        pki_handoff_signer_pem=HANDOFF_SIGNER_PEM,
+    ).render(CASES[case])
 
 
 def golden_path(case: str, folder: Path = GOLDEN) -> Path:

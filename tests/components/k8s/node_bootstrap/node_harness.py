@@ -24,6 +24,7 @@ import yaml
 from components.k8s.node_bootstrap.paths import BOOTSTRAP_ENV_PATH, BOOTSTRAP_SCRIPT_PATH, BOOTSTRAP_UNIT_PATH
 from components.k8s.node_bootstrap.pki_handoff import pki_bundle
 from components.k8s.node_bootstrap.spec import ClusterPki, ClusterSpec
+from tests.components.k8s.node_bootstrap.cluster_settings import HANDOFF_SIGNING_KEY_PEM
 
 REPOSITORY_ROOT = Path(__file__).resolve().parents[4]
 
@@ -172,10 +173,14 @@ class Node:
             path.chmod(int(entry["permissions"], 8))
 
     # --- the world around the node -------------------------------------------------------------
-    def stack_delivers_pki(self, spec: ClusterSpec, pki: ClusterPki) -> None:
+    def stack_delivers_pki(
+        self, spec: ClusterSpec, pki: ClusterPki, signing_key: str = HANDOFF_SIGNING_KEY_PEM
+    ) -> None:
         """The stack's `InitPkiDelivery` for this (init) node: it answers the node's key request
-        in guestinfo with `pki` sealed to the node's certificate (standins: vmware-rpctool)."""
+        in guestinfo with `pki` sealed to the node's certificate and signed with `signing_key`
+        (standins: vmware-rpctool)."""
         (self.sim / "pki-bundle").write_bytes(pki_bundle(spec, pki))
+        (self.sim / "pki-signing-key").write_text(signing_key)
 
     def guestinfo(self, key: str) -> str | None:
         """A guestinfo value of this VM as vCenter sees it, or None."""

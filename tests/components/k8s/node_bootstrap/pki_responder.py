@@ -1,7 +1,8 @@
 """The stack's side of the init node's key handoff, for the node harness: what `InitPkiDelivery`
 (components/vsphere/pki_delivery.py) does when it finds the node's request in guestinfo, with the
-same sealing code (`pki_handoff.seal_bundle`). The stand-in vmware-rpctool runs it when the node
-asks for the envelope and the test made the stack deliver (`Node.stack_delivers_pki`).
+same sealing code (`key_handoff.seal_bundle`) and the stack's signing key the test gave it. The
+stand-in vmware-rpctool runs it when the node asks for the envelope and the test made the stack
+deliver (`Node.stack_delivers_pki`).
 
     python -m tests.components.k8s.node_bootstrap.pki_responder SIM_DIR
 """
@@ -17,7 +18,8 @@ from components.vsphere.key_handoff import ENVELOPE_KEY, REQUEST_KEY, seal_bundl
 def respond(sim: Path) -> None:
     guestinfo = sim / "guestinfo"
     request = (guestinfo / REQUEST_KEY).read_text()
-    (guestinfo / ENVELOPE_KEY).write_text(seal_bundle((sim / "pki-bundle").read_bytes(), request))
+    bundle, signing_key = (sim / "pki-bundle").read_bytes(), (sim / "pki-signing-key").read_text()
+    (guestinfo / ENVELOPE_KEY).write_text(seal_bundle(bundle, request, signing_key))
     with (sim / "deliveries").open("a") as log:
         log.write("delivered\n")
 

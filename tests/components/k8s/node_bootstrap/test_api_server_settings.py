@@ -29,6 +29,7 @@ from components.k8s.node_bootstrap.paths import (
 from components.k8s.node_bootstrap.pki_handoff import ENCRYPTION_CONFIG_MEMBER, pki_bundle
 from tests.components.k8s.node_bootstrap.cluster_settings import (
     CONTROL_PLANE_JOIN,
+    HANDOFF_SIGNER_PEM,
     PEM_FIELDS,
     TEST_ENCRYPTION_KEYS,
     cluster_settings,
@@ -50,6 +51,7 @@ def files(node: str, spec: ClusterSpec | None = None, keys: dict[str, str] | Non
         token=TOKEN,
         ca_cert_hash=CA_HASH,
         control_plane_join=CONTROL_PLANE_JOIN,
+        pki_handoff_signer_pem=HANDOFF_SIGNER_PEM,
     )
     document = yaml.safe_load(renderer.render(node))
     return {entry["path"]: entry for entry in document["write_files"]}

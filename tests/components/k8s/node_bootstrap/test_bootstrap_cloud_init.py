@@ -31,11 +31,13 @@ from components.k8s.node_bootstrap.paths import (
     BOOTSTRAP_UNIT_PATH,
     BOOTSTRAP_WANTS_DROP_IN_PATH,
     MODULES_LOAD_RDMA_PATH,
+    PKI_HANDOFF_SIGNER_PATH,
 )
 from components.k8s.node_bootstrap.user_data import dump_yaml, render_bootstrap_script
 from tests.components.k8s.node_bootstrap.cluster_settings import (
     CONTROL_PLANE_JOIN,
     GPU_WORKER,
+    HANDOFF_SIGNER_PEM,
     PEM_FIELDS,
     TEST_ENCRYPTION_KEYS,
     cluster_settings,
@@ -59,7 +61,14 @@ def make_spec(**overrides: Any) -> ClusterSpec:
 
 
 def user_data(spec: ClusterSpec, node: str) -> dict[str, Any]:
-    text = render_user_data(spec, node, token=TOKEN, ca_cert_hash=CA_HASH, control_plane_join=CONTROL_PLANE_JOIN)
+    text = render_user_data(
+        spec,
+        node,
+        token=TOKEN,
+        ca_cert_hash=CA_HASH,
+        control_plane_join=CONTROL_PLANE_JOIN,
+        pki_handoff_signer_pem=HANDOFF_SIGNER_PEM,
+    )
     assert text.startswith("#cloud-config\n")
     document = yaml.safe_load(text)
     assert isinstance(document, dict)
@@ -248,7 +257,14 @@ def test_file_modes_keep_the_token_root_only() -> None:
 def test_no_node_receives_key_material_in_its_user_data(node: str) -> None:
     """Issue 40 item 5: not even the node that runs kubeadm init (its keys arrive sealed to a key
     it makes: pki_handoff.py). The renderer is not given them at all."""
-    text = render_user_data(make_spec(), node, token=TOKEN, ca_cert_hash=CA_HASH, control_plane_join=CONTROL_PLANE_JOIN)
+    text = render_user_data(
+        make_spec(),
+        node,
+        token=TOKEN,
+        ca_cert_hash=CA_HASH,
+        control_plane_join=CONTROL_PLANE_JOIN,
+        pki_handoff_signer_pem=HANDOFF_SIGNER_PEM,
+    )
     assert not [path for path in files(yaml.safe_load(text)) if "/pki/" in path or "encryption" in path]
     assert "PRIVATE KEY" not in text
 
@@ -256,6 +272,19 @@ def test_no_node_receives_key_material_in_its_user_data(node: str) -> None:
 def test_joining_control_plane_nodes_require_their_join() -> None:
     with pytest.raises(ValueError, match="needs its control-plane join"):
         render_user_data(make_spec(), "cp-2", token=TOKEN, ca_cert_hash=CA_HASH)
+
+
+def test_the_init_node_requires_the_key_handoff_signer_and_carries_its_public_half() -> None:
+    """Issue 53 item 1: the init node opens no sealed keys the stack did not sign; without the
+    signer's public key it could open none, so rendering it without one is refused."""
+    with pytest.raises(ValueError, match=r"needs the public half of the stack's key hand-off signing key"):
+        render_user_data(make_spec(), "cp-1", token=TOKEN, ca_cert_hash=CA_HASH, control_plane_join=CONTROL_PLANE_JOIN)
+    document = user_data(make_spec(), "cp-1")
+    entry = files(document)[PKI_HANDOFF_SIGNER_PATH]
+    assert entry["content"] == HANDOFF_SIGNER_PEM
+    assert entry["permissions"] == "0644"
+    for other in ("cp-2", "gpu-1"):
+        assert PKI_HANDOFF_SIGNER_PATH not in files(user_data(make_spec(), other))
 
 
 def test_a_joining_control_plane_node_gets_no_private_key_and_no_encryption_key() -> None:
@@ -437,13 +466,24 @@ def test_allowed_kubelet_labels_pass() -> None:
 
 def test_one_renderer_for_every_node_writes_each_document_as_emitting_it_whole_would() -> None:
     spec = make_spec()
-    renderer = UserDataRenderer(spec, token=TOKEN, ca_cert_hash=CA_HASH, control_plane_join=CONTROL_PLANE_JOIN)
+    renderer = UserDataRenderer(
+        spec,
+        token=TOKEN,
+        ca_cert_hash=CA_HASH,
+        control_plane_join=CONTROL_PLANE_JOIN,
+        pki_handoff_signer_pem=HANDOFF_SIGNER_PEM,
+    )
     names = [node.name for node in (*spec.control_plane_nodes, *spec.worker_nodes)]
     # Twice round, so every node is also rendered after others have filled the shared entries.
     for name in names + names:
         text = renderer.render(name)
         assert text == render_user_data(
-            spec, name, token=TOKEN, ca_cert_hash=CA_HASH, control_plane_join=CONTROL_PLANE_JOIN
+            spec,
+            name,
+            token=TOKEN,
+            ca_cert_hash=CA_HASH,
+            control_plane_join=CONTROL_PLANE_JOIN,
+            pki_handoff_signer_pem=HANDOFF_SIGNER_PEM,
         )
         assert text == "#cloud-config\n" + dump_yaml(yaml.safe_load(text))
         assert yaml.safe_load(text)["hostname"] == name

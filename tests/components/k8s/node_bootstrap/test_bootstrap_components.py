@@ -18,6 +18,7 @@ from components.k8s.api.ready import ApiServerReady, ApiServerReadyArgs
 from components.k8s.bootstrap import ClusterBootstrap, ClusterBootstrapArgs
 from components.k8s.cluster_access import ClusterAccess, ClusterAccessArgs
 from components.k8s.node_bootstrap import KUBEADM_CONFIG_PATH, ClusterNode
+from components.k8s.node_bootstrap.paths import PKI_HANDOFF_SIGNER_PATH
 from stacks.tools.plan.mock_runtime import ProgramRun, RecordedResource, run_program
 from stacks.tools.plan.mock_values import fake_outputs
 from tests.components.k8s.node_bootstrap.cluster_settings import GPU_WORKER, cluster_settings
@@ -47,6 +48,7 @@ def bootstrap_program(args: ClusterBootstrapArgs | None = None) -> ProgramRun:
         pulumi.export("caCertificatePem", bootstrap.ca_certificate_pem)
         pulumi.export("caCertHash", bootstrap.discovery_token_ca_cert_hash)
         pulumi.export("initPkiBundle", bootstrap.init_pki_bundle)
+        pulumi.export("initPkiSigningKey", bootstrap.init_pki_signing_key_pem)
         pulumi.export("apiServerUrl", bootstrap.api_server_url)
         for node, user_data in bootstrap.user_data.items():
             pulumi.export(f"userData-{node}", user_data)
@@ -74,6 +76,7 @@ def fake_pem_output(name: str, key: str) -> str:
 def secret_values() -> list[str]:
     """Every secret the mocked providers hand out: key PEMs and the token's secret half."""
     keys = ["c-ca-key", "c-front-proxy-ca-key", "c-etcd-ca-key", "c-sa-key", "c-admin-key", "c-etcd-client-key"]
+    keys.append("c-pki-handoff-signer")
     values = [fake_pem_output(name, "privateKeyPem") for name in keys]
     values.append(
         str(fake_outputs("random:index/randomPassword:RandomPassword", "c-token-secret", {"length": 16})["result"])
@@ -103,6 +106,7 @@ def test_children_have_stable_role_names_and_the_component_as_parent(run: Progra
         ("tls:index/privateKey:PrivateKey", "c-etcd-ca-key"),
         ("tls:index/selfSignedCert:SelfSignedCert", "c-etcd-ca"),
         ("tls:index/privateKey:PrivateKey", "c-sa-key"),
+        ("tls:index/privateKey:PrivateKey", "c-pki-handoff-signer"),
         ("tls:index/privateKey:PrivateKey", "c-admin-key"),
         ("tls:index/certRequest:CertRequest", "c-admin-csr"),
         ("tls:index/locallySignedCert:LocallySignedCert", "c-admin-cert"),
@@ -238,6 +242,23 @@ def test_user_data_carries_the_generated_token_and_the_ca_pin(run: ProgramRun) -
         ca_key = tar.extractfile("ca.key")
         assert ca_key is not None
         assert ca_key.read().decode() == fake_pem_output("c-ca-key", "privateKeyPem")
+
+
+def test_the_key_handoff_signer_is_ecdsa_p256_its_key_secret_its_public_half_in_the_init_nodes_user_data(
+    run: ProgramRun,
+) -> None:
+    """Issue 53 item 1: InitPkiDelivery signs with the private half (a secret output), the init
+    node checks with the public half its user-data carries; no other node gets it."""
+    (signer,) = [r for r in run.resources if r.name == "c-pki-handoff-signer"]
+    assert signer.inputs["algorithm"] == "ECDSA"
+    assert signer.inputs["ecdsaCurve"] == "P256"
+    assert rpc.is_rpc_secret(run.stack_outputs["initPkiSigningKey"])
+    assert plain(run.stack_outputs["initPkiSigningKey"]) == fake_pem_output("c-pki-handoff-signer", "privateKeyPem")
+    files = {f["path"]: f for f in yaml.safe_load(plain(run.stack_outputs["userData-cp-1"]))["write_files"]}
+    assert files[PKI_HANDOFF_SIGNER_PATH]["content"] == fake_pem_output("c-pki-handoff-signer", "publicKeyPem")
+    for node in ("cp-2", "gpu-1"):
+        document = yaml.safe_load(plain(run.stack_outputs[f"userData-{node}"]))
+        assert PKI_HANDOFF_SIGNER_PATH not in [f["path"] for f in document["write_files"]], node
 
 
 def test_invalid_args_are_rejected_before_any_resource() -> None:

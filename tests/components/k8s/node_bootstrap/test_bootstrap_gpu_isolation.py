@@ -12,7 +12,12 @@ from pathlib import Path
 import pytest
 
 from components.k8s.node_bootstrap import ClusterPki, ClusterSpec, UserDataRenderer
-from tests.components.k8s.node_bootstrap.cluster_settings import PEM_FIELDS, TEST_ENCRYPTION_KEYS, cluster_settings
+from tests.components.k8s.node_bootstrap.cluster_settings import (
+    HANDOFF_SIGNER_PEM,
+    PEM_FIELDS,
+    TEST_ENCRYPTION_KEYS,
+    cluster_settings,
+)
 from tests.components.k8s.node_bootstrap.node_harness import Node
 from tests.components.k8s.nvidia_toolkit_double import Container, ToolkitConfig, visible_devices
 
@@ -30,6 +35,7 @@ def gpu_worker(tmp_path: Path, **spec: object) -> Node:
         ClusterSpec(**cluster_settings(**spec)),
         token="abc123.0123456789abcdef",
         ca_cert_hash="sha256:" + "ab" * 32,
+        pki_handoff_signer_pem=HANDOFF_SIGNER_PEM,
     )
     node = Node(tmp_path / "gpu-1", renderer.render("gpu-1"), "gpu-1")
     node.with_containerd()

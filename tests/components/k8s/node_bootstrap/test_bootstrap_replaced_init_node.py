@@ -19,7 +19,7 @@ from components.k8s.node_bootstrap.env_file import bootstrap_env
 from components.k8s.node_bootstrap.kubeadm import kubeadm_join_document
 from components.k8s.node_bootstrap.paths import KUBEADM_CONFIG_PATH, KUBEADM_JOIN_CONFIG_PATH
 from components.k8s.node_bootstrap.spec import find_node
-from tests.components.k8s.node_bootstrap.cluster_settings import CONTROL_PLANE_JOIN
+from tests.components.k8s.node_bootstrap.cluster_settings import CONTROL_PLANE_JOIN, HANDOFF_SIGNER_PEM
 from tests.components.k8s.node_bootstrap.node_harness import Node
 from tests.components.k8s.node_bootstrap.test_bootstrap_script_runs import (
     CA_HASH,
@@ -47,7 +47,11 @@ def three_cp_spec(**overrides: object) -> ClusterSpec:
 
 def first_node(tmp_path: Path, *, spec: ClusterSpec | None = None) -> Node:
     renderer = UserDataRenderer(
-        spec or three_cp_spec(), token=TOKEN, ca_cert_hash=CA_HASH, control_plane_join=CONTROL_PLANE_JOIN
+        spec or three_cp_spec(),
+        token=TOKEN,
+        ca_cert_hash=CA_HASH,
+        control_plane_join=CONTROL_PLANE_JOIN,
+        pki_handoff_signer_pem=HANDOFF_SIGNER_PEM,
     )
     node = Node(tmp_path, renderer.render("cp-1"), "cp-1")
     node.stack_delivers_pki(spec or three_cp_spec(), PKI)
@@ -94,7 +98,13 @@ def assert_joined_not_initialised(node: Node) -> None:
 def test_the_init_node_gets_the_other_control_plane_addresses_and_a_control_plane_join() -> None:
     spec = three_cp_spec()
     document = yaml.safe_load(
-        UserDataRenderer(spec, token=TOKEN, ca_cert_hash=CA_HASH, control_plane_join=CONTROL_PLANE_JOIN).render("cp-1")
+        UserDataRenderer(
+            spec,
+            token=TOKEN,
+            ca_cert_hash=CA_HASH,
+            control_plane_join=CONTROL_PLANE_JOIN,
+            pki_handoff_signer_pem=HANDOFF_SIGNER_PEM,
+        ).render("cp-1")
     )
     files = {entry["path"]: entry for entry in document["write_files"]}
     assert bootstrap_env(spec, "init", find_node(spec, "cp-1"))["GPUCLUSTER_CONTROL_PLANE_PEERS"] == f"{CP2},{CP3}"
@@ -113,7 +123,13 @@ def test_the_init_node_gets_the_other_control_plane_addresses_and_a_control_plan
         "caCertHashes": [CA_HASH],
     }
     cp2 = yaml.safe_load(
-        UserDataRenderer(spec, token=TOKEN, ca_cert_hash=CA_HASH, control_plane_join=CONTROL_PLANE_JOIN).render("cp-2")
+        UserDataRenderer(
+            spec,
+            token=TOKEN,
+            ca_cert_hash=CA_HASH,
+            control_plane_join=CONTROL_PLANE_JOIN,
+            pki_handoff_signer_pem=HANDOFF_SIGNER_PEM,
+        ).render("cp-2")
     )
     cp2_files = {entry["path"]: entry for entry in cp2["write_files"]}
     (cp2_join,) = yaml.safe_load_all(cp2_files[KUBEADM_CONFIG_PATH]["content"])

@@ -15,6 +15,7 @@ from components.k8s.node_bootstrap import ClusterPki, ClusterSpec, UserDataRende
 from tests.components.k8s.node_bootstrap.cluster_settings import (
     CLUSTER_CA_HASH,
     CONTROL_PLANE_JOIN,
+    HANDOFF_SIGNER_PEM,
     PEM_FIELDS,
     TEST_ENCRYPTION_KEYS,
     cluster_settings,
@@ -49,7 +50,11 @@ def make_node(
     """`pvrdma`: the RDMA device's name when the bootstrap starts (GPU worker only); by default a
     RHEL-family template's, whose rdma-core keeps kernel names."""
     renderer = UserDataRenderer(
-        spec or make_spec(), token=TOKEN, ca_cert_hash=CA_HASH, control_plane_join=CONTROL_PLANE_JOIN
+        spec or make_spec(),
+        token=TOKEN,
+        ca_cert_hash=CA_HASH,
+        control_plane_join=CONTROL_PLANE_JOIN,
+        pki_handoff_signer_pem=HANDOFF_SIGNER_PEM,
     )
     node = Node(tmp_path / name, renderer.render(name), name, without=without)
     node.with_containerd()

@@ -11,7 +11,12 @@ import yaml
 from components.k8s.node_bootstrap import ClusterPki, UserDataRenderer
 from stacks.environment.loader import ENVIRONMENT_KEY, ConfigView, InvalidEnvironment, load_environment, read_stack_file
 from stacks.wiring.kubernetes import bootstrap_args
-from tests.components.k8s.node_bootstrap.cluster_settings import CONTROL_PLANE_JOIN, PEM_FIELDS, TEST_ENCRYPTION_KEYS
+from tests.components.k8s.node_bootstrap.cluster_settings import (
+    CONTROL_PLANE_JOIN,
+    HANDOFF_SIGNER_PEM,
+    PEM_FIELDS,
+    TEST_ENCRYPTION_KEYS,
+)
 from tests.stack_fixtures import fixture_stack
 
 ROOT = Path(__file__).resolve().parents[4]
@@ -33,6 +38,7 @@ def node_env(view: ConfigView, node: str) -> dict[str, str]:
         token="abc123.0123456789abcdef",
         ca_cert_hash="sha256:" + "a" * 64,
         control_plane_join=CONTROL_PLANE_JOIN,
+        pki_handoff_signer_pem=HANDOFF_SIGNER_PEM,
     )
     text = renderer.render(node)
     entry = next(e for e in yaml.safe_load(text)["write_files"] if e["path"] == "/etc/gpucluster/bootstrap.env")

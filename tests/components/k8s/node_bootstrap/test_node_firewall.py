@@ -42,6 +42,7 @@ from components.k8s.node_bootstrap.paths import (
 from components.k8s.node_bootstrap.spec import NodeFirewall
 from tests.components.k8s.node_bootstrap.cluster_settings import (
     CONTROL_PLANE_JOIN,
+    HANDOFF_SIGNER_PEM,
     PEM_FIELDS,
     TEST_ENCRYPTION_KEYS,
     cluster_settings,
@@ -74,6 +75,7 @@ def written(node: str, cluster: ClusterSpec) -> dict[str, str]:
         token="abcdef.0123456789abcdef",
         ca_cert_hash="sha256:" + "0" * 64,
         control_plane_join=CONTROL_PLANE_JOIN,
+        pki_handoff_signer_pem=HANDOFF_SIGNER_PEM,
     )
     return {f["path"]: f["content"] for f in yaml.safe_load(renderer.render(node))["write_files"]}
 

@@ -40,7 +40,7 @@ from stacks.environment.cluster_spec import cluster_spec
 from stacks.environment.loader import ENVIRONMENT_KEY, LICENSE_TOKEN_KEY, ConfigView, load_environment, read_stack_file
 from stacks.tools.images.inventory import calico_operator_managed, container_images
 from stacks.tools.plan.command import plan_stack
-from tests.components.k8s.node_bootstrap.cluster_settings import PEM_FIELDS, TEST_ENCRYPTION_KEYS
+from tests.components.k8s.node_bootstrap.cluster_settings import HANDOFF_SIGNER_PEM, PEM_FIELDS, TEST_ENCRYPTION_KEYS
 from tests.components.k8s.node_bootstrap.node_harness import CALICO_MANIFEST, STANDIN, Node, use_real_containerd
 from tests.real_parts import require_program
 from tests.stacks.tools.images.site_mirror import Cri, Site, open_site, private_config
@@ -158,7 +158,7 @@ def _boot_init_node(view: ConfigView, site: Site, base: Path) -> Node:
         **{name: f"-----BEGIN TEST-----\n{name}\n-----END TEST-----\n" for name in PEM_FIELDS},
         secrets_encryption_keys=TEST_ENCRYPTION_KEYS,
     )
-    renderer = UserDataRenderer(spec, token="abcdef.0123456789abcdef", ca_cert_hash="sha256:" + "0" * 64)
+    renderer = UserDataRenderer(spec, token="abcdef.0123456789abcdef", ca_cert_hash="sha256:" + "0" * 64, pki_handoff_signer_pem=HANDOFF_SIGNER_PEM)
     name = spec.control_plane_nodes[0].name
     node = Node(base, renderer.render(name), name)
     node.stack_delivers_pki(spec, pki)
