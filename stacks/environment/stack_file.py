@@ -6,7 +6,6 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from components.vcenter.settings import CONFIG_ALLOW_UNVERIFIED_SSL
 from stacks import PROJECT_DIR
 from stacks.environment.collisions import cross_stack_problems
 from stacks.environment.copy_hints import copy_hints, name_hints
@@ -42,6 +41,10 @@ def stack_name_problems(stack: str | None, env: Any) -> list[str]:
             "set protect: true, or `pulumi up` is refused by protected-in-prod"
         ]
     return []
+
+
+CONFIG_ALLOW_UNVERIFIED_SSL = "vsphere:allowUnverifiedSsl"
+"""pulumi-vsphere's key (components/vcenter/settings.py has the same; this folder does not import it)."""
 
 
 def deployed_stack_problems(path: Path, stack: str | None, view: ConfigView) -> list[str]:
