@@ -137,7 +137,9 @@ def test_no_workflow_runs_pull_request_code_with_the_base_repositorys_rights(pat
 
 def test_the_offline_plan_sees_no_secret_and_runs_for_every_pull_request() -> None:
     # plan.yml (the PR's copy) asks; plan-comment.yml (the default branch's) plans, forks' PRs included.
-    assert set(_load(WORKFLOWS / "plan.yml")["on"]) == {"pull_request"}
+    # A review plans again (an approval may accept a rebuild): pull_request_review runs the PR's copy
+    # with a fork's read-only token and no secret, as pull_request does (never pull_request_target).
+    assert set(_load(WORKFLOWS / "plan.yml")["on"]) == {"pull_request", "pull_request_review"}
     workflow = _load(WORKFLOWS / "plan-comment.yml")
     plans = [
         (job_id, job)
