@@ -48,6 +48,7 @@ from stacks.tools.clone.plan import (
     plan_clone,
 )
 from stacks.tools.clone.yaml_roundtrip import render_like_source
+from stacks.tools.command_help import command_parser
 
 # Top-level keys Pulumi writes into a stack file to find that stack's secrets key: they belong to
 # the stack (not to its source), so an existing target file keeps them.
@@ -259,10 +260,14 @@ def _network(text: str) -> IPv4Network:
 
 def register(subparsers: Any) -> None:
     """Add `clone` to the `python -m stacks` command line."""
-    clone = subparsers.add_parser(
+    clone = command_parser(
+        subparsers,
         "clone",
-        help="write Pulumi.DST.yaml from Pulumi.SRC.yaml with names, VLAN, addresses and hosts re-derived",
-        description=__doc__.split("\n\n")[0] if __doc__ else None,
+        summary="write Pulumi.DST.yaml from Pulumi.SRC.yaml with names, VLAN, addresses and hosts re-derived",
+        description=__doc__ or "",
+        needs="offline",
+        exit_statuses="0 when written (or, with --dry-run, printed); 2 when SRC is invalid, DST exists without "
+        "--force, the clone would collide with another stack file, or an option is malformed (all problems at once).",
     )
     clone.add_argument("source", metavar="SRC", help="existing stack: reads Pulumi.SRC.yaml")
     clone.add_argument("target", metavar="DST", help="new stack: writes Pulumi.DST.yaml")

@@ -18,6 +18,7 @@ from dataclasses import asdict
 from typing import TYPE_CHECKING, Any
 
 from stacks.environment.stack_file import check_stack_file, stack_file_path
+from stacks.tools.command_help import command_parser
 
 if TYPE_CHECKING:
     from stacks.tools.images.inventory import Inventory
@@ -58,10 +59,13 @@ def cmd_images(args: argparse.Namespace) -> int:
 
 def register(subparsers: Any) -> None:
     """Add `images` to the `python -m stacks` command line."""
-    images = subparsers.add_parser(
+    images = command_parser(
+        subparsers,
         "images",
-        help="list every image (or file) the stack needs as SOURCE DEST pairs, for skopeo/crane copy",
-        description=__doc__.split("\n\n")[0] if __doc__ else None,
+        summary="list every image (or file) the stack needs as SOURCE DEST pairs, for skopeo/crane copy",
+        description=__doc__ or "",
+        needs="offline",
+        exit_statuses="0 when listed; 2 on an invalid stack file.",
     )
     images.add_argument("stack", help="stack name: reads Pulumi.STACK.yaml")
     images.add_argument("--file", help="read this file instead (same format)")
