@@ -202,7 +202,7 @@ def cmd_clone(args: argparse.Namespace) -> int:
         print(f"wrote {dst_path} (cloned from {src_path.name})")
     if not styled:
         print(
-            f"note: written without {src_path.name}'s comments: ruamel.yaml is missing (pip install -r requirements-dev.txt)"
+            f"note: written without {src_path.name}'s comments: ruamel.yaml is missing (pip install -r requirements-cli.txt)"
         )
     changes = changed_keys(view.values[ENVIRONMENT_KEY], plan.config[ENVIRONMENT_KEY])
     print(f"derived from {src_path.name} ({len(changes)} values changed; everything else is {src}'s):")
