@@ -19,10 +19,10 @@ the source stack's key, can) and a ciphertext is bound to its own stack's key. T
 and the `pulumi config set --secret` commands that remain are printed; `--copy-secrets-from`
 instead keeps the secrets `pulumi stack init DST --copy-config-from SRC` re-encrypted for DST.
 
-A clone that would collide with any other `Pulumi.*.yaml` of the project (same switch, port
-group, VLAN on a switch, VM name prefix, folder, API endpoint, overlapping subnets on one vCenter,
-duplicate management MACs on one network, ESXi hosts claimed twice) is refused, with every
-problem at once. The planning functions are pure; `cmd_clone` does the reading and writing.
+A clone that would collide with any other stack file of the project, `Pulumi.<stack>.yaml`
+(same switch, port group, VLAN on a switch, VM name prefix, folder, API endpoint, overlapping
+subnets on one vCenter, duplicate management MACs on one network, ESXi hosts claimed twice) is
+refused, with every problem at once. The planning functions are pure; `cmd_clone` does the reading and writing.
 """
 
 from __future__ import annotations
@@ -38,10 +38,11 @@ import yaml
 
 from components.k8s.facts import DNS_LABEL
 from stacks import PROJECT_DIR
-from stacks.environment.collisions import VCENTER_SERVER_KEY, collisions, load_others, stack_files
+from stacks.environment.collisions import VCENTER_SERVER_KEY, collisions, load_others
 from stacks.environment.loader import ENVIRONMENT_KEY, ConfigView, InvalidEnvironment, load_environment, read_stack_file
 from stacks.environment.rules import Path as KeyPath
 from stacks.environment.rules import format_path
+from stacks.environment.stack_names import stack_files
 from stacks.tools.clone.plan import (
     CloneOptions,
     CloneRefused,
