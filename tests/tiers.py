@@ -47,6 +47,7 @@ SLOW_MODULES: dict[str, str] = {
     "tests/stacks/test_outside_venv.py": "creates a virtualenv",
     "tests/stacks/tools/plan/test_plan_outputs.py": "`python -m stacks plan` in child processes, Graphviz drawing PNG and SVG",
     "tests/workflow/test_plan_comment.py": "the workflow's own plan step in child processes and scratch git clones",
+    "tests/stacks/tools/comment/test_comment.py": "`python -m stacks comment` in child processes, each a plan",
     "tests/stacks/tools/verify/test_verify.py": "`python -m stacks verify` in child processes against a fake kubectl program",
     "tests/stacks/tools/availability/test_availability.py": "`verify --availability` in child processes with fake kubectl and ssh programs",
     "tests/test_user_stacks.py": "copies the repository and runs pytest itself there",

@@ -293,29 +293,6 @@ def test_the_documented_local_command_is_the_workflows_step(tmp_path: Path) -> N
     assert result.stdout == (GOLDEN / "scale-out-two.md").read_text()
 
 
-@pytest.mark.parametrize(("case", "status"), [("scale-out-two", 0), ("pod-cidr-change", 1)])
-def test_the_stacks_comment_command_renders_the_workflows_section(tmp_path: Path, case: str, status: int) -> None:
-    # `python -m stacks comment` runs plan_comment.py's own `render`: the same section and verdict
-    # status, from any folder (issue 55 item 4: the local command sits in `python -m stacks --help`).
-    out = tmp_path / "out"
-    argv = ["comment", "dev", "--file", str(GOLDEN / f"{case}.yaml"), "--against", str(GOLDEN / "base.yaml")]
-    result = subprocess.run(
-        [sys.executable, "-m", "stacks", *argv, "--out", str(out)],
-        cwd=tmp_path,
-        capture_output=True,
-        text=True,
-        timeout=600,
-        env={**os.environ, "PYTHONPATH": str(PROJECT)},
-    )
-    assert result.returncode == status, result.stderr
-    if case == "scale-out-two":
-        assert result.stdout == (GOLDEN / f"{case}.md").read_text()
-    else:
-        assert "**This check fails until the rebuild is a reviewed decision.**" in result.stdout
-        assert "    accept-rebuild: dev kubernetes.podCidr" in result.stdout
-    assert (out / "section.md").read_text() == result.stdout
-
-
 def test_a_no_op_says_so(tmp_path: Path) -> None:
     section, status = _run_render_step(tmp_path, _case("base"), _case("base"))
     assert _verdict(section) == "**Verdict: no change to the running cluster**"
