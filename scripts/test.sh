@@ -3,6 +3,9 @@
 # included). Extra arguments go to pytest, e.g. `bash scripts/test.sh -k rules`.
 set -euo pipefail
 cd "$(dirname "$0")/.."
+# The test bench (its Debian packages, requirements-dev.txt) on top of what scripts/setup.sh set up
+# for a user; quick when it is there already.
+bash scripts/setup.sh --test
 export PULUMI_ERROR_OUTPUT_STRING=true  # an Output turned into a string fails loudly
 .venv/bin/ruff check .
 .venv/bin/mypy

@@ -49,6 +49,7 @@ SLOW_MODULES: dict[str, str] = {
     "tests/workflow/test_plan_comment.py": "the workflow's own plan step in child processes and scratch git clones",
     "tests/workflow/test_plan_comment_reviews.py": "the workflow's review step in child processes, a git remote and a gh double",
     "tests/workflow/test_site_stacks.py": "the workflows' own steps in a scratch clone of a site's repository, two stacks planned",
+    "tests/stacks/tools/comment/test_comment.py": "`python -m stacks comment` in child processes, each a plan",
     "tests/stacks/tools/verify/test_verify.py": "`python -m stacks verify` in child processes against a fake kubectl program",
     "tests/stacks/tools/availability/test_availability.py": "`verify --availability` in child processes with fake kubectl and ssh programs",
     "tests/test_user_stacks.py": "copies the repository and runs pytest itself there",

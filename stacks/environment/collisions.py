@@ -23,6 +23,7 @@ from stacks.environment.model import Environment
 from stacks.environment.partial import UnparsedValue
 from stacks.environment.rules import Path as KeyPath
 from stacks.environment.rules import format_path
+from stacks.environment.stack_names import stack_files
 
 VCENTER_SERVER_KEY = "vsphere:vsphereServer"
 
@@ -176,16 +177,6 @@ def cross_stack_problems(path: Path, view: ConfigView, env: Environment) -> list
     others, _ = load_others(files, exclude=())
     server = view.values.get(VCENTER_SERVER_KEY)
     return collisions(path.name, env, str(server) if server else None, others, for_clone=False)
-
-
-def stack_files(project_dir: Path) -> dict[str, Path]:
-    """Stack name -> its `Pulumi.<stack>.yaml` in the project folder."""
-    found = {}
-    for path in sorted(project_dir.glob("Pulumi.*.yaml")):
-        stack = path.name[len("Pulumi.") : -len(".yaml")]
-        if stack:
-            found[stack] = path
-    return found
 
 
 def load_others(files: Mapping[str, Path], exclude: Iterable[str]) -> tuple[list[OtherStack], list[str]]:

@@ -8,9 +8,10 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from stacks.environment.collisions import load_others, stack_files
+from stacks.environment.collisions import load_others
 from stacks.environment.loader import ENVIRONMENT_KEY
 from stacks.environment.partial import UnparsedValue
+from stacks.environment.stack_names import stack_files
 
 CLONE_OPTIONS = "--vlan N --rdma-subnet CIDR --mgmt-subnet CIDR"
 

@@ -23,7 +23,11 @@ _K8S_VERSION = re.compile(r"^1\.(\d+)\.(\d+)$")
 _TAG = re.compile(r"^[A-Za-z0-9_][A-Za-z0-9_.-]{0,127}$")
 _DIGEST = re.compile(r"^sha256:[a-f0-9]{64}$")
 _QUANTITY = re.compile(r"^[0-9]+(\.[0-9]+)?(Ki|Mi|Gi|Ti|K|M|G|T)?$")
-_VMNIC = re.compile(r"^vmnic[0-9]+$")
+# ESXi aliases physical NICs vmnicN, N an integer counted from 0 upwards (Broadcom KB 324534, "How
+# VMware ESXi determines the order in which names are assigned to devices"): no leading zeros.
+_VMNIC = re.compile(r"^vmnic(0|[1-9][0-9]*)$")
+_VMNIC_PADDED = re.compile(r"^vmnic0+(?P<n>[0-9]+)$")
+_VMKNIC = re.compile(r"^vmk[0-9]+$")
 _PCI_ID = re.compile(r"^[0-9a-f]{4}$")
 # The RDMA shared device plugin accepts letters, digits and '_' in a resource name
 # (components/k8s/addons/rdma_plugin.py, after the plugin's own check).
@@ -95,12 +99,22 @@ def _host_or_ip(value: str) -> str:
 
 
 def _vmnic(value: str) -> str:
-    if not _VMNIC.match(value):
-        raise ValueError(
-            f"{value!r} is not a physical NIC name; RDMA uplinks are vmnics (e.g. vmnic4, as listed under "
-            "Host > Configure > Physical adapters), not VMkernel adapters (vmk1)"
-        )
-    return value
+    if _VMNIC.match(value):
+        return value
+    where = "as listed under Host > Configure > Physical adapters"
+    padded = _VMNIC_PADDED.match(value)
+    digits = re.search(r"[0-9]+$", value)
+    # eth4 is likely vmnic4's port; a vmk's number says nothing of its uplink.
+    example = f"vmnic{int(digits.group())}" if digits and not _VMKNIC.match(value) else "vmnic4"
+    if padded:
+        why = f"ESXi names physical NICs vmnicN without leading zeros: write vmnic{int(padded['n'])} ({where})"
+    elif _VMKNIC.match(value):
+        why = f"{value} is a VMkernel adapter, not a physical NIC; RDMA uplinks are vmnics (e.g. {example}, {where})"
+    else:
+        why = f"RDMA uplinks are ESXi's physical NIC names, vmnicN (e.g. {example}, {where})"
+        if re.match(r"^(eth|en[a-z]|ib)", value):
+            why = f"{value} is a Linux interface name; {why}"
+    raise ValueError(f"{value!r} is not a physical NIC name; {why}")
 
 
 def _pci_id(value: str) -> str:

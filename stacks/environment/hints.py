@@ -41,7 +41,8 @@ def describe_validation_error(error: pydantic.ValidationError, root: str, raw: A
         if item["type"] == "extra_forbidden" and loc:
             message = f"{message}{_nearest_key_hint(loc)}; see `python -m stacks schema` for the keys allowed here"
         if item["type"] == "string_type" and isinstance(item.get("input"), int | float) and not isinstance(item.get("input"), bool):
-            message = f"{message}; {_quote_hint(item['input'])}"
+            hint = _version_hint(item["input"]) if tuple(loc[-2:]) in _FULL_VERSION_KEYS else None
+            message = f"{message}; {hint or _quote_hint(item['input'])}"
         if item["type"] == "int_parsing" and loc and isinstance(loc[-1], str):
             message += _unit_hint(loc[-1], item.get("input"))
         if item["type"] == "list_type" and isinstance(item.get("input"), str | int | float):
@@ -67,6 +68,28 @@ def _unit_hint(key: str, value: Any) -> str:
         return hint
     number = float(size.group(1)) * 1024 ** (_POWER[size.group(2).upper()] - _POWER[unit[0]])
     return f"{hint}: write {key}: {int(number)}" if number >= 1 and number.is_integer() else hint
+
+
+_FULL_VERSION_KEYS = {("kubernetes", "version")}
+"""Keys whose value is 1.MINOR.PATCH (fields.KubernetesVersion): "quote it" alone would be refused next."""
+
+
+def _version_hint(number: float) -> str | None:
+    """`version: 1.36` -> write "1.36.0"-style; `version: 1.30`, read as 1.3 -> say so, and "1.30.0"."""
+    if not isinstance(number, float):
+        return None
+    major, _, minor = repr(number).partition(".")
+    if not minor.isdigit():
+        return None
+    if len(minor) == 1:  # YAML dropped a trailing zero: no supported minor has one digit
+        return (
+            f"YAML read an unquoted version as the number {number} (1.{minor}0 loses its trailing zero): write the "
+            f'whole version in quotes, 1.MINOR.PATCH, e.g. "{major}.{minor}0.0" or the patch release you run'
+        )
+    return (
+        f"YAML read an unquoted {number} as a number: write the whole version in quotes, 1.MINOR.PATCH, e.g. "
+        f'"{major}.{minor}.0" or the patch release you run ("{major}.{minor}" alone is not a release)'
+    )
 
 
 def _quote_hint(number: float) -> str:

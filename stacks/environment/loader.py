@@ -24,6 +24,7 @@ from stacks.environment.hints import describe_validation_error, yaml_hint
 from stacks.environment.model import Environment
 from stacks.environment.partial import UnparsedValue, salvage
 from stacks.environment.rules import Problem
+from stacks.environment.stack_names import stack_files
 
 PROJECT = "vsphere-gpu-cluster"
 ENVIRONMENT_KEY = f"{PROJECT}:environment"
@@ -113,7 +114,7 @@ def read_stack_file(path: Path) -> ConfigView:
 
 
 def _existing_stacks_hint(path: Path) -> str:
-    found = sorted(p.name[len("Pulumi.") : -len(".yaml")] for p in path.parent.glob("Pulumi.*.yaml"))
+    found = sorted(stack_files(path.parent))
     if path.name.startswith("Pulumi.") and found:
         # A new stack is best made from an existing one by `clone` (names and addresses re-derived).
         new = path.name[len("Pulumi.") : -len(".yaml")] or "NEW"

@@ -22,6 +22,7 @@ from typing import Any
 
 from stacks.environment.loader import ENVIRONMENT_KEY, InvalidEnvironment
 from stacks.environment.stack_file import check_stack_file, stack_file_path
+from stacks.tools.command_help import command_parser
 
 ROOT = Path(__file__).resolve().parents[3]
 
@@ -133,20 +134,42 @@ def cmd_load(args: argparse.Namespace) -> int:
 
 def register(subparsers: Any) -> None:
     """Add `bundle fetch` and `bundle load` to the `python -m stacks` command line."""
-    bundle = subparsers.add_parser(
+    exits = (
+        "0 when done (or, with --dry-run, printed); 2 on an invalid stack file, a stack without "
+        "mirror.registry, a folder without bundle.json, or a step that failed (its command and error named)."
+    )
+    bundle = command_parser(
+        subparsers,
         "bundle",
-        help="carry everything an air-gapped site needs in one folder (fetch outside, load inside)",
-        description=__doc__,
-        formatter_class=argparse.RawDescriptionHelpFormatter,
+        summary="carry everything an air-gapped site needs in one folder (fetch outside, load inside)",
+        description=__doc__ or "",
+        needs="registry",
+        exit_statuses=exits,
     )
     sides = bundle.add_subparsers(dest="side", required=True)
-    fetch = sides.add_parser("fetch", help="on a machine with the internet: fetch into a folder")
+    fetch = command_parser(
+        sides,
+        "fetch",
+        summary="on a machine with the internet: fetch into a folder",
+        description="`python -m stacks bundle fetch STACK --out DIR`: fetch everything the stack needs into DIR "
+        "(images as OCI archives, files, plugins, wheels) with bundle.json saying what is where.",
+        needs="registry",
+        exit_statuses=exits,
+    )
     fetch.add_argument("stack", help="stack name: reads Pulumi.STACK.yaml")
     fetch.add_argument("--file", help="read this file instead (same format)")
     fetch.add_argument("--out", required=True, help="the folder to fill")
     fetch.add_argument("--dry-run", action="store_true", help="print what would be fetched, fetch nothing")
     fetch.set_defaults(func=cmd_fetch)
-    load = sides.add_parser("load", help="inside the site: load a fetched folder into the mirror and this machine")
+    load = command_parser(
+        sides,
+        "load",
+        summary="inside the site: load a fetched folder into the mirror and this machine",
+        description="`python -m stacks bundle load DIR`: the images into mirror.registry (skopeo), the plugins "
+        "(`pulumi plugin install --file`) and the wheels (`pip install --no-index`).",
+        needs="registry",
+        exit_statuses=exits,
+    )
     load.add_argument("bundle", help="the folder `bundle fetch` wrote")
     load.add_argument(
         "--cert-dir", help="a folder holding the site CA (*.crt) for the registry (skopeo --dest-cert-dir)"

@@ -23,10 +23,10 @@ the source stack's key, can) and a ciphertext is bound to its own stack's key. T
 and the `pulumi config set --secret` commands that remain are printed; `--copy-secrets-from`
 instead keeps the secrets `pulumi stack init DST --copy-config-from SRC` re-encrypted for DST.
 
-A clone that would collide with any other `Pulumi.*.yaml` of the project (same switch, port
-group, VLAN on a switch, VM name prefix, folder, API endpoint, overlapping subnets on one vCenter,
-duplicate management MACs on one network, ESXi hosts claimed twice) is refused, with every
-problem at once. The planning functions are pure; `cmd_clone` does the reading and writing.
+A clone that would collide with any other stack file of the project, `Pulumi.<stack>.yaml`
+(same switch, port group, VLAN on a switch, VM name prefix, folder, API endpoint, overlapping
+subnets on one vCenter, duplicate management MACs on one network, ESXi hosts claimed twice) is
+refused, with every problem at once. The planning functions are pure; `cmd_clone` does the reading and writing.
 """
 
 from __future__ import annotations
@@ -42,16 +42,18 @@ import yaml
 
 from components.k8s.facts import DNS_LABEL
 from stacks import PROJECT_DIR
-from stacks.environment.collisions import VCENTER_SERVER_KEY, collisions, load_others, stack_files
+from stacks.environment.collisions import VCENTER_SERVER_KEY, collisions, load_others
 from stacks.environment.loader import ENVIRONMENT_KEY, ConfigView, InvalidEnvironment, load_environment, read_stack_file
 from stacks.environment.rules import Path as KeyPath
 from stacks.environment.rules import format_path
+from stacks.environment.stack_names import stack_files
 from stacks.tools.clone.plan import (
     CloneOptions,
     CloneRefused,
     plan_clone,
 )
 from stacks.tools.clone.yaml_roundtrip import render_like_source
+from stacks.tools.command_help import command_parser
 
 # Top-level keys Pulumi writes into a stack file to find that stack's secrets key: they belong to
 # the stack (not to its source), so an existing target file keeps them.
@@ -214,7 +216,7 @@ def cmd_clone(args: argparse.Namespace) -> int:
         print(f"wrote {dst_path} (cloned from {src_path.name})")
     if not styled:
         print(
-            f"note: written without {src_path.name}'s comments: ruamel.yaml is missing (pip install -r requirements-dev.txt)"
+            f"note: written without {src_path.name}'s comments: ruamel.yaml is missing (pip install -r requirements-cli.txt)"
         )
     changes = changed_keys(view.values[ENVIRONMENT_KEY], plan.config[ENVIRONMENT_KEY])
     print(f"derived from {src_path.name} ({len(changes)} values changed; everything else is {src}'s):")
@@ -278,10 +280,14 @@ def _network(text: str) -> IPv4Network:
 
 def register(subparsers: Any) -> None:
     """Add `clone` to the `python -m stacks` command line."""
-    clone = subparsers.add_parser(
+    clone = command_parser(
+        subparsers,
         "clone",
-        help="write Pulumi.DST.yaml from Pulumi.SRC.yaml with names, VLAN, addresses and hosts re-derived",
-        description=__doc__.split("\n\n")[0] if __doc__ else None,
+        summary="write Pulumi.DST.yaml from Pulumi.SRC.yaml with names, VLAN, addresses and hosts re-derived",
+        description=__doc__ or "",
+        needs="offline",
+        exit_statuses="0 when written (or, with --dry-run, printed); 2 when SRC is invalid, DST exists without "
+        "--force, the clone would collide with another stack file, or an option is malformed (all problems at once).",
     )
     clone.add_argument("source", metavar="SRC", help="existing stack: reads Pulumi.SRC.yaml")
     clone.add_argument("target", metavar="DST", help="new stack: writes Pulumi.DST.yaml")

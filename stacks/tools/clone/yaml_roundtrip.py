@@ -4,9 +4,9 @@ A stack file is read by people (reviews of `diff Pulumi.dev.yaml Pulumi.qa.yaml`
 say why a value is what it is), so the clone keeps the source's comments, key order, flow mappings
 (`- {name: worker-1, ...}`), quoting and sequence indentation. ruamel.yaml's round-trip mode does
 that (a line-based edit could not safely rewrite values inside flow mappings); PyYAML, which the
-loader uses, drops comments. ruamel.yaml is pinned in requirements-dev.txt (it was already
-installed there as a dependency of check-jsonschema); where it is missing the clone is still
-written, plainly, and says so.
+loader uses, drops comments. ruamel.yaml is pinned in requirements-cli.txt (what
+scripts/setup.sh installs for a user); where it is missing the clone is still written, plainly,
+and says so.
 """
 
 from __future__ import annotations

@@ -21,6 +21,7 @@ from pathlib import Path
 from typing import Any
 
 from stacks.environment.stack_file import check_stack_file, stack_file_path
+from stacks.tools.command_help import command_parser
 
 EXIT_OK = 0
 EXIT_TOO_LONG = 1
@@ -30,13 +31,15 @@ MARGIN_MINUTES = 15
 
 
 def register(commands: Any) -> None:
-    parser = commands.add_parser(
+    parser = command_parser(
+        commands,
         "deploy-settings",
-        help="the engine settings the deploy workflow runs `pulumi up` with, and their estimate",
-        description=__doc__,
-        formatter_class=argparse.RawDescriptionHelpFormatter,
+        summary="the engine settings the deploy workflow runs `pulumi up` with, and their estimate",
+        description=__doc__ or "",
+        needs="offline",
+        exit_statuses=None,  # the description's own paragraph
     )
-    parser.add_argument("stack")
+    parser.add_argument("stack", help="stack name: reads Pulumi.STACK.yaml")
     parser.add_argument("--file", help="read this stack file instead of Pulumi.STACK.yaml")
     parser.add_argument("--preview", help="this run's `pulumi preview --json` (without it: a first deploy)")
     parser.add_argument("--github-output", help="append parallel=, skip-checkpoints=, timeout-minutes= here")

@@ -18,13 +18,19 @@ from dataclasses import asdict
 from typing import TYPE_CHECKING, Any
 
 from stacks.environment.stack_file import check_stack_file, stack_file_path
+from stacks.tools.command_help import command_parser
 
 if TYPE_CHECKING:
     from stacks.tools.images.inventory import Inventory
 
 
-def render_pairs(result: Inventory, *, files: bool) -> str:
+def render_pairs(result: Inventory, *, files: bool, mirrored: bool = False) -> str:
+    """SOURCE DEST per line. `mirrored` (mirror.registry set): an image whose SOURCE is its DEST
+    (jobs.siteImage, named in the mirror already) is no copy, and a loop of `skopeo copy` over the
+    lines would copy it onto itself; it is left out here and named on stderr to build and push."""
     rows = [(f.source, f.dest) for f in result.files] if files else [(i.source, i.dest) for i in result.images]
+    if mirrored and not files:
+        rows = [(source, dest) for source, dest in rows if source != dest]
     return "".join(f"{source} {dest}\n" for source, dest in rows)
 
 
@@ -43,7 +49,8 @@ def cmd_images(args: argparse.Namespace) -> int:
     path = stack_file_path(args.stack, args.file)
     view, env = check_stack_file(path, args.stack)
     result = inventory(view, stack=args.stack)
-    sys.stdout.write(render_json(result) if args.json else render_pairs(result, files=args.files))
+    mirrored = env.mirror.registry is not None
+    sys.stdout.write(render_json(result) if args.json else render_pairs(result, files=args.files, mirrored=mirrored))
     if not args.json and not args.files:
         if env.mirror.registry is None:
             print(f"images: {path.name} sets no mirror.registry: each DEST is its SOURCE", file=sys.stderr)
@@ -51,17 +58,23 @@ def cmd_images(args: argparse.Namespace) -> int:
             print(f"images: not listed: {note}", file=sys.stderr)
         if env.mirror.registry is not None:
             for image in result.images:
-                if image.source == image.dest:  # jobs.siteImage: built for the site, not copied
-                    print(f"images: {image.dest} is already named in the mirror: build and push it there", file=sys.stderr)
+                if image.source == image.dest:  # jobs.siteImage: built for the site, not copied (not listed)
+                    print(
+                        f"images: not listed: {image.dest} is already named in the mirror: build and push it there",
+                        file=sys.stderr,
+                    )
     return 0
 
 
 def register(subparsers: Any) -> None:
     """Add `images` to the `python -m stacks` command line."""
-    images = subparsers.add_parser(
+    images = command_parser(
+        subparsers,
         "images",
-        help="list every image (or file) the stack needs as SOURCE DEST pairs, for skopeo/crane copy",
-        description=__doc__.split("\n\n")[0] if __doc__ else None,
+        summary="list every image (or file) the stack needs as SOURCE DEST pairs, for skopeo/crane copy",
+        description=__doc__ or "",
+        needs="offline",
+        exit_statuses="0 when listed; 2 on an invalid stack file.",
     )
     images.add_argument("stack", help="stack name: reads Pulumi.STACK.yaml")
     images.add_argument("--file", help="read this file instead (same format)")

@@ -34,11 +34,15 @@ EXIT_INVALID = 2
 
 def register(subparsers: Any) -> None:
     """Add the `init` subcommand to `python -m stacks`."""
-    parser = subparsers.add_parser(
+    from stacks.tools.command_help import command_parser
+
+    parser = command_parser(
+        subparsers,
         "init",
-        help="write Pulumi.NAME.yaml from the site's vCenter (read-only): hosts, RDMA NICs, vGPU profiles, datastore",
+        summary="write Pulumi.NAME.yaml from the site's vCenter (read-only): hosts, RDMA NICs, vGPU profiles, datastore",
         description=__doc__,
-        formatter_class=argparse.RawDescriptionHelpFormatter,
+        needs="vcenter",
+        exit_statuses=None,  # the module docstring's own paragraph
     )
     parser.add_argument("stack", help="the new stack's name: writes Pulumi.STACK.yaml")
     parser.add_argument("--out", help="write this file instead of Pulumi.STACK.yaml in the project")

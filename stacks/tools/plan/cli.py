@@ -11,14 +11,22 @@ from typing import Any
 
 import yaml
 
+from stacks import PROJECT_DIR
 from stacks.environment.day_two.check import ACCEPT_FLAG, DayTwoReport, day_two_report
 from stacks.environment.loader import read_stack_file
 from stacks.environment.stack_file import check_stack_file, stack_file_path
 from stacks.environment.version_change import checked_old_environment
+from stacks.tools.command_help import command_parser
 from stacks.tools.plan.deploy_time.engine_options import add_engine_arguments, engine_from_args
 from stacks.tools.plan.errors import PlanOptionRefused
 
 EXIT_INVALID = 2
+
+
+def default_out(stack: str) -> Path:
+    """Where `plan STACK` writes without --out: build/ is ignored by git (.gitignore), so the plan
+    of every stack can sit there without a folder to think of first."""
+    return PROJECT_DIR / "build" / "plan" / stack
 
 
 def cmd_plan(args: argparse.Namespace) -> int:
@@ -42,7 +50,7 @@ def cmd_plan(args: argparse.Namespace) -> int:
     from stacks.tools.plan.workload_diff import workload_changes
 
     path = stack_file_path(args.stack, args.file)
-    out_dir = Path(args.out)
+    out_dir = Path(args.out) if args.out else default_out(args.stack)
     graph = Path(args.graph) if args.graph else None
     try:
         durations = deploy_time.load_durations(Path(args.durations) if args.durations else None)
@@ -161,10 +169,24 @@ def cmd_plan(args: argparse.Namespace) -> int:
 
 
 def register(commands: Any) -> None:
-    plan = commands.add_parser("plan", help="run the program under mocks and write what it would register")
-    plan.add_argument("stack")
-    plan.add_argument("--file")
-    plan.add_argument("--out", required=True, help="folder for resources.json and manifests/")
+    plan = command_parser(
+        commands,
+        "plan",
+        summary="run the program under mocks and write what it would register",
+        description=(__doc__ or "")
+        + "\n\nIt runs the real program under the Pulumi SDK's mock runtime: no vCenter, no cluster, no Pulumi "
+        "backend; never a replacement for `pulumi preview`, which diffs against real state (docs/offline-tools.md).",
+        needs="offline",
+        exit_statuses="0 when planned and every workload would run; 2 when the stack file (or --against's) is "
+        "invalid, a workload cannot run where it is meant to, --against's change is refused (a live cluster "
+        "cannot take it without --accept-rebuild KEY), or an option is wrong (--graph, --durations, the engine's).",
+    )
+    plan.add_argument("stack", help="stack name: reads Pulumi.STACK.yaml (and names the default --out)")
+    plan.add_argument("--file", help="read this stack file instead of Pulumi.STACK.yaml (same format)")
+    plan.add_argument(
+        "--out",
+        help="folder for resources.json and manifests/ (default: build/plan/STACK in the project folder)",
+    )
     plan.add_argument(
         "--graph",
         help="also draw what pulumi up builds where (hosts, VMs, vGPU profiles, switch, addresses, the cluster on "

@@ -30,6 +30,7 @@ from typing import TYPE_CHECKING, Any, TextIO
 from stacks import PROJECT_DIR
 from stacks.environment.loader import ConfigView, load_environment, read_stack_file
 from stacks.environment.model import Environment
+from stacks.tools.command_help import command_parser
 from stacks.tools.preflight.checks.report import Finding
 
 if TYPE_CHECKING:
@@ -43,11 +44,13 @@ EXIT_INVALID = 2
 
 def register(subparsers: Any) -> None:
     """Add the `preflight` subcommand to `python -m stacks`."""
-    parser = subparsers.add_parser(
+    parser = command_parser(
+        subparsers,
         "preflight",
-        help="check, read-only, that vCenter has everything the stack names; one line per finding",
-        description=__doc__,
-        formatter_class=argparse.RawDescriptionHelpFormatter,
+        summary="check, read-only, that vCenter has everything the stack names; one line per finding",
+        description=__doc__ or "",
+        needs="vcenter",
+        exit_statuses=None,  # the description's own paragraph
     )
     parser.add_argument("stack", help="stack name: reads Pulumi.STACK.yaml")
     parser.add_argument("--file", help="read this file instead (same format)")

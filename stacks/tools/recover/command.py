@@ -27,6 +27,7 @@ from typing import TYPE_CHECKING, Any, TextIO
 
 from stacks import PROJECT_DIR
 from stacks.environment.loader import load_environment, read_stack_file
+from stacks.tools.command_help import command_parser
 
 if TYPE_CHECKING:
     from components.vcenter.settings import VcenterConnection
@@ -40,11 +41,13 @@ EXIT_INVALID = 2
 
 def register(subparsers: Any) -> None:
     """Add the `recover` subcommand to `python -m stacks`."""
-    parser = subparsers.add_parser(
+    parser = command_parser(
+        subparsers,
         "recover",
-        help="after an interrupted `pulumi up`, write a `pulumi import --file` document of what it made",
-        description=__doc__,
-        formatter_class=argparse.RawDescriptionHelpFormatter,
+        summary="after an interrupted `pulumi up`, write a `pulumi import --file` document of what it made",
+        description=__doc__ or "",
+        needs="vcenter",
+        exit_statuses=None,  # the description's own paragraph
     )
     parser.add_argument("stack", help="stack name: reads Pulumi.STACK.yaml")
     parser.add_argument("--file", help="read this stack file instead (same format)")

@@ -20,6 +20,7 @@ from typing import Any, TextIO
 
 from stacks import PROJECT_DIR
 from stacks.environment.loader import load_environment, read_stack_file
+from stacks.tools.command_help import command_parser
 
 EXIT_OK = 0
 EXIT_FAILED = 1
@@ -28,11 +29,13 @@ EXIT_INVALID = 2
 
 def register(subparsers: Any) -> None:
     """Add the `retired-copies` subcommand to `python -m stacks`."""
-    parser = subparsers.add_parser(
+    parser = command_parser(
+        subparsers,
         "retired-copies",
-        help="list the GPU template's retired copies (`-retired`) and, with --delete, remove those no VM hangs off",
-        description=__doc__,
-        formatter_class=argparse.RawDescriptionHelpFormatter,
+        summary="list the GPU template's retired copies (`-retired`) and, with --delete, remove those no VM hangs off",
+        description=__doc__ or "",
+        needs="vcenter",
+        exit_statuses=None,  # the description's own paragraph
     )
     parser.add_argument("stack", help="stack name: reads Pulumi.STACK.yaml")
     parser.add_argument("--file", help="read this file instead (same format)")

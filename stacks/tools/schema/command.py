@@ -10,6 +10,7 @@ from typing import Any
 
 from stacks.environment.loader import ENVIRONMENT_KEY
 from stacks.environment.model import Environment
+from stacks.tools.command_help import command_parser
 
 
 def cmd_schema(args: argparse.Namespace) -> int:
@@ -24,6 +25,13 @@ def cmd_schema(args: argparse.Namespace) -> int:
 
 
 def register(commands: Any) -> None:
-    schema = commands.add_parser("schema", help="JSON Schema of the environment, for editors")
+    schema = command_parser(
+        commands,
+        "schema",
+        summary="JSON Schema of the environment, for editors",
+        description=__doc__ or "",
+        needs="offline",
+        exit_statuses="0 when written; 2 when --out cannot be written or the arguments are wrong.",
+    )
     schema.add_argument("--out", help="write to this file instead of stdout")
     schema.set_defaults(func=cmd_schema)

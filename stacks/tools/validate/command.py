@@ -11,6 +11,7 @@ from stacks.environment.rules.mirror import trust_warnings, unrewritten_images
 from stacks.environment.stack_file import check_stack_file, stack_file_path
 from stacks.environment.version_change import checked_old_environment
 from stacks.environment.version_policy import version_warnings
+from stacks.tools.command_help import command_parser
 
 
 def cmd_validate(args: argparse.Namespace) -> int:
@@ -43,7 +44,15 @@ def cmd_validate(args: argparse.Namespace) -> int:
 
 
 def register(commands: Any) -> None:
-    validate = commands.add_parser("validate", help="check a stack file; one line per problem")
+    validate = command_parser(
+        commands,
+        "validate",
+        summary="check a stack file; one line per problem",
+        description=__doc__ or "",
+        needs="offline",
+        exit_statuses="0 when the stack file is valid (hints and warnings may follow the summary line); 2 when it "
+        "is not (one line per problem on stderr, then their count) or the arguments are wrong.",
+    )
     validate.add_argument("stack", help="stack name: reads Pulumi.STACK.yaml")
     validate.add_argument("--file", help="read this file instead (same format)")
     validate.add_argument(

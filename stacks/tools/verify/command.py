@@ -28,6 +28,7 @@ from stacks.environment.loader import load_environment, read_stack_file
 from stacks.environment.model import Environment
 from stacks.environment.stack_file import stack_file_path
 from stacks.kubectl import Kubectl, VerifyError, kubeconfig_for
+from stacks.tools.command_help import command_parser
 from stacks.tools.verify.availability import command as availability_cli
 from stacks.tools.verify.gpu import NodeHealth
 from stacks.tools.verify.gpu_nodes import gpu_health
@@ -150,8 +151,15 @@ def cmd_verify(args: argparse.Namespace) -> int:
 
 
 def register(commands: Any) -> None:
-    verify = commands.add_parser(
-        "verify", help="read the training jobs' results (transport, bandwidth, throughput) and GPU health per node"
+    verify = command_parser(
+        commands,
+        "verify",
+        summary="read the training jobs' results (transport, bandwidth, throughput) and GPU health per node",
+        description=__doc__ or "",
+        needs="cluster",
+        exit_statuses="0 when every job and node passed; 1 when a job or a node failed (or, with --availability, "
+        "the probe pod or its node did not recover); 2 on a usage problem: no kubeconfig, no kubectl, an invalid "
+        "stack file, an unreadable --log, a wrong --confirm. With --log it needs no cluster: it reads the file only.",
     )
     verify.add_argument("stack", help="stack name: reads Pulumi.STACK.yaml and the stack's kubeconfig output")
     verify.add_argument("--file", help="read this stack file instead")

@@ -229,6 +229,15 @@ def _kind_seconds_holds(
     return field_name.replace("_", " "), float(getattr(d, field_name)), {}
 
 
+def _named(resource: Resource) -> str:
+    """The resource as a step of the path names it. A Kubernetes object by its kind too: a Role and
+    its RoleBinding share a name (control-plane-join-reader), and the path would read as one step
+    twice."""
+    if resource.type.startswith("kubernetes:") and resource.type != "kubernetes:yaml/v2:ConfigGroup":
+        return f"{resource.type.rsplit(':', 1)[-1]} {resource.name}"
+    return resource.name
+
+
 def operations(resources: Iterable[Resource], d: Durations) -> list[Operation]:
     """One operation per custom resource, plus each GPU worker's boot and join (guest work)."""
     custom = [r for r in resources if r.custom or r.type in _REMOTE_COMPONENTS]
@@ -261,7 +270,7 @@ def operations(resources: Iterable[Resource], d: Durations) -> list[Operation]:
                 ("wait for node join", d.guest_boot + d.kubeadm_join) if joining else ("wait for node join", 0.0)
             )
             depends_on = tuple(dict.fromkeys((*depends_on, *(attachments[vm] for vm in vms if vm in attachments))))
-        ops.append(Operation(r.urn, f"{kind}: {r.name}", seconds, depends_on, holds, kind=kind))
+        ops.append(Operation(r.urn, f"{kind}: {_named(r)}", seconds, depends_on, holds, kind=kind))
         if r.type == _VM and r.urn in attachments and ready:
             # A GPU worker boots for good once its vGPU is attached, then joins the cluster.
             ops.append(

@@ -56,7 +56,16 @@ class Estimate:
         return max(over, key=lambda t: t.floor_seconds) if over else None
 
     def path_labels(self, schedule: Schedule) -> list[str]:
-        return [self.labels[key] for key in schedule.critical_path if self.seconds[key] > 0]
+        """The critical path's steps that take time, in order; steps of one label in a row (objects
+        of one name in two namespaces, say) as one step with their count, never a step repeated."""
+        labels = [self.labels[key] for key in schedule.critical_path if self.seconds[key] > 0]
+        steps: list[tuple[str, int]] = []
+        for label in labels:
+            if steps and steps[-1][0] == label:
+                steps[-1] = (label, steps[-1][1] + 1)
+            else:
+                steps.append((label, 1))
+        return [label if count == 1 else f"{label} (x{count})" for label, count in steps]
 
     def dominant(self, schedule: Schedule) -> list[tuple[str, float]]:
         """Time on the critical path per kind of operation (the label's first words), largest first."""

@@ -55,8 +55,10 @@ def test_fetch_plans_every_listed_image_the_files_the_plugins_and_the_wheels(tmp
     stack = _stack_file(tmp_path)
     code, listed, notes = _cli("images", "dev", "--file", str(stack))
     assert code == 0
-    assert f"images: {REGISTRY}/site:25.06-1 is already named in the mirror: build and push it there" in notes
+    assert f"images: not listed: {REGISTRY}/site:25.06-1 is already named in the mirror: build and push it there" in notes
     pairs = [line.split() for line in listed.splitlines()]
+    # A copy of the site image onto itself is no copy: not a line of the list (issue 55 item 6).
+    assert [source for source, dest in pairs if source == dest] == []
     code, planned, err = _cli("bundle", "fetch", "dev", "--file", str(stack), "--out", str(tmp_path / "b"), "--dry-run")
     assert code == 0
     copies = [line.split() for line in planned.splitlines() if line.startswith("skopeo copy")]

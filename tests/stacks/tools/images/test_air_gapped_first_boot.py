@@ -230,7 +230,9 @@ def test_the_first_boot_pulls_every_image_of_the_plan_from_the_mirror_alone(
     listed = _stacks_images(view, case, tmp_path)
     escaping = [dest for _, dest in listed if parse_image(dest).registry != registry_host]
     assert escaping == [], "stacks images lists images outside the mirror"
-    site.push([dest for _, dest in listed])
+    # jobs.siteImage is no copy (`images` leaves it out): the site builds and pushes it itself.
+    assert env.jobs.site_image is not None and env.jobs.site_image not in [dest for _, dest in listed]
+    site.push([*(dest for _, dest in listed), env.jobs.site_image])
     for _, dest in _stacks_images(view, case, tmp_path, "--files"):
         if dest.endswith("/tigera-operator.yaml"):
             _serve_calico(site, dest)

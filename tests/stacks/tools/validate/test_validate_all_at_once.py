@@ -108,7 +108,8 @@ def test_a_version_written_as_a_number_says_quote_it(cli: Cli, root: Path, tmp_p
     stack = tmp_path / "Pulumi.num.yaml"
     stack.write_text((fixture_stack("dev")).read_text().replace("version: 1.36.1", "version: 1.30"))
     [line, _] = cli("validate", "num", "--file", stack).stderr.splitlines()
-    assert line.startswith(f"{E}.kubernetes.version: ") and "quote it" in line and "1.30 becomes 1.3" in line
+    assert line.startswith(f"{E}.kubernetes.version: ") and "as the number 1.3 (1.30 loses its trailing zero)" in line
+    assert '"1.30.0"' in line and "1.MINOR.PATCH" in line
 
 
 def test_a_tab_says_indent_with_spaces(cli: Cli, tmp_path: Path) -> None:
