@@ -23,8 +23,8 @@ The vCenter model (`durations`, `model`) schedules operations against vCenter's 
   after every snapshot mutation, one save at a time, and a step waits for its own (pkg/backend/
   snapshot.go, `mutate`; a step mutates when it begins and when it ends). Save cost measured
   (`benchmarks/engine/checkpoint_cost.json`: the engine's JSON marshalling in Go, then the write on
-  a local disk and on an S3 API). `PULUMI_SKIP_CHECKPOINTS=true` (with `PULUMI_EXPERIMENTAL=true`)
-  "only save[s] the final deployment" (pkg/util/env). Pulumi Cloud journals each step instead and
+  a local disk and on an S3 API). `PULUMI_SKIP_CHECKPOINTS=true` (with `PULUMI_EXPERIMENTAL=true`
+  before v3.104.0, pulumi/pulumi#15318) "only save[s] the final deployment" (sdk/go/common/env/env.go). Pulumi Cloud journals each step instead and
   sends the entries in parallel (Pulumi blog, "Speeding up pulumi operations by up to 20x", Dec 2025;
   GA from CLI 3.225): modelled as no serialised cost.
 

@@ -5,7 +5,7 @@ and the plan (stacks/environment/deploy.py; .github/workflows/deploy.yml runs
 - `--parallel`: `pulumiUp.parallel`, or the plan's width (the most operations that overlap in
   vCenter's bound: more slots than that never run), never below the CLI's own default
   (4 x the runner's CPUs: pulumi/pulumi pkg/cmd/pulumi/operations/up.go, `defaultParallel`).
-- Checkpoints: skipped (`PULUMI_SKIP_CHECKPOINTS=true`, pulumi/pulumi sdk/go/common/util/env:
+- Checkpoints: skipped (`PULUMI_SKIP_CHECKPOINTS=true`, pulumi/pulumi sdk/go/common/env/env.go:
   "Skip saving state checkpoints and only save the final deployment") only for a run whose
   preview shows creates and nothing replaced, updated or deleted: an interrupted create-only run
   is undone by `python -m stacks recover` and `pulumi import`; an interrupted replacement would
@@ -71,7 +71,7 @@ def workflow_lines(resources: Any, deploy: PulumiUpSettings) -> tuple[list[str],
         f"({chosen.ratio:.2f}x) with {workflow_engine(deploy, width, create_only=True).describe()}",
         f"  a first deploy with its checkpoints kept: {format_seconds(kept.pulumi_up.seconds)}; a change to the "
         f"running stack keeps them and costs its own steps only, each changed step two saves of the whole state "
-        f"({format_seconds(2 * save_seconds(state_bytes(types), deploy.backend))}): `deploy-settings` estimates "
+        f"({2 * save_seconds(state_bytes(types), deploy.backend):.1f} s): `deploy-settings` estimates "
         "it from the run's preview",
         f"  the CLI's defaults on the same runner: {format_seconds(bare.pulumi_up.seconds)} ({bare.ratio:.2f}x) with "
         f"{cli_default_engine(deploy).describe()}",
