@@ -45,6 +45,7 @@ from stacks.tools.plan.deploy_time.model import Operation
 from stacks.tools.plan.deploy_time.plugin_limits import (
     SWITCH_WINDOW_S,
     plugin_cpu_seconds,
+    plugin_rate,
     step_loop_seconds,
     switch_batch_size,
     switch_batches_seconds,
@@ -312,7 +313,8 @@ def terms(
             Term(
                 "plugin CPU",
                 plugin_cpu_seconds(len(dynamic), settings.runner_cpus),
-                f"{len(dynamic)} operations on the plugin at 9.7 per second per CPU, {settings.runner_cpus} CPUs (measured)",
+                f"{len(dynamic)} operations on the plugin process at {plugin_rate(settings.runner_cpus):g} per second "
+                f"over HTTPS, {settings.runner_cpus} CPUs (measured at 640 at once; one process: more CPUs not credited)",
             )
         )
         found.append(
