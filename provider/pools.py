@@ -6,8 +6,12 @@ its step-generation loop and waits for the answer before it looks at the next re
 deployment_executor.go runs that loop on one goroutine). If those calls waited for a thread behind
 hundreds of creates that each block on vCenter for minutes, every registration of the stack,
 VMs included, would wait too. So they get a pool of their own (`STEP_LOOP_THREADS`): our Check
-and Diff handlers are pure computations on the inputs (components/*: no vCenter call), a few
-threads are enough, and they never queue behind the long operations of `operations`.
+and Diff handlers are computations on the inputs, a few threads are enough, and they never queue
+behind the long operations of `operations`. Two read vCenter there, as an early warning a later
+operation repeats (`TemplateReplica.diff`: the copy's drift; `HostGraphicsMode.check` with
+manage=false: the host's mode): each read is bounded and skipped past its budget
+(components/vsphere/step_loop_reads.py; tests/provider/test_step_loop.py holds every such Check
+and Diff under a second with vCenter answering 3 s late).
 
 `cancel` (the engine's Cancel: `pulumi up` interrupted once) stops the queued operations and lets
 the running ones end on their own: a pyVmomi call in flight cannot be interrupted safely (its
@@ -20,7 +24,7 @@ from __future__ import annotations
 from concurrent.futures import ThreadPoolExecutor
 
 STEP_LOOP_THREADS = 4
-"""Threads for Check and Diff: pure handlers of a few milliseconds each; the engine sends one at
+"""Threads for Check and Diff: handlers of a few milliseconds each (a bounded vCenter read at most); the engine sends one at
 a time per step loop (more only with PULUMI_PARALLEL_DIFF)."""
 
 

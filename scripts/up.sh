@@ -20,7 +20,8 @@ parallel=$(sed -n 's/^parallel=//p' "$settings")
 skip=$(sed -n 's/^skip-checkpoints=//p' "$settings")
 if ! PULUMI_SKIP_CHECKPOINTS="$skip" pulumi up --stack "$stack" --parallel "$parallel" "$@"; then
     if [ "$skip" = true ]; then
-        echo "pulumi up stopped with its checkpoints skipped: the state is as before the run. Recover first:" \
+        echo "pulumi up stopped with its checkpoints skipped: if it was killed before its final save, the state" \
+            "is as before the run. Recover first:" \
             "python -m stacks recover $stack --out build/deploy/import.json (docs/deploy.md)" >&2
     fi
     exit 1

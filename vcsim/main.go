@@ -37,6 +37,7 @@
 package main
 
 import (
+	"crypto/tls"
 	"flag"
 	"fmt"
 	"io"
@@ -166,6 +167,8 @@ func main() {
 	graphicsDefault := flag.String("graphics-default", "shared",
 		"initial host default graphics type: shared or sharedDirect")
 	exitOnEOF := flag.Bool("exit-on-stdin-eof", false, "exit when stdin is closed (parent died)")
+	serveTLS := flag.Bool("tls", false, "serve HTTPS, as vCenter does (govmomi simulator.Service.TLS: "+
+		"httptest's StartTLS with its self-signed localhost certificate); default plain HTTP")
 	quiet := flag.Bool("quiet", true, "discard the simulator's own log")
 	username := flag.String("username", "user", "the only user name the simulator accepts")
 	password := flag.String("password", "pass", "the only password the simulator accepts")
@@ -226,7 +229,8 @@ func main() {
 	extendAuthorization() // vcsim/privileges.go
 	extendHostsForPreflight(pnics) // vcsim/preflight.go
 
-	// Loopback only, plain HTTP (TLS stays nil): tests never leave the machine.
+	// Loopback only, plain HTTP unless -tls: tests never leave the machine; benchmarks of the
+	// plugin's throughput speak HTTPS as it does to vCenter (a TLS handshake per new connection).
 	// Explicit credentials: the simulator then refuses other logins, as vCenter does (with its
 	// default it accepts any non-empty user and password).
 	address := net.JoinHostPort("127.0.0.1", strconv.Itoa(*port))
@@ -243,6 +247,11 @@ func main() {
 	model.Service.Listen = &url.URL{
 		Host: address,
 		User: url.UserPassword(*username, *password),
+	}
+	if *serveTLS {
+		// An empty config: govmomi's NewServer then starts httptest's TLS server
+		// (simulator/simulator.go, `NewServer`: `ts.StartTLS()` when `s.TLS != nil`).
+		model.Service.TLS = new(tls.Config)
 	}
 	server := model.Service.NewServer()
 	defer server.Close()

@@ -5,7 +5,8 @@ and every step makes at least two (pulumi/pulumi pkg/backend/snapshot.go: `mutat
 serialization point": one goroutine persists each mutation and the step waits for it; a step's
 `BeginMutation` and its `End` each mutate). A save marshals the checkpoint as indented JSON,
 copies the old stack file to `.bak` and writes the new one (pkg/backend/diy/state.go,
-`saveCheckpoint`). `PULUMI_SKIP_CHECKPOINTS=true` (with `PULUMI_EXPERIMENTAL=true`; pkg/util/env:
+`saveCheckpoint`). `PULUMI_SKIP_CHECKPOINTS=true` (with `PULUMI_EXPERIMENTAL=true` before v3.104.0,
+pulumi/pulumi#15318; sdk/go/common/env/env.go:
 "skip saving state checkpoints and only save the final deployment") leaves one save at the end.
 
 Measured here, on our plan's state at two sizes (`state_size.py`):

@@ -67,9 +67,13 @@ def custom_host(command: str, type_token: str, executor: int | None = None) -> H
     return HostSpec(name, (*shlex.split(command), ENGINE_ADDRESS), type_token, {}, provider_inputs=extra)
 
 
-def measure(specs: Sequence[HostSpec], levels: Sequence[int], delay_ms: int) -> list[RunResult]:
+def measure(
+    specs: Sequence[HostSpec], levels: Sequence[int], delay_ms: int, *, tls: bool = False, harness: Path = HARNESS
+) -> list[RunResult]:
+    """`tls`: the simulator serves HTTPS, as vCenter does (the harness's `-tls`)."""
     simulator, url = processes.start_announcing(
-        [str(HARNESS), "-port", "0", "-exit-on-stdin-eof", "-method-delay", f"{DELAYED_METHOD}={delay_ms}"],
+        [str(harness), "-port", "0", "-exit-on-stdin-eof", "-method-delay", f"{DELAYED_METHOD}={delay_ms}"]
+        + (["-tls"] if tls else []),
         processes.vcsim_url_line,
         cwd=PROJECT_DIR,
     )
@@ -135,6 +139,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--server", help="another provider server's command (the engine address is appended)")
     parser.add_argument("--type", default=PLUGIN_TYPE, help="the type token --server serves")
     parser.add_argument("--write", type=Path, help=f"store the figures as JSON (the model reads {MEASURED.name})")
+    parser.add_argument("--tls", action="store_true", help="the simulator serves HTTPS, as vCenter does")
+    parser.add_argument("--harness", type=Path, default=HARNESS, help="the simulator harness binary")
     args = parser.parse_args(argv)
     levels = [int(n) for n in args.parallel.split(",") if n.strip()]
     chosen = {h.strip() for h in args.hosts.split(",") if h.strip()}
@@ -144,7 +150,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     if args.server:
         specs.append(custom_host(args.server, args.type, args.executor if "--executor" in (argv or sys.argv) else None))
     print(HEADER, flush=True)
-    results = measure(specs, levels, args.delay_ms)
+    results = measure(specs, levels, args.delay_ms, tls=args.tls, harness=args.harness)
     if args.write:
         command = "python -m benchmarks.engine.concurrency " + " ".join(
             shlex.quote(a) for a in (argv if argv is not None else sys.argv[1:])

@@ -57,12 +57,12 @@ def inputs(index: int) -> dict[str, Any]:
 
 def vsphere_config(url: str) -> dict[str, str]:
     """The raw stack config the engine hands a provider's Configure, for the simulator at `url`
-    (http://user:pass@127.0.0.1:PORT/sdk)."""
+    (http://user:pass@127.0.0.1:PORT/sdk, or https:// with the harness's `-tls`)."""
     from urllib.parse import unquote, urlsplit
 
     parts = urlsplit(url)
     return {
-        "vsphere:vsphereServer": f"http://127.0.0.1:{parts.port}",
+        "vsphere:vsphereServer": f"{parts.scheme}://127.0.0.1:{parts.port}",
         "vsphere:user": unquote(parts.username or ""),
         "vsphere:password": unquote(parts.password or ""),
         "vsphere:allowUnverifiedSsl": "true",

@@ -54,6 +54,13 @@ HTTP_TIMEOUT_S = 60.0
 LOGIN_TIMEOUT_S = 30.0
 
 _VERSIONS_PATH = "/sdk/vimServiceVersions.xml"
+SOAP_POOL_SIZE = 640
+"""Idle connections the session's SOAP stub keeps for reuse (pyVmomi's `SoapStubAdapter(poolSize=)`,
+default 5): the plugin's operations share one session (this module), up to its operation pool's
+640 calls at once (`components.gpucluster_resource.DEFAULT_MAX_CONCURRENT_OPERATIONS`; a test
+holds them equal). With 5, every call past the fifth at once opened a new connection and closed it
+on return (pyVmomi/SoapAdapter.py `ReturnConnection`), over HTTPS a TLS handshake per call
+(issue 52; BENCHMARKS.md, "The plugin over HTTPS")."""
 
 
 def _api_version(conn: VcenterConnection, *, timeout: float, ssl_context: Any) -> tuple[str, Any]:
@@ -155,6 +162,7 @@ def _connect(conn: VcenterConnection, version: str, ssl_context: Any, http_timeo
         version=version,
         sslContext=ssl_context,
         httpConnectionTimeout=http_timeout,
+        poolSize=SOAP_POOL_SIZE,
     )
     # The same constructor arguments (`schemeArgs`, set above); only the class is ours.
     stub.scheme = BoundedHTTPConnection if conn.protocol == "http" else BoundedHTTPSConnection  # type: ignore[assignment]

@@ -110,3 +110,58 @@ def test_the_engines_flags_before_its_address_do_not_hide_the_engine() -> None:
         id_, outs, _ = rotation.create({"ttl_hours": 24, "issued_at": None, "expires_at": None})
         rotation.delete(id_, outs)
         assert f"JoinTokenRotation {id_}: nothing to delete (a timestamp leaves nothing behind)" in plugin.engine_log
+
+
+READ_DELAYS = "FindByUuid=3000,RetrieveProperties=3000,RetrievePropertiesEx=3000,RefreshGraphicsManager=3000"
+"""The reads a Check or Diff of ours may make (a template copy's drift, a verified host's graphics
+mode), each answered 3 s late: a vCenter under load."""
+
+
+@pytest.fixture(scope="module")
+def slow_reads() -> Iterator[str]:
+    _harness()
+    process, url = processes.start_announcing(
+        [str(step_loop.HARNESS), "-port", "0", "-exit-on-stdin-eof", "-method-delay", READ_DELAYS],
+        processes.vcsim_url_line,
+        cwd=PROJECT_DIR,
+    )
+    try:
+        yield url
+    finally:
+        processes.stop(process)
+
+
+def test_the_checks_and_diffs_that_read_vcenter_answer_within_a_second_when_it_is_slow(slow_reads: str) -> None:
+    """Issue 52 item 4: `TemplateReplica.diff` reads the live copy (drift) and `HostGraphicsMode.check`
+    with manage=false reads the host's graphics mode, both on the engine's serial step loop: every
+    registration after them waits. Each read gets a step-loop budget and is skipped past it."""
+    config = {k.split(":", 1)[-1]: v for k, v in vsphere_config(slow_reads).items()}
+    replica_inputs = {
+        "name": "gold-copy",
+        "source_uuid": "4213a1f2-0000-0000-0000-000000000001",
+        "source_name": "gold",
+        "host_id": "host-21",
+        "host_name": "DC0_C0_H0",
+        "datastore_id": "datastore-1",
+        "resource_pool_id": "resgroup-1",
+        "linked": True,
+        "snapshot_name": "base",
+        "stack": "test",
+    }
+    with running_plugin(with_engine=False) as plugin:
+        configure(plugin.stub, config)
+        graphics = Lifecycle(plugin.stub, "gpucluster:vsphere:HostGraphicsMode", "graphics-DC0_C0_H0")
+        replica = Lifecycle(plugin.stub, "gpucluster:vsphere:TemplateReplica", "copy-DC0_C0_H0")
+        timed: dict[str, float] = {}
+        for name, call in (
+            ("HostGraphicsMode check", lambda: graphics.check({"host_name": "DC0_C0_H0", "manage": False})),
+            (
+                "TemplateReplica diff",
+                lambda: replica.diff("4213a1f2-0000-0000-0000-0000000000aa", replica_inputs, replica_inputs),
+            ),
+        ):
+            started = time.monotonic()
+            call()
+            timed[name] = time.monotonic() - started
+
+    assert all(seconds < STEP_LOOP_BOUND_S for seconds in timed.values()), timed

@@ -1,8 +1,9 @@
 """Issue 44: every `pulumi up` the project ships runs with the settings its estimate assumes.
 
 deploy.yml: each `pulumi up` step takes `--parallel` from the stack (the `engine` step's
-`deploy-settings` output), skips checkpoints only through that step's create-only guard, has a
-timeout from the estimate inside a job with room for it, and a failed or cancelled run that
+`deploy-settings` output), skips checkpoints only through that step's create-only guard, interrupts
+itself (SIGINT) at a time from the estimate and has a step timeout past that interrupt and its
+grace, inside a job with room for it (issue 52), and a failed or cancelled run that
 skipped them runs `recover` and keeps its import file. README and docs/deploy.md: no bare
 `pulumi up` in their commands; they run `scripts/up.sh`, which does the same."""
 
@@ -48,24 +49,29 @@ def test_the_deploy_workflow_has_one_up_job_for_every_stack_of_the_order() -> No
 @pytest.mark.parametrize(("name", "job"), _up_jobs(), ids=lambda v: v if isinstance(v, str) else "")
 def test_each_pulumi_up_runs_with_the_stacks_settings_and_the_create_only_guard(name: str, job: dict[str, Any]) -> None:
     steps = job["steps"]
-    ups = [
-        i
-        for i, s in enumerate(steps)
-        if str(s.get("uses", "")).startswith("pulumi/actions@") and (s.get("with") or {}).get("command") == "up"
-    ]
+    ups = [i for i, s in enumerate(steps) if re.search(r"\bpulumi up\b", str(s.get("run", "")))]
     assert len(ups) == 1, "one pulumi up per job"
     up = steps[ups[0]]
     engine = [i for i, s in enumerate(steps) if s.get("id") == "engine"]
     assert engine and engine[0] < ups[0], "the engine-settings step runs before pulumi up"
     script = steps[engine[0]]["run"]
-    assert up["with"]["stack-name"] == "${{ matrix.stack }}" == job["env"]["STACK"]
+    assert job["env"]["STACK"] == "${{ matrix.stack }}"
     stack = '"$STACK"'  # the shell's name for the matrix's stack (a value of the job, never inlined)
     assert f"pulumi preview --stack {stack} --json" in script
     assert re.search(rf"python -m stacks deploy-settings {re.escape(stack)} --preview \S+", script)
     assert '--github-output "$GITHUB_OUTPUT"' in script
 
-    assert up["with"].get("parallel") == f"${{{{ {ENGINE}.parallel }}}}", "pulumi up without the stack's --parallel"
     env = up.get("env") or {}
+    assert env.get("PARALLEL") == f"${{{{ {ENGINE}.parallel }}}}", "pulumi up without the stack's --parallel"
+    # Issue 52: the run interrupts itself once (SIGINT) and is killed only after the grace; GitHub's
+    # step timeout (SIGINT, then SIGTERM 7.5 s later: Pulumi terminates) lies past both.
+    command = " ".join(up["run"].replace("\\\n", " ").split())
+    assert command.startswith(
+        'timeout --signal=INT --kill-after="${GRACE_MINUTES}m" "${INTERRUPT_MINUTES}m" '
+        f'pulumi up --stack {stack} --parallel "$PARALLEL" --yes --non-interactive'
+    ), command
+    assert env.get("INTERRUPT_MINUTES") == f"${{{{ {ENGINE}.interrupt-minutes }}}}"
+    assert env.get("GRACE_MINUTES") == f"${{{{ {ENGINE}.grace-minutes }}}}"
     # Skipping checkpoints only through the guard: never a literal, never PULUMI_EXPERIMENTAL.
     assert env.get("PULUMI_SKIP_CHECKPOINTS") == f"${{{{ {ENGINE}.skip-checkpoints }}}}"
     for step in steps:

@@ -37,6 +37,7 @@ from components.vsphere.host_graphics.ops import (
     write_previous,
 )
 from components.vsphere.provider_base import RetryPolicy, VsphereProvider, is_unknown, public_props
+from components.vsphere.step_loop_reads import NotRead, read_on_step_loop
 
 _log = logging.getLogger(__name__)
 
@@ -48,9 +49,6 @@ __all__ = [
     "HostGraphicsModeProvider",
     "not_shared_direct_message",
 ]
-
-#: Only one attempt, with a short time budget, for the early check during `pulumi preview`.
-CHECK_RETRY = RetryPolicy(attempts=1, max_total=20.0)
 
 
 def not_shared_direct_message(host_name: str, current: str) -> str:
@@ -143,10 +141,10 @@ class HostGraphicsModeProvider(VsphereProvider):
             host = find_host_or_none(si, host_name)
             return None if host is None else read_current_state(host)
 
-        try:
-            state = self.run(op, what=f"check graphics of host {host_name}", retry=CHECK_RETRY)
-        except VsphereError as exc:
-            _log.debug("HostGraphicsMode check skipped for %s: %s", host_name, exc)
+        # On the engine's step loop: a bounded read, skipped past its budget (step_loop_reads.py).
+        state = read_on_step_loop(self, op, what=f"check graphics of host {host_name}")
+        if isinstance(state, NotRead):
+            _log.debug("HostGraphicsMode check skipped for %s: %s", host_name, state.why)
             return None
         if state is None:
             return handlers.CheckFailure("host_name", f"host {host_name!r} not found in vCenter")

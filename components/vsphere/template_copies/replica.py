@@ -56,6 +56,7 @@ from components.vcenter.errors import VsphereError
 from components.vcenter.lookups import find_vm, find_vm_by_uuid
 from components.vcenter.tasks import wait_for_task
 from components.vsphere.provider_base import RetryPolicy, VsphereProvider, is_unknown, public_props
+from components.vsphere.step_loop_reads import NotRead, read_on_step_loop
 from components.vsphere.template_copies.chains import MARK, OWNER, RETIRED, dependents, read_vm
 from components.vsphere.template_copies.plan import HASH_CHARS, MAX_NAME, copy_prefix
 from components.vsphere.template_copies.recovery import owner_mark, refuse_unless_ours, running_clone
@@ -190,9 +191,12 @@ class TemplateReplicaProvider(VsphereProvider):
         if not replaces and self.has_connection_settings:
             # Drift: the copy read now, not only at `pulumi refresh` (issue 32 item 8). Without
             # credentials (a preview where `check` must work offline) there is nothing to read.
+            # On the engine's step loop: a bounded read, skipped past its budget (step_loop_reads.py).
             name = olds.get("vm_name") or _id
-            found = self.run(lambda si: drift(si, _id), what=f"read template copy {name}")
-            if found == GONE:
+            found = read_on_step_loop(self, lambda si: drift(si, _id), what=f"read template copy {name}")
+            if isinstance(found, NotRead):
+                pulumi.log.warn(f"template copy {name!r}: drift not checked ({found.why}); `pulumi refresh` reads it")
+            elif found == GONE:
                 pulumi.log.warn(f"template copy {name!r} was {GONE}: a new copy is made; workers cloned from it roll")
                 replaces = ["uuid"]
             elif found:
@@ -252,9 +256,7 @@ class TemplateReplicaProvider(VsphereProvider):
             return _outputs(si, vm, {**_olds, **inputs})
 
         live = self.run(repair, what=f"update template copy {_olds.get('vm_name') or _id}")
-        return handlers.UpdateResult(
-            outs={**_olds, **inputs, "vm_name": live["vm_name"], "snapshot": live["snapshot"]}
-        )
+        return handlers.UpdateResult(outs={**_olds, **inputs, "vm_name": live["vm_name"], "snapshot": live["snapshot"]})
 
     def read(self, id_: str, props: dict[str, Any]) -> handlers.ReadResult:
         def look(si: Any) -> dict[str, Any] | None:

@@ -3,9 +3,12 @@ of `pulumi up` in the deploy workflow, and the estimate for exactly them.
 
 Reads the stack's `pulumiUp` keys and plans the program under mocks (as `plan` does) for the plan's
 width and the estimate; reads the run's own `pulumi preview --json` to decide the checkpoints
-(stacks/tools/plan/deploy_time/workflow.py says when they are skipped, and why). Prints one line
-per decision and the estimate beside the CLI's defaults; with `--github-output FILE` appends
-`parallel=`, `skip-checkpoints=` and `timeout-minutes=` for the workflow's next steps.
+and the estimate of what this run changes: only its non-`same` steps cost operations and
+checkpoints (stacks/tools/plan/deploy_time/preview_steps.py); workflow.py says when checkpoints are
+skipped, and how the timeouts leave the final save its time. Prints one line per decision and the
+estimate beside the CLI's defaults; with `--github-output FILE` appends `parallel=`,
+`skip-checkpoints=`, `interrupt-minutes=`, `grace-minutes=` and `timeout-minutes=` for the
+workflow's next steps.
 
 Exit status: 0; 1 when the estimate does not fit `--job-minutes` (the job would be killed midway:
 the line names a runner size or setting that fits); 2 on an invalid stack file or preview document.
@@ -15,7 +18,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import math
 import sys
 from pathlib import Path
 from typing import Any
@@ -47,47 +49,51 @@ def register(commands: Any) -> None:
     parser.set_defaults(func=cmd_deploy_settings)
 
 
-def timeout_minutes(estimate_s: float) -> int:
-    """The `pulumi up` step's timeout: twice the estimate, at least 30 minutes."""
-    return max(30, math.ceil(2 * estimate_s / 60))
-
-
 def cmd_deploy_settings(args: argparse.Namespace) -> int:
     from stacks.environment.loader import load_environment
     from stacks.tools.plan.command import run_plan
+    from stacks.tools.plan.deploy_time.durations import resources_from_plan
+    from stacks.tools.plan.deploy_time.engine import save_seconds, state_bytes
     from stacks.tools.plan.deploy_time.estimate import estimate
+    from stacks.tools.plan.deploy_time.preview_steps import changed_in_plan, preview_change
     from stacks.tools.plan.deploy_time.words import format_seconds
     from stacks.tools.plan.deploy_time.workflow import (
+        checkpoint_decision,
         cli_default_engine,
-        create_only,
         deploy_parallel,
         plan_width,
-        preview_ops,
+        timeouts,
         workflow_engine,
     )
 
     view, _ = check_stack_file(stack_file_path(args.stack, args.file), args.stack)
     deploy = load_environment(view).pulumi_up
+    change = None
     if args.preview:
         try:
-            document = json.loads(Path(args.preview).read_text())
-            ops = preview_ops(document)
+            change = preview_change(json.loads(Path(args.preview).read_text()))
         except (OSError, ValueError, TypeError, AttributeError) as error:
             print(f"error: --preview {args.preview}: not a `pulumi preview --json` document ({error})", file=sys.stderr)
             return EXIT_INVALID
-    else:
-        ops = {"create": 1}
-    skip, why = create_only(ops)
+    skip, why = checkpoint_decision(change.ops if change else {"create": 1}, deploy.backend)
     run = run_plan(view, stack=args.stack)
-    vcenter = estimate(run.resources, None, None)
+    # A first deploy creates every resource; a run on a running stack costs only its changed steps.
+    changed = None
+    if change is not None:
+        fresh = estimate(run.resources, None, None)
+        changed = changed_in_plan(change, run.resources, fresh.seconds)
+    vcenter = estimate(run.resources, None, None, changed=changed)
     width = plan_width(vcenter.bound, vcenter.pulumi_up)
     parallel = deploy_parallel(deploy, width)
-    chosen = estimate(run.resources, None, workflow_engine(deploy, width, create_only=skip))
-    defaults = estimate(run.resources, None, cli_default_engine(deploy))
+    chosen = estimate(run.resources, None, workflow_engine(deploy, width, create_only=skip), changed=changed)
+    defaults = estimate(run.resources, None, cli_default_engine(deploy), changed=changed)
     source = "pulumiUp.parallel" if deploy.parallel is not None else f"the plan's width {width}"
-    minutes = timeout_minutes(chosen.pulumi_up.seconds)
+    longest = max((chosen.seconds[key] for key in chosen.pulumi_up.start), default=0.0)
+    final_save = save_seconds(state_bytes(r.type for r in resources_from_plan(run.resources)), deploy.backend)
+    limits = timeouts(chosen.pulumi_up.seconds, longest, final_save)
     print(f"--parallel {parallel} ({source}; {deploy.runner_cpus} runner CPUs)")
     print(f"checkpoints: {why}")
+    print(f"change: {changed.note}" if changed else "change: a first deploy, every resource created")
     print(
         f"estimate: pulumi up {format_seconds(chosen.pulumi_up.seconds)} with these settings "
         f"({chosen.engine.describe() if chosen.engine else ''})"
@@ -96,17 +102,23 @@ def cmd_deploy_settings(args: argparse.Namespace) -> int:
         f"  the CLI's defaults instead: {format_seconds(defaults.pulumi_up.seconds)} "
         f"({defaults.engine.describe() if defaults.engine else ''})"
     )
-    print(f"step timeout: {minutes} minutes")
+    print(
+        f"step timeout: {limits.step_minutes} minutes: pulumi up interrupted (SIGINT) after {limits.interrupt_minutes} "
+        f"minutes (twice the estimate, at least 30), then {limits.grace_minutes} for the longest step in flight "
+        f"({format_seconds(longest)}) and the final save ({format_seconds(final_save)})"
+    )
     if args.github_output:
         with open(args.github_output, "a", encoding="utf-8") as out:
             out.write(
-                f"parallel={parallel}\nskip-checkpoints={'true' if skip else 'false'}\ntimeout-minutes={minutes}\n"
+                f"parallel={parallel}\nskip-checkpoints={'true' if skip else 'false'}\n"
+                f"interrupt-minutes={limits.interrupt_minutes}\ngrace-minutes={limits.grace_minutes}\n"
+                f"timeout-minutes={limits.step_minutes}\n"
             )
-    if args.job_minutes is not None and minutes + MARGIN_MINUTES > args.job_minutes:
+    if args.job_minutes is not None and limits.step_minutes + MARGIN_MINUTES > args.job_minutes:
         print(
-            f"error: the estimate needs a {minutes}-minute step and {MARGIN_MINUTES} minutes around it, past the "
-            f"job's {args.job_minutes}: set pulumiUp.runnerCpus to a larger runner, pulumiUp.parallel, or split the "
-            'change (docs/deployment-time.md, "What the workflow runs")',
+            f"error: the estimate needs a {limits.step_minutes}-minute step and {MARGIN_MINUTES} minutes around it, "
+            f"past the job's {args.job_minutes}: set pulumiUp.runnerCpus to a larger runner, pulumiUp.parallel, or "
+            'split the change (docs/deployment-time.md, "What the workflow runs")',
             file=sys.stderr,
         )
         return EXIT_TOO_LONG

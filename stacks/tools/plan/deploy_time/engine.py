@@ -23,8 +23,8 @@ The vCenter model (`durations`, `model`) schedules operations against vCenter's 
   after every snapshot mutation, one save at a time, and a step waits for its own (pkg/backend/
   snapshot.go, `mutate`; a step mutates when it begins and when it ends). Save cost measured
   (`benchmarks/engine/checkpoint_cost.json`: the engine's JSON marshalling in Go, then the write on
-  a local disk and on an S3 API). `PULUMI_SKIP_CHECKPOINTS=true` (with `PULUMI_EXPERIMENTAL=true`)
-  "only save[s] the final deployment" (pkg/util/env). Pulumi Cloud journals each step instead and
+  a local disk and on an S3 API). `PULUMI_SKIP_CHECKPOINTS=true` (with `PULUMI_EXPERIMENTAL=true`
+  before v3.104.0, pulumi/pulumi#15318) "only save[s] the final deployment" (sdk/go/common/env/env.go). Pulumi Cloud journals each step instead and
   sends the entries in parallel (Pulumi blog, "Speeding up pulumi operations by up to 20x", Dec 2025;
   GA from CLI 3.225): modelled as no serialised cost.
 
@@ -35,7 +35,7 @@ dominates; the estimate simulates them all together with vCenter's limits.
 from __future__ import annotations
 
 import json
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Collection, Iterable, Mapping, Sequence
 from dataclasses import dataclass, replace
 from functools import cache
 from typing import Any
@@ -45,6 +45,7 @@ from stacks.tools.plan.deploy_time.model import Operation
 from stacks.tools.plan.deploy_time.plugin_limits import (
     SWITCH_WINDOW_S,
     plugin_cpu_seconds,
+    plugin_rate,
     step_loop_seconds,
     switch_batch_size,
     switch_batches_seconds,
@@ -222,20 +223,22 @@ def with_engine(
     inputs: Mapping[str, Mapping[str, Any]],
     settings: EngineSettings,
     save_s: float,
+    changed: Collection[str] | None = None,
 ) -> tuple[list[Operation], dict[str, int]]:
     """The operations with the engine's waits, and the capacities they wait for.
 
     `types`/`inputs`: by operation key (a resource URN). A dynamic resource's operation waits for
     a thread of the provider host while its engine slot is taken (the gRPC call is in flight); a
     switch join then waits for its switch's lock when joins are serial; every engine step waits for
-    its own saves when the backend saves a checkpoint per step.
+    its own saves when the backend saves a checkpoint per step. `changed`: the keys whose steps
+    do work (a day-two run's non-`same` steps; None: every one); the others keep their zero time.
     """
     host = f"provider:{settings.provider_host}"
     capacity = {host: settings.provider_concurrency}
     out = []
     for op in ops:
         type_ = types.get(op.key, "")
-        if not op.engine_slot:
+        if not op.engine_slot or (changed is not None and op.key not in changed):
             out.append(op)
             continue
         holds = dict(op.holds)
@@ -261,9 +264,15 @@ def terms(
     inputs: Mapping[str, Mapping[str, Any]],
     resource_count: int,
     settings: EngineSettings,
+    changed: Collection[str] | None = None,
+    changed_steps: int | None = None,
 ) -> list[Term]:
-    """Each engine term's own floor on `pulumi up` (a work bound: its work over its concurrency)."""
-    engine_ops = [op for op in ops if op.engine_slot]
+    """Each engine term's own floor on `pulumi up` (a work bound: its work over its concurrency).
+
+    `changed`/`changed_steps`: a day-two run's changed resources and steps (None: a fresh deploy,
+    every resource created): only they cost operations and saves, each save of the whole state;
+    Check and Diff still run for every registration."""
+    engine_ops = [op for op in ops if op.engine_slot and (changed is None or op.key in changed)]
     dynamic = [op for op in engine_ops if types.get(op.key, "").startswith(DYNAMIC_PREFIX)]
     concurrency = settings.provider_concurrency
     host = "dynamic provider host" if settings.provider_host == "dynamic" else "provider plugin"
@@ -304,7 +313,8 @@ def terms(
             Term(
                 "plugin CPU",
                 plugin_cpu_seconds(len(dynamic), settings.runner_cpus),
-                f"{len(dynamic)} operations on the plugin at 9.7 per second per CPU, {settings.runner_cpus} CPUs (measured)",
+                f"{len(dynamic)} operations on the plugin process at {plugin_rate(settings.runner_cpus):g} per second "
+                f"over HTTPS, {settings.runner_cpus} CPUs (measured at 640 at once; one process: more CPUs not credited)",
             )
         )
         found.append(
@@ -327,6 +337,17 @@ def terms(
     state = state_bytes(types.values())
     if settings.backend == "cloud":
         found.append(Term("checkpoints", 0.0, "Pulumi Cloud journals each step, in parallel"))
+    elif settings.saves_every_step and changed_steps is not None:
+        saves = SAVES_PER_STEP * changed_steps
+        each = save_seconds(state, settings.backend)
+        found.append(
+            Term(
+                "checkpoints",
+                saves * each,
+                f"{saves} saves of the whole state ({state / 1e6:.0f} MB) on {settings.backend}://, one per changed "
+                f"step's begin and end, {each * 1000:.0f} ms each (a `same` step saves none)",
+            )
+        )
     elif settings.saves_every_step:
         saves = SAVES_PER_STEP * resource_count
         each = save_seconds(state / 2, settings.backend)
@@ -349,9 +370,11 @@ def terms(
     return found
 
 
-def mean_save_seconds(types: Iterable[str], settings: EngineSettings) -> float:
-    """One save during the run: the state grows from nothing to its final size, so half of it."""
-    return save_seconds(state_bytes(types) / 2, settings.backend) if settings.saves_every_step else 0.0
+def mean_save_seconds(types: Iterable[str], settings: EngineSettings, *, whole: bool = False) -> float:
+    """One save during the run: the state grows from nothing to its final size, so half of it;
+    `whole`: a change to a running stack, whose state is whole from the first save."""
+    fraction = 1.0 if whole else 0.5
+    return save_seconds(state_bytes(types) * fraction, settings.backend) if settings.saves_every_step else 0.0
 
 
 def final_save_seconds(types: Iterable[str], settings: EngineSettings) -> float:

@@ -23,6 +23,7 @@ from stacks.tools.plan.deploy_time.engine import (
     with_engine,
 )
 from stacks.tools.plan.deploy_time.model import Operation, Schedule, critical_path_bound, extended, simulate
+from stacks.tools.plan.deploy_time.preview_steps import ChangedSteps
 from stacks.tools.plan.deploy_time.words import estimate_in_words, format_seconds, ratio_in_words
 
 
@@ -105,13 +106,24 @@ def _capacity(d: Durations, ops: Iterable[Operation]) -> dict[str, int]:
 
 
 def estimate(
-    entries: Iterable[Any], durations: Durations | None = None, engine: EngineSettings | None = SHIPPED
+    entries: Iterable[Any],
+    durations: Durations | None = None,
+    engine: EngineSettings | None = SHIPPED,
+    *,
+    changed: ChangedSteps | None = None,
 ) -> Estimate:
     """The deployment's estimate; `engine=None` models vCenter alone (unbounded `--parallel` unless
-    `durations.parallel` says otherwise)."""
+    `durations.parallel` says otherwise). `changed`: a run on a running stack, from its preview
+    (preview_steps.py): only the changed resources' operations take time and save checkpoints;
+    None: a fresh deploy, every resource created."""
     d = durations or Durations()
     resources = resources_from_plan(entries)
     ops = operations(resources, d)
+    keys = None if changed is None else changed.urns
+    if keys is not None:
+        # A `same` step waits for its dependencies like any other, and does nothing itself; a guest's
+        # boot and join (`<urn>#join`) happen again only when its VM is changed.
+        ops = [op if op.key.split("#", 1)[0] in keys else replace(op, seconds=0.0, holds={}) for op in ops]
     engine_ops = [op for op in ops if op.engine_slot]
     capacity = _capacity(d, ops)
     vcenter = simulate(engine_ops, parallel=d.parallel, capacity=capacity)
@@ -131,9 +143,10 @@ def estimate(
         engine = replace(engine, parallel=d.parallel)
     types = {r.urn: r.type for r in resources}
     inputs = {r.urn: r.inputs for r in resources}
-    timed, engine_capacity = with_engine(ops, types, inputs, engine, mean_save_seconds(types.values(), engine))
+    save_s = mean_save_seconds(types.values(), engine, whole=changed is not None)
+    timed, engine_capacity = with_engine(ops, types, inputs, engine, save_s, keys)
     capacity |= engine_capacity
-    found = tuple(terms(ops, types, inputs, len(resources), engine))
+    found = tuple(terms(ops, types, inputs, len(resources), engine, keys, None if changed is None else changed.steps))
     pulumi_up = simulate([op for op in timed if op.engine_slot], parallel=engine.effective_parallel, capacity=capacity)
     ready = extended(pulumi_up, guest)
     # Saves are one queue (the snapshot manager): the run lasts at least all of them; a skipped-
