@@ -219,14 +219,14 @@ def test_each_deployment_runs_in_its_own_environment() -> None:
     deploying = {
         job_id: job
         for job_id, job in workflow["jobs"].items()
-        if any(_uses(step) == "pulumi/actions" and (step.get("with") or {}).get("command") for step in job.get("steps", []))
+        if any("pulumi up" in str(step.get("run", "")) for step in job.get("steps", []))
     }
     assert set(deploying) == {"up"}, set(deploying)
     job = deploying["up"]
     assert _environment(job) == "${{ matrix.stack }}"
     assert job["strategy"]["matrix"] == {"stack": "${{ fromJSON(needs.order.outputs.stacks) }}"}
-    (up,) = [s for s in job["steps"] if (s.get("with") or {}).get("command") == "up"]
-    assert up["with"]["stack-name"] == "${{ matrix.stack }}"  # the same stack as the environment
+    (up,) = [s for s in job["steps"] if "pulumi up" in str(s.get("run", ""))]
+    assert 'pulumi up --stack "$STACK"' in up["run"] and job["env"]["STACK"] == "${{ matrix.stack }}"  # the environment's
 
 
 def test_the_credential_table_names_every_job() -> None:

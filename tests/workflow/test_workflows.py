@@ -37,9 +37,19 @@ def _steps(workflow: dict[str, Any]) -> Iterator[tuple[str, dict[str, Any]]]:
             yield job_id, step
 
 
+def _runs_pulumi(step: dict[str, Any]) -> bool:
+    """A step that runs a Pulumi command against the stack: pulumi/actions with a `command`, or a
+    `run:` of `pulumi up` (deploy.yml, which interrupts its own run: issue 52). The action that only
+    installs the CLI is not one."""
+    if str(step.get("uses", "")).startswith("pulumi/actions@"):
+        return bool((step.get("with") or {}).get("command"))
+    return bool(re.search(r"\bpulumi (up|preview)\b", str(step.get("run", ""))))
+
+
 def _pulumi_steps(workflow: dict[str, Any]) -> dict[str, dict[str, Any]]:
-    found = {job_id: step for job_id, step in _steps(workflow) if step.get("uses", "").startswith("pulumi/actions@")}
-    assert found, "no pulumi/actions step"
+    """Per job, its last step that runs Pulumi (deploy.yml: the up after the engine step's preview)."""
+    found = {job_id: step for job_id, step in _steps(workflow) if _runs_pulumi(step)}
+    assert found, "no step runs pulumi"
     return found
 
 
@@ -283,11 +293,12 @@ def test_deploy_runs_the_promotion_order_on_main() -> None:
         "matrix": {"stack": "${{ fromJSON(needs.order.outputs.stacks) }}"},
     }
     assert up["environment"] == "${{ matrix.stack }}"  # required reviewers live on prod's environment
-    (step,) = [s for s in up["steps"] if (s.get("with") or {}).get("command") == "up"]
-    assert step["uses"].startswith("pulumi/actions@")
-    assert step["with"]["stack-name"] == "${{ matrix.stack }}"
-    assert step["with"]["policyPacks"] == "policy"
-    assert step["with"]["policyPackConfigs"] == "${{ steps.policy.outputs.configs }}"
+    (step,) = [s for s in up["steps"] if re.search(r"\bpulumi up\b", str(s.get("run", "")))]
+    command = " ".join(step["run"].replace("\\\n", " ").split())
+    assert 'pulumi up --stack "$STACK"' in command and up["env"]["STACK"] == "${{ matrix.stack }}"
+    assert "--policy-pack policy" in command
+    assert '${POLICY_CONFIG:+--policy-pack-config "$POLICY_CONFIG"}' in command
+    assert step["env"]["POLICY_CONFIG"] == "${{ steps.policy.outputs.configs }}"
     (policy,) = [s for s in up["steps"] if s.get("id") == "policy"]
     assert 'policy/policy-config.$STACK.json' in policy["run"]  # prod's protection config, by its name
     assert (PROJECT / "policy" / "policy-config.prod.json").exists()
@@ -404,8 +415,14 @@ def test_a_forks_pull_request_never_reaches_a_self_hosted_runner() -> None:
 def test_pulumi_steps_use_the_configured_state_backend(path: Path) -> None:
     workflow = _load(path)
     for job_id, step in _pulumi_steps(workflow).items():
-        # pulumi/actions logs in to `cloud-url`; empty means Pulumi Cloud (its action.yml default).
-        assert step["with"]["cloud-url"] == "${{ vars.PULUMI_BACKEND_URL }}", f"{path.name} {job_id}"
+        if "uses" in step:
+            # pulumi/actions logs in to `cloud-url`; empty means Pulumi Cloud (its action.yml default).
+            assert step["with"]["cloud-url"] == "${{ vars.PULUMI_BACKEND_URL }}", f"{path.name} {job_id}"
+        else:
+            # A `run:` of the CLI uses the login of the job's engine step: the same variable.
+            (engine,) = [s for s in workflow["jobs"][job_id]["steps"] if s.get("id") == "engine"]
+            assert engine["env"]["PULUMI_BACKEND_URL"] == "${{ vars.PULUMI_BACKEND_URL }}", f"{path.name} {job_id}"
+            assert 'pulumi login "$PULUMI_BACKEND_URL"' in engine["run"], f"{path.name} {job_id}"
         env = _effective_env(workflow, job_id, step)
         for variable, secret in STATE_SECRETS.items():
             assert env.get(variable) == f"${{{{ secrets.{secret} }}}}", f"{path.name} {job_id}: {variable}"
