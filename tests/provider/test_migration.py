@@ -156,7 +156,13 @@ def test_the_plugin_diffs_every_old_resource_clean(
     # One update, no replacement, that is not the migration's: the version step now also keeps the
     # API server's hardening (issue 40 item 3) and the stack's etcd tag (issue 41 item 5) in the
     # stored ClusterConfiguration, two new inputs.
-    hardening = {"cluster-version": (provider_pb2.DiffResponse.DIFF_SOME, [], ["api_server", "etcd_image_tag"])}
+    # And the join token's lifetime: at most 24 hours since issue 53 item 9 (the fixture's stack
+    # had the old default, 168), so the rotation clock is replaced and a new token issued for new
+    # nodes; no VM takes it (their first-boot data is ignored), and test_no_vm_is_replaced... holds.
+    hardening = {
+        "cluster-version": (provider_pb2.DiffResponse.DIFF_SOME, [], ["api_server", "etcd_image_tag"]),
+        "bootstrap-token-rotation": (provider_pb2.DiffResponse.DIFF_SOME, ["ttl_hours"], ["ttl_hours"]),
+    }
     assert verdicts == {name: hardening.get(name, (provider_pb2.DiffResponse.DIFF_NONE, [], [])) for name in verdicts}
     assert len(verdicts) == len(_ours(new_run))
 
