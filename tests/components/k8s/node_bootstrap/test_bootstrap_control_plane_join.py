@@ -1,6 +1,7 @@
 """Issue 40 item 5: a joining control-plane node gets its keys from the cluster, never from user-data.
 
-Executed like test_bootstrap_script_runs.py (real bash, recording stand-ins), with real openssl:
+Executed like test_bootstrap_script_runs.py (real bash, recording stand-ins), with real openssl
+and this interpreter as the node's python3 (it has `cryptography`, as the template's does):
 the stand-in API server serves the Secret the program's own code seals (control_plane_world.py),
 and the script must check the CA against its pin, fetch with the short-lived token (never on
 curl's command line), open the Secret with its certificate key and write the EncryptionConfiguration
