@@ -64,6 +64,11 @@ GUEST_PACKAGES = {
     "iproute-tc",  # kubeadm preflight
     "rdma-core",  # ib_umad, ib_uverbs, rdma_ucm and /dev/infiniband for the RDMA device plugin
     "libibverbs-utils",
+    # A joining control-plane node opens its sealed encryption keys in Python with `cryptography`
+    # (AES-256-CTR), so that no key is on openssl's command line (gpucluster-bootstrap.sh,
+    # open_sealed_program); named, since @minimal-environment does not promise it. Without it: the
+    # openssl fallback, with a warning.
+    "python3-cryptography",
 }
 FIREWALL_UNIT = ROOT / "components" / "k8s" / "node_bootstrap" / "files" / "gpucluster-firewall.service"
 SERVICES = {"vmtoolsd", "containerd", "kubelet", "sshd"}

@@ -12,11 +12,13 @@ owned by that token's Secret so that Kubernetes deletes them with the token when
   with the same certificate key, which the bootstrap script fetches and opens before it runs
   `kubeadm join` (the API server's static pod reads it when it starts).
 
-The sealing uses what the template has: kubeadm's AES-GCM cannot be opened with the openssl
-command line (`openssl enc` refuses AEAD ciphers), so this Secret is AES-256-CTR with an
-HMAC-SHA256 over the IV and ciphertext as the Secret carries them (encrypt-then-MAC), with the two keys derived from the
-certificate key by HMAC-SHA256. The IV is synthetic (an HMAC of the plaintext), so the same
-configuration under the same key gives the same Secret and a preview shows no change.
+This Secret is AES-256-CTR with an HMAC-SHA256 over the IV and ciphertext as the Secret carries
+them (encrypt-then-MAC), with the two keys derived from the certificate key by HMAC-SHA256. The
+IV is synthetic (an HMAC of the plaintext), so the same configuration under the same key gives the
+same Secret and a preview shows no change. The node opens it in Python (gpucluster-bootstrap.sh,
+`open_sealed_program`: the standard library's HMAC, `cryptography`'s `modes.CTR` as here), with no
+key on a command line (issue 53 item 3). CTR rather than kubeadm's AES-GCM because a template
+without python3-cryptography still opens it with `openssl enc`, which refuses AEAD ciphers.
 """
 
 from __future__ import annotations

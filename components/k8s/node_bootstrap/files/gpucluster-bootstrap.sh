@@ -602,12 +602,68 @@ ca_pin() {  # ca_pin CERT: kubeadm's sha256:<hex> pin of the certificate's publi
   openssl x509 -in "$1" -noout -pubkey | openssl pkey -pubin -outform der | sha256sum | sed 's/ .*//; s/^/sha256:/'
 }
 
-hmac_hex() {  # hmac_hex HEXKEY: HMAC-SHA256 of stdin under the key, hex
-  openssl dgst -sha256 -mac HMAC -macopt "hexkey:$1" -r | sed 's/ .*//'
+# The Secret is opened in Python, not with the openssl command line: `openssl dgst -mac HMAC` and
+# `openssl enc` take keys only as arguments, and /proc/PID/cmdline is any local user's to read
+# (issue 53 item 3); the certificate key also opens kubeadm-certs, the cluster's CA keys. The
+# program reads the key from the 0600 settings file and writes the plaintext 0600. The keys and
+# the MAC are the standard library's; AES-256-CTR is `cryptography`'s (python3-cryptography, in the
+# template's kickstart), as control_plane_join.seal uses it: modes.CTR with the 16-byte IV as the
+# whole initial counter block, which is also what `openssl enc -aes-256-ctr -iv` does. A template
+# built before it carried python3-cryptography still joins: only the AES step falls back to
+# `openssl enc -K`, which puts the derived AES key (it opens this Secret, not kubeadm-certs) on a
+# command line, and the log says so and how to fix it. Written for Python 3.6 and cryptography
+# 2.x as well (EL8's platform-python): no newer syntax, an explicit backend.
+open_sealed_program() {
+  cat <<'PY'
+import base64, hashlib, hmac, json, os, subprocess, sys
+
+settings_path, response_path, out_path = sys.argv[1:4]
+key_hex = ""
+with open(settings_path) as settings:
+    for line in settings:
+        name, _, value = line.rstrip("\n").partition("=")
+        if name == "GPUCLUSTER_CERTIFICATE_KEY":
+            key_hex = value
+if not key_hex:
+    sys.exit("no GPUCLUSTER_CERTIFICATE_KEY in " + settings_path)
+key = bytes.fromhex(key_hex)
+encryption_key = hmac.new(key, b"gpucluster encryption-config aes-256-ctr", hashlib.sha256).digest()
+mac_key = hmac.new(key, b"gpucluster encryption-config hmac-sha256", hashlib.sha256).digest()
+try:
+    with open(response_path) as response:
+        data = json.load(response)["data"]
+    iv, ciphertext, mac = (base64.b64decode(data.get(n, "")).decode("ascii") for n in ("iv", "ciphertext", "mac"))
+    expected = hmac.new(mac_key, (iv + ":" + ciphertext).encode(), hashlib.sha256).hexdigest()
+    if not mac or not hmac.compare_digest(expected, mac):
+        raise ValueError("MAC mismatch")
+    sealed, counter = base64.b64decode(ciphertext), bytes.fromhex(iv)
+except (KeyError, TypeError, ValueError):  # binascii.Error and JSON errors are ValueErrors
+    sys.exit(3)
+fd = os.open(out_path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+with os.fdopen(fd, "wb") as out:
+    try:
+        from cryptography.hazmat.backends import default_backend
+        from cryptography.hazmat.primitives.ciphers import Cipher, algorithms, modes
+    except ImportError:
+        print("openssl")
+        sys.stdout.flush()
+        subprocess.run(["openssl", "enc", "-d", "-aes-256-ctr", "-K", encryption_key.hex(), "-iv", iv],
+                       input=sealed, stdout=out, check=True)
+    else:
+        cipher = Cipher(algorithms.AES(encryption_key), modes.CTR(counter), backend=default_backend())
+        decryptor = cipher.decryptor()
+        out.write(decryptor.update(sealed) + decryptor.finalize())
+PY
 }
 
-secret_field() {  # secret_field JSON NAME: a Secret's data entry, base64-decoded once
-  tr -d ' \n' <"$1" | sed -n "s/.*\"$2\":\"\([^\"]*\)\".*/\1/p" | openssl base64 -d -A
+# The interpreter that opens it: EL8's platform-python (dnf's own, always installed, unlike its
+# python3), else python3 (EL9's system Python; cloud-init's own wherever cloud-init runs).
+sealed_python() {
+  if [ -x "$root/usr/libexec/platform-python" ]; then
+    echo "$root/usr/libexec/platform-python"
+  else
+    command -v python3 || true
+  fi
 }
 
 fetch_encryption_config() {
@@ -615,9 +671,11 @@ fetch_encryption_config() {
   if [ ! -f "$control_plane_join_env" ] || [ ! -f "$cluster_ca_cert" ]; then
     die "$encryption_config is missing and so is $control_plane_join_env: cloud-init did not write this node's files"
   fi
-  local pin key response=$state_dir/encryption-config.json header=$state_dir/encryption-config.header
+  local python pin response=$state_dir/encryption-config.json header=$state_dir/encryption-config.header
+  python=$(sealed_python)
+  [ -n "$python" ] ||
+    die "no python3 on this node: a joining control-plane node opens its encryption keys with its certificate key in python3 (cloud-init's own interpreter; rebuild the template with it)"
   pin=$(control_plane_join_setting GPUCLUSTER_CA_CERT_HASH)
-  key=$(control_plane_join_setting GPUCLUSTER_CERTIFICATE_KEY)
   [ "$(ca_pin "$cluster_ca_cert")" = "$pin" ] ||
     die "$cluster_ca_cert does not match the CA pin $pin: not fetching the encryption keys from a server it vouches for"
   # The token in a 0600 file, not on curl's command line (which any local user can read).
@@ -628,21 +686,24 @@ fetch_encryption_config() {
     log "could not fetch the encryption keys (not written yet, or the token expired: run pulumi up again)" >&2
     return 1
   }
-  local iv ciphertext mac enc_key mac_key
-  iv=$(secret_field "$response" iv)
-  ciphertext=$(secret_field "$response" ciphertext)
-  mac=$(secret_field "$response" mac)
-  enc_key=$(printf '%s' "gpucluster encryption-config aes-256-ctr" | hmac_hex "$key")
-  mac_key=$(printf '%s' "gpucluster encryption-config hmac-sha256" | hmac_hex "$key")
-  if [ -z "$mac" ] || [ "$(printf '%s:%s' "$iv" "$ciphertext" | hmac_hex "$mac_key")" != "$mac" ]; then
-    log "the sealed encryption keys do not open with this node's certificate key" >&2
+  local opened_with status=0 errors=$state_dir/encryption-config.err
+  mkdir -p "${encryption_config%/*}"
+  opened_with=$(umask 077 && open_sealed_program |
+    "$python" - "$control_plane_join_env" "$response" "$encryption_config.part" 2>"$errors") || status=$?
+  if [ "$status" -ne 0 ]; then
+    rm -f "$encryption_config.part"
+    if [ "$status" -eq 3 ]; then
+      log "the sealed encryption keys do not open with this node's certificate key" >&2
+    else
+      log "could not open the sealed encryption keys with $python: $(sed -n '$p' "$errors")" >&2
+    fi
     return 1
   fi
-  mkdir -p "${encryption_config%/*}"
-  (umask 077 && printf '%s' "$ciphertext" | openssl base64 -d -A |
-    openssl enc -d -aes-256-ctr -K "$enc_key" -iv "$iv" >"$encryption_config.part")
+  if [ "$opened_with" = openssl ]; then
+    log "warning: rebuild the template: it lacks python3-cryptography; until then the Secret's AES key (derived from the certificate key, not the key itself) passes on openssl's command line" >&2
+  fi
   mv "$encryption_config.part" "$encryption_config"
-  rm -f "$response" "$header"
+  rm -f "$response" "$header" "$errors"
 }
 
 # kubeadm init got past its kubeconfig phase (admin.conf exists) but did not finish: run the

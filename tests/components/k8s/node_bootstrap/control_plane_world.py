@@ -4,8 +4,8 @@
 - `$SIM/cluster-ca.crt`: the CA the API server's certificate chains to (curl's --cacert must match);
 - `$SIM/control-plane-join-token`: the token the API server accepts for the two Secrets (RBAC);
 - `$SIM/secret-gpucluster-encryption-config.json`: that Secret as kube-apiserver returns it, its
-  data made by the program's own code (`sealed_encryption_config_data`), so the script's openssl
-  pipeline opens exactly what the stack writes;
+  data made by the program's own code (`sealed_encryption_config_data`), so the script's opening
+  (Python, or openssl on a template without python3-cryptography) opens exactly what the stack writes;
 - `$SIM/kubeadm-certs`: the certificate key the kubeadm-certs Secret was encrypted with (the
   Secret's format is checked against kubeadm's own decrypt in tests/components/k8s/join).
 """

@@ -151,6 +151,12 @@ class Node:
             found = shutil.which(tool)
             assert found, f"{tool} is needed to run the bootstrap script"
             (bin_dir / tool).symlink_to(found)
+        if "python3" not in self.without:
+            # The node's python3 (cloud-init's own) is this interpreter, which has `cryptography`
+            # as a template with python3-cryptography does; a wrapper, not a link, so that it
+            # stays the virtualenv's interpreter wherever the link would sit.
+            (bin_dir / "python3").write_text(f'#!/bin/bash\nexec {sys.executable} "$@"\n')
+            (bin_dir / "python3").chmod(0o755)
         self.path = str(bin_dir)
         self.cloud_init_writes_files()
         (self.root / "etc" / "fstab").write_text("/dev/sda1 / xfs defaults 0 0\n/dev/sda2 none swap sw 0 0\n")
