@@ -25,6 +25,7 @@ import pytest
 import yaml
 
 from stacks.cli import main as stacks_main
+from tests.workflow.scratch_git import git
 
 PROJECT = Path(__file__).resolve().parents[2]
 GOLDEN = Path(__file__).resolve().parent / "plan_comments"
@@ -116,16 +117,6 @@ def _step(workflow: Path, step_id: str) -> dict[str, Any]:
     return steps[0]
 
 
-def _git(repo: Path, *args: str) -> str:
-    return subprocess.run(
-        ["git", "-c", "user.name=t", "-c", "user.email=t@example.com", *args],
-        cwd=repo,
-        check=True,
-        capture_output=True,
-        text=True,
-    ).stdout.strip()
-
-
 FORGED_VERDICT = "**Verdict: no change to the running cluster**"
 # What a pull request may put in its own commits to forge its plan: none of it may run.
 FORGERIES = {
@@ -151,13 +142,13 @@ def _run_render_step(
     repo = tmp_path / "checkout"
     repo.mkdir(parents=True)
     stack_file = repo / "Pulumi.dev.yaml"
-    _git(repo, "init", "-q", "-b", "main")
+    git(repo, "init", "-q", "-b", "main")
     if base is not None:
         stack_file.write_text(base)
     (repo / "README.md").write_text("x\n")
-    _git(repo, "add", "README.md", *(["Pulumi.dev.yaml"] if base is not None else []))
-    _git(repo, "commit", "-q", "-m", "base")
-    base_sha = _git(repo, "rev-parse", "HEAD")
+    git(repo, "add", "README.md", *(["Pulumi.dev.yaml"] if base is not None else []))
+    git(repo, "commit", "-q", "-m", "base")
+    base_sha = git(repo, "rev-parse", "HEAD")
     if head is None:
         stack_file.unlink(missing_ok=True)
     else:
@@ -166,10 +157,10 @@ def _run_render_step(
     for name, text in {"components/touched.py": "x = 1\n", **(FORGERIES if forge else {}), **(also or {})}.items():
         (repo / name).parent.mkdir(parents=True, exist_ok=True)
         (repo / name).write_text(text)
-    _git(repo, "add", "-A")
-    _git(repo, "commit", "-q", "-m", "the pull request", "--allow-empty")
-    head_sha = _git(repo, "rev-parse", "HEAD")
-    _git(repo, "checkout", "-q", base_sha)  # what actions/checkout leaves: the default branch
+    git(repo, "add", "-A")
+    git(repo, "commit", "-q", "-m", "the pull request", "--allow-empty")
+    head_sha = git(repo, "rev-parse", "HEAD")
+    git(repo, "checkout", "-q", base_sha)  # what actions/checkout leaves: the default branch
     (repo / "scripts").symlink_to(PROJECT / "scripts")
     (repo / ".venv").symlink_to(PROJECT / ".venv")
     output, runner_temp = tmp_path / "github-output", tmp_path / "runner-temp"

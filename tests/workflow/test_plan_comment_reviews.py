@@ -20,6 +20,8 @@ from typing import Any
 import pytest
 import yaml
 
+from tests.workflow.scratch_git import git
+
 PROJECT = Path(__file__).resolve().parents[2]
 COMMENT_WORKFLOW = PROJECT / ".github" / "workflows" / "plan-comment.yml"
 PLAN_WORKFLOW = PROJECT / ".github" / "workflows" / "plan.yml"
@@ -54,16 +56,6 @@ else:
 '''
 
 
-def _git(repo: Path, *args: str) -> str:
-    return subprocess.run(
-        ["git", "-c", "user.name=t", "-c", "user.email=t@example.com", *args],
-        cwd=repo,
-        check=True,
-        capture_output=True,
-        text=True,
-    ).stdout.strip()
-
-
 def _pr_data_step() -> dict[str, Any]:
     document = yaml.safe_load(COMMENT_WORKFLOW.read_text())
     (job,) = document["jobs"].values()
@@ -74,18 +66,18 @@ def _pr_data_step() -> dict[str, Any]:
 def _accepted_text(tmp_path: Path, reviews: list[dict[str, Any]], permissions: dict[str, str]) -> str:
     """Runs the pr-data step; returns the text the plan step reads as accepting its rebuilds."""
     origin = tmp_path / "origin.git"
-    _git(tmp_path, "init", "-q", "--bare", str(origin))
+    git(tmp_path, "init", "-q", "--bare", str(origin))
     work = tmp_path / "work"
-    _git(tmp_path, "init", "-q", "-b", "main", str(work))
+    git(tmp_path, "init", "-q", "-b", "main", str(work))
     (work / "README.md").write_text("x\n")
-    _git(work, "add", "README.md")
-    _git(work, "commit", "-q", "-m", "base")
-    base = _git(work, "rev-parse", "HEAD")
-    _git(work, "commit", "-q", "--allow-empty", "-m", "the pull request")
-    head = _git(work, "rev-parse", "HEAD")
-    _git(work, "push", "-q", str(origin), f"{base}:refs/heads/main", f"{head}:refs/pull/7/head")
+    git(work, "add", "README.md")
+    git(work, "commit", "-q", "-m", "base")
+    base = git(work, "rev-parse", "HEAD")
+    git(work, "commit", "-q", "--allow-empty", "-m", "the pull request")
+    head = git(work, "rev-parse", "HEAD")
+    git(work, "push", "-q", str(origin), f"{base}:refs/heads/main", f"{head}:refs/pull/7/head")
     checkout = tmp_path / "checkout"
-    _git(tmp_path, "clone", "-q", str(origin), str(checkout))
+    git(tmp_path, "clone", "-q", str(origin), str(checkout))
     (checkout / "scripts").symlink_to(PROJECT / "scripts")
     bin_dir = tmp_path / "bin"
     bin_dir.mkdir()

@@ -24,6 +24,7 @@ import pytest
 import yaml
 
 from tests.stack_fixtures import fixture_text
+from tests.workflow.scratch_git import git
 
 PROJECT = Path(__file__).resolve().parents[2]
 WORKFLOWS = PROJECT / ".github" / "workflows"
@@ -41,16 +42,6 @@ def _load(name: str) -> dict[str, Any]:
 def _step(workflow: str, job: str, step_id: str) -> dict[str, Any]:
     (step,) = [s for s in _load(workflow)["jobs"][job]["steps"] if s.get("id") == step_id]
     return dict(step)
-
-
-def _git(repo: Path, *args: str) -> str:
-    return subprocess.run(
-        ["git", "-c", "user.name=t", "-c", "user.email=t@example.com", *args],
-        cwd=repo,
-        check=True,
-        capture_output=True,
-        text=True,
-    ).stdout.strip()
 
 
 def _site_stack(name: str, source: str) -> str:
@@ -71,16 +62,16 @@ def site(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
     for name, source in SITE_STACKS.items():
         (repo / f"Pulumi.{name}.yaml").write_text(_site_stack(name, source))
     (repo / "Pulumi.sim.yaml").write_text(fixture_text("sim"))  # kept: the simulator's, never deployed
-    _git(repo, "init", "-q", "-b", "main")
-    _git(repo, "add", "-A")
-    _git(repo, "commit", "-q", "-m", "the site's own stacks")
-    base = _git(repo, "rev-parse", "HEAD")
+    git(repo, "init", "-q", "-b", "main")
+    git(repo, "add", "-A")
+    git(repo, "commit", "-q", "-m", "the site's own stacks")
+    base = git(repo, "rev-parse", "HEAD")
     (repo / "components").mkdir()
     (repo / "components" / "touched.py").write_text("x = 1\n")
-    _git(repo, "add", "-A")
-    _git(repo, "commit", "-q", "-m", "a change every stack runs")
-    head = _git(repo, "rev-parse", "HEAD")
-    _git(repo, "checkout", "-q", base)  # what the workflows' checkout leaves for plan-comment.yml
+    git(repo, "add", "-A")
+    git(repo, "commit", "-q", "-m", "a change every stack runs")
+    head = git(repo, "rev-parse", "HEAD")
+    git(repo, "checkout", "-q", base)  # what the workflows' checkout leaves for plan-comment.yml
     return {"repo": repo, "base": base, "head": head}
 
 

@@ -14,6 +14,8 @@ from typing import Any
 import pytest
 import yaml
 
+from tests.workflow.scratch_git import git
+
 PROJECT = Path(__file__).resolve().parents[2]
 WORKFLOWS = PROJECT / ".github" / "workflows"
 PREVIEW, DEPLOY = WORKFLOWS / "preview.yml", WORKFLOWS / "deploy.yml"
@@ -176,21 +178,11 @@ def test_preview_and_plan_pick_stacks_with_the_tested_script() -> None:
     assert plan["env"]["HEAD_SHA"] == "${{ github.event.workflow_run.head_sha }}"
 
 
-def _git(repo: Path, *args: str) -> str:
-    return subprocess.run(
-        ["git", "-c", "user.name=t", "-c", "user.email=t@example.com", *args],
-        cwd=repo,
-        check=True,
-        capture_output=True,
-        text=True,
-    ).stdout.strip()
-
-
 @pytest.fixture
 def repo(tmp_path: Path) -> Path:
     if shutil.which("git") is None:
         pytest.skip("git is not installed")
-    _git(tmp_path, "init", "-q", "-b", "main")
+    git(tmp_path, "init", "-q", "-b", "main")
     for name in (
         "Pulumi.yaml",
         "Pulumi.dev.yaml",
@@ -203,13 +195,13 @@ def repo(tmp_path: Path) -> Path:
     for folder in ("stacks", "components/vsphere", "docs", "policy"):
         (tmp_path / folder).mkdir(parents=True)
         (tmp_path / folder / "x.py").write_text("x = 1\n")
-    _git(tmp_path, "add", "-A")
-    _git(tmp_path, "commit", "-q", "-m", "base")
+    git(tmp_path, "add", "-A")
+    git(tmp_path, "commit", "-q", "-m", "base")
     return tmp_path
 
 
 def _stacks_for(repo: Path, change: dict[str, str | None], *, include_deleted: bool = False) -> list[str]:
-    base = _git(repo, "rev-parse", "HEAD")
+    base = git(repo, "rev-parse", "HEAD")
     for name, text in change.items():
         path = repo / name
         if text is None:
@@ -217,9 +209,9 @@ def _stacks_for(repo: Path, change: dict[str, str | None], *, include_deleted: b
         else:
             path.parent.mkdir(parents=True, exist_ok=True)
             path.write_text(text)
-    _git(repo, "add", "-A")
-    _git(repo, "commit", "-q", "-m", "change", "--allow-empty")
-    env = {"PATH": "/usr/bin:/bin", "BASE_SHA": base, "HEAD_SHA": _git(repo, "rev-parse", "HEAD")}
+    git(repo, "add", "-A")
+    git(repo, "commit", "-q", "-m", "change", "--allow-empty")
+    env = {"PATH": "/usr/bin:/bin", "BASE_SHA": base, "HEAD_SHA": git(repo, "rev-parse", "HEAD")}
     if include_deleted:
         env["INCLUDE_DELETED"] = "1"
     result = subprocess.run(
