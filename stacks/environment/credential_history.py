@@ -6,8 +6,8 @@
   copy the old ciphertext out of git history into the pull request's stack file, and the preview
   decrypts it. Refusing the key now (`validate`, the program) does not close that: the account must
   be rotated, the passphrase changed, and the state's history purged (docs/deploy.md, "An account
-  that was ever in a stack file"). Found with git's pickaxe (`git log -S`), which lists the commits
-  that added or removed the string: a file that ever held the key shows at least one.
+  that was ever in a stack file"). Found with git's pickaxe (`git log -G`), which lists the commits
+  that added or removed a line with the key (`-G`): a file that ever held it shows at least one.
 - **ESC environments the file imports** (issue 53 item 7): every command on the stack, a preview
   included, opens the environments listed under the file's top-level `environment:`; a deploy
   account there is handed to whoever can run a preview.
@@ -44,7 +44,10 @@ def credential_history_warnings(path: Path) -> list[str]:
     warnings = []
     for key in CREDENTIAL_KEYS:
         # --follow: the file may have been renamed (a clone of another stack's file).
-        log = _git(path.parent, "log", "--follow", "--format=%h %as", "-S", key, "--", path.name)
+        # -G with the key at a line's start: a YAML key, not a comment naming it (our own stack
+        # files' history has only such comments, and a fresh clone must not be told to rotate).
+        pattern = rf"^[[:space:]]*{key}[[:space:]]*:"
+        log = _git(path.parent, "log", "--follow", "--format=%h %as", "-E", "-G", pattern, "--", path.name)
         commits = (log or "").split()
         if not commits:
             continue

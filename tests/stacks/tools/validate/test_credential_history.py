@@ -84,3 +84,17 @@ def test_an_account_name_alone_in_history_opens_nothing(lab_file: Path, capsys: 
     _git(repo, "commit", "-q", "-am", "credentials come by role")
     _, out = _validate(lab_file, capsys)
     assert "held `vsphere" not in out
+
+
+def test_a_comment_naming_the_key_is_no_account(lab_file: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """Earlier shipped stack files only said `# vsphere:password is a secret: ...` in a comment."""
+    repo = lab_file.parent
+    clean = lab_file.read_text()
+    _git(repo, "init", "-q")
+    lab_file.write_text(clean.replace("config:\n", "config:\n  # vsphere:password is a secret: pulumi config set --secret\n", 1))
+    _git(repo, "add", lab_file.name)
+    _git(repo, "commit", "-q", "-m", "a comment")
+    lab_file.write_text(clean)
+    _git(repo, "commit", "-q", "-am", "gone")
+    _, out = _validate(lab_file, capsys)
+    assert "held `vsphere" not in out
