@@ -18,7 +18,7 @@ control-plane nodes' user-data installs run on the old members at each change, a
 from __future__ import annotations
 
 import os
-from collections.abc import Iterator, Mapping
+from collections.abc import Mapping
 from dataclasses import replace
 from pathlib import Path
 from typing import Any
@@ -45,15 +45,6 @@ def nft() -> str:
     require_program("ip", "/usr/sbin/ip", "iproute2")
     require_program("curl", "/usr/bin/curl", "curl")  # the membership sync reads etcd with it
     return require_program("nft", "/usr/sbin/nft", "nftables")
-
-
-@pytest.fixture
-def lab(nft: str, tmp_path: Path) -> Iterator[Lab]:
-    made = Lab(nft, tmp_path)
-    try:
-        yield made
-    finally:
-        made.close()
 
 
 @pytest.mark.parametrize("shape", STEADY + DAY_TWO, ids=lambda s: s.id)

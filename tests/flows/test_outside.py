@@ -13,8 +13,6 @@ connection from outside to a NodePort is dropped) is held by the flow matrix
 from __future__ import annotations
 
 import os
-from collections.abc import Iterator
-from pathlib import Path
 
 import pytest
 
@@ -37,15 +35,6 @@ def nft() -> str:
         unavailable("network namespaces", "the flow lab needs root (ip netns)")
     require_program("ip", "/usr/sbin/ip", "iproute2")
     return require_program("nft", "/usr/sbin/nft", "nftables")
-
-
-@pytest.fixture
-def lab(nft: str, tmp_path: Path) -> Iterator[Lab]:
-    made = Lab(nft, tmp_path)
-    try:
-        yield made
-    finally:
-        made.close()
 
 
 def test_a_pods_outside_connections_get_their_replies_on_every_node_port(lab: Lab) -> None:

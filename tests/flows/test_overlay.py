@@ -21,8 +21,6 @@ from __future__ import annotations
 
 import copy
 import os
-from collections.abc import Iterator
-from pathlib import Path
 from typing import Any
 
 import pytest
@@ -52,15 +50,6 @@ def nft() -> str:
     require_program("ip", "/usr/sbin/ip", "iproute2")
     require_program("bridge", "/usr/sbin/bridge", "iproute2")
     return require_program("nft", "/usr/sbin/nft", "nftables")
-
-
-@pytest.fixture
-def lab(nft: str, tmp_path: Path) -> Iterator[Lab]:
-    made = Lab(nft, tmp_path)
-    try:
-        yield made
-    finally:
-        made.close()
 
 
 def _overlay(lab: Lab) -> dict[str, str]:

@@ -26,6 +26,7 @@ from tests.components.vsphere.vm_helpers import (
     clone,
     destroy,
     events,
+    off_windows,
     power_on,
     reconfigure,
     reserve_all_memory,
@@ -152,17 +153,6 @@ def test_large_bar_profile_gets_64bit_mmio_while_the_vm_is_off(
     assert provider.diff(created.id, created.outs, inputs).changes is True
 
 
-def _off_windows(timeline: list[tuple[int, str]]) -> list[tuple[int, int]]:
-    windows, start = [], None
-    for key, kind in timeline:
-        if kind == "off":
-            start = key
-        elif kind == "on" and start is not None:
-            windows.append((start, key))
-            start = None
-    return windows
-
-
 def test_profile_change_shuts_the_guest_down_through_tools_and_powers_it_back_on(
     provider: VgpuAttachmentProvider, worker: Any, si: Any
 ) -> None:
@@ -224,7 +214,7 @@ def test_profile_changes_of_a_pool_power_cycle_one_vm_at_a_time(
         thread.join()
 
     assert errors == []
-    windows = sorted(w for vm in workers for w in _off_windows(timed_events(si, vm)))
+    windows = sorted(w for vm in workers for w in off_windows(timed_events(si, vm)))
     assert len(windows) == 3
     for (_, first_on), (next_off, _) in itertools.pairwise(windows):
         assert first_on < next_off, f"two GPU workers were down at once: {windows}"

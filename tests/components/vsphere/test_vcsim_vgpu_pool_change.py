@@ -26,6 +26,7 @@ from tests.components.vsphere.graphics_helpers import set_active_graphics
 from tests.components.vsphere.vm_helpers import (
     clone,
     destroy,
+    off_windows,
     power_on,
     reconfigure,
     reserve_all_memory,
@@ -65,17 +66,6 @@ def workers(si: Any, extended: Any) -> Iterator[list[Any]]:
                 destroy(vm)
 
 
-def _off_windows(timeline: list[tuple[int, str]]) -> list[tuple[int, int]]:
-    windows, start = [], None
-    for key, kind in timeline:
-        if kind == "off":
-            start = key
-        elif kind == "on" and start is not None:
-            windows.append((start, key))
-            start = None
-    return windows
-
-
 def test_four_profile_changes_in_one_run_all_finish(
     configured: Callable[..., Any], workers: list[Any], si: Any
 ) -> None:
@@ -105,7 +95,7 @@ def test_four_profile_changes_in_one_run_all_finish(
     for vm in workers:
         assert (vgpus(vm), vm.runtime.powerState) == (["grid_t4-8c"], "poweredOn"), vm.name
         assert not [o for o in vm.config.extraConfig or [] if o.key == POWER_ON_MARKER and o.value == "true"]
-    windows = sorted(w for vm in workers for w in _off_windows(timed_events(si, vm)))
+    windows = sorted(w for vm in workers for w in off_windows(timed_events(si, vm)))
     assert len(windows) == 4
     for (_, first_on), (next_off, _) in itertools.pairwise(windows):
         assert first_on < next_off, f"two GPU workers were down at once: {windows}"

@@ -46,6 +46,19 @@ def timed_events(si: Any, vm: Any) -> list[tuple[int, str]]:
     return [(key, _EVENT_KINDS[kind]) for key, kind in sorted(pairs) if kind in _EVENT_KINDS]
 
 
+def off_windows(timeline: list[tuple[int, str]]) -> list[tuple[int, int]]:
+    """(off key, on key) of each time a VM was powered off, from `timed_events`: the windows of
+    several VMs overlap when two were down at once."""
+    windows, start = [], None
+    for key, kind in timeline:
+        if kind == "off":
+            start = key
+        elif kind == "on" and start is not None:
+            windows.append((start, key))
+            start = None
+    return windows
+
+
 def vgpu_device_spec(profile: str, key: int = -100) -> Any:
     return vim.vm.device.VirtualDeviceSpec(
         operation=vim.vm.device.VirtualDeviceSpec.Operation.add,

@@ -7,19 +7,13 @@
 
 from __future__ import annotations
 
-import subprocess
 from pathlib import Path
 
 import pytest
 
 from stacks.cli import main as stacks_main
 from tests.stack_fixtures import fixture_text
-
-
-def _git(repo: Path, *args: str) -> None:
-    subprocess.run(
-        ["git", "-c", "user.name=t", "-c", "user.email=t@example.com", *args], cwd=repo, check=True, capture_output=True
-    )
+from tests.workflow.scratch_git import git
 
 
 def _validate(path: Path, capsys: pytest.CaptureFixture[str]) -> tuple[int, str]:
@@ -35,16 +29,19 @@ def lab_file(tmp_path: Path) -> Path:
     return path
 
 
-def test_an_account_once_in_the_stack_files_history_is_named(lab_file: Path, capsys: pytest.CaptureFixture[str]) -> None:
-    repo = lab_file.parent
-    clean = lab_file.read_text()
-    _git(repo, "init", "-q")
-    held = clean.replace("config:\n", "config:\n  vsphere:user: administrator@vsphere.local\n  vsphere:password:\n    secure: v1:AAAA\n", 1)
-    lab_file.write_text(held)
-    _git(repo, "add", lab_file.name)
-    _git(repo, "commit", "-q", "-m", "as the old docs said")
+def _with_history(lab_file: Path, once: str) -> None:
+    """A git history in which the stack file's `config:` once began with `once`, then lost it."""
+    repo, clean = lab_file.parent, lab_file.read_text()
+    git(repo, "init", "-q")
+    lab_file.write_text(clean.replace("config:\n", f"config:\n{once}", 1))
+    git(repo, "add", lab_file.name)
+    git(repo, "commit", "-q", "-m", "once")
     lab_file.write_text(clean)
-    _git(repo, "commit", "-q", "-am", "credentials come by role")
+    git(repo, "commit", "-q", "-am", "credentials come by role")
+
+
+def test_an_account_once_in_the_stack_files_history_is_named(lab_file: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    _with_history(lab_file, "  vsphere:user: administrator@vsphere.local\n  vsphere:password:\n    secure: v1:AAAA\n")
     status, out = _validate(lab_file, capsys)
     assert status == 0, out  # valid today: the warning is about what git still holds
     warnings = [line for line in out.splitlines() if line.startswith("warning: Pulumi.lab.yaml held")]
@@ -56,9 +53,9 @@ def test_an_account_once_in_the_stack_files_history_is_named(lab_file: Path, cap
 def test_a_clean_history_and_no_git_say_nothing(lab_file: Path, capsys: pytest.CaptureFixture[str]) -> None:
     _, out = _validate(lab_file, capsys)  # not a git checkout
     assert "held `vsphere" not in out
-    _git(lab_file.parent, "init", "-q")
-    _git(lab_file.parent, "add", lab_file.name)
-    _git(lab_file.parent, "commit", "-q", "-m", "clean from the start")
+    git(lab_file.parent, "init", "-q")
+    git(lab_file.parent, "add", lab_file.name)
+    git(lab_file.parent, "commit", "-q", "-m", "clean from the start")
     _, out = _validate(lab_file, capsys)
     assert "held `vsphere" not in out and "ESC" not in out
 
@@ -73,28 +70,15 @@ def test_an_imported_esc_environment_is_named_as_open_to_previews(
     assert "esc run ENV -- pulumi up" in out
 
 
-def test_an_account_name_alone_in_history_opens_nothing(lab_file: Path, capsys: pytest.CaptureFixture[str]) -> None:
-    repo = lab_file.parent
-    clean = lab_file.read_text()
-    _git(repo, "init", "-q")
-    lab_file.write_text(clean.replace("config:\n", "config:\n  vsphere:user: administrator@vsphere.local\n", 1))
-    _git(repo, "add", lab_file.name)
-    _git(repo, "commit", "-q", "-m", "the account's name, no password")
-    lab_file.write_text(clean)
-    _git(repo, "commit", "-q", "-am", "credentials come by role")
-    _, out = _validate(lab_file, capsys)
-    assert "held `vsphere" not in out
-
-
-def test_a_comment_naming_the_key_is_no_account(lab_file: Path, capsys: pytest.CaptureFixture[str]) -> None:
-    """Earlier shipped stack files only said `# vsphere:password is a secret: ...` in a comment."""
-    repo = lab_file.parent
-    clean = lab_file.read_text()
-    _git(repo, "init", "-q")
-    lab_file.write_text(clean.replace("config:\n", "config:\n  # vsphere:password is a secret: pulumi config set --secret\n", 1))
-    _git(repo, "add", lab_file.name)
-    _git(repo, "commit", "-q", "-m", "a comment")
-    lab_file.write_text(clean)
-    _git(repo, "commit", "-q", "-am", "gone")
+@pytest.mark.parametrize(
+    "once",
+    [
+        "  vsphere:user: administrator@vsphere.local\n",  # an account's name opens nothing
+        "  # vsphere:password is a secret: pulumi config set --secret\n",  # earlier shipped files' comment
+    ],
+    ids=["user-name-only", "comment-naming-the-key"],
+)
+def test_what_opens_nothing_is_not_named(lab_file: Path, capsys: pytest.CaptureFixture[str], once: str) -> None:
+    _with_history(lab_file, once)
     _, out = _validate(lab_file, capsys)
     assert "held `vsphere" not in out
