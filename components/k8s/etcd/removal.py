@@ -195,6 +195,12 @@ def _remove(gateway: Gateway, target: Member, endpoints: Sequence[str]) -> tuple
             return Removal("absent", target, endpoint), ""
         if answer.status in _REFUSALS:
             return None, f"etcd refused the removal ({answer.message})"
+        if answer.status >= 500:
+            # This member cannot serve it now, e.g. one that has just removed itself and still
+            # answers `raft: stopped` (raft.ErrStopped, Unknown to the gateway: 500): ask the next,
+            # and wait for the loop's next round if none can.
+            why = f"{endpoint} answered HTTP {answer.status} {answer.message}".rstrip()
+            continue
         raise EtcdMemberError(
             f"removing etcd member {target.label} through {endpoint}: HTTP {answer.status} {answer.message}".rstrip()
         )
